@@ -1,0 +1,190 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alphapb "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// start serves a fresh Server over bufconn and returns it, its grpc.Server and a client
+// connection. Everything is torn down with t.Cleanup.
+func start(t *testing.T) (*service.Server, *grpc.Server, *grpc.ClientConn) {
+	t.Helper()
+	srv, err := service.New(service.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	lis := bufconn.Listen(1 << 20)
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return srv, gs, conn
+}
+
+func TestHealthServingForServerAndAgentService(t *testing.T) {
+	_, _, conn := start(t)
+	hc := healthpb.NewHealthClient(conn)
+	for _, name := range []string{"", "agentd.v1.AgentService"} {
+		resp, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil {
+			t.Fatalf("Check(%q): %v", name, err)
+		}
+		if got := resp.GetStatus(); got != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q) = %v, want SERVING", name, got)
+		}
+	}
+	_, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "no.such.Service"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("Check(unknown service) error = %v, want NotFound", err)
+	}
+}
+
+func TestDrainTurnsHealthNotServing(t *testing.T) {
+	srv, _, conn := start(t)
+	srv.Drain()
+	resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: "agentd.v1.AgentService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetStatus(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("after Drain status = %v, want NOT_SERVING", got)
+	}
+}
+
+func TestReflectionListsServicesV1AndV1Alpha(t *testing.T) {
+	_, _, conn := start(t)
+	want := []string{"agentd.v1.AgentService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}
+
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		got = append(got, s.GetName())
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("v1 services = %q, want %q", got, want)
+	}
+	stream.CloseSend()
+
+	alpha, err := reflectionv1alphapb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alpha.Send(&reflectionv1alphapb.ServerReflectionRequest{MessageRequest: &reflectionv1alphapb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "agentd.v1.AgentService"}}); err != nil {
+		t.Fatal(err)
+	}
+	aresp, err := alpha.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(aresp.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+		t.Errorf("v1alpha: no file descriptor for agentd.v1.AgentService: %v", aresp)
+	}
+	alpha.CloseSend()
+}
+
+func TestGracefulStopWaitsForOpenStreamsThenCloses(t *testing.T) {
+	_, gs, conn := start(t)
+	// A health Watch stream stays open until the server ends it.
+	watch, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := service.GracefulStop(ctx, gs); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GracefulStop with an open stream = %v, want DeadlineExceeded", err)
+	}
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("open stream after the forced stop: Recv error = %v, want Unavailable", err)
+	}
+}
+
+func TestGracefulStopReturnsNilWhenIdle(t *testing.T) {
+	_, gs, _ := start(t)
+	if err := service.GracefulStop(t.Context(), gs); err != nil {
+		t.Fatalf("GracefulStop with nothing open = %v, want nil", err)
+	}
+}
+
+// The four RPCs exist with the shapes of the contract; until the runtime is wired in they
+// answer UNIMPLEMENTED.
+func TestAgentServiceRPCsAreRegistered(t *testing.T) {
+	_, _, conn := start(t)
+	c := agentdv1.NewAgentServiceClient(conn)
+	ctx := t.Context()
+
+	_, err := c.ListAgents(ctx, &agentdv1.ListAgentsRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("ListAgents error = %v, want Unimplemented", err)
+	}
+	_, err = c.ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "hi"}})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("ExecuteRun error = %v, want Unimplemented", err)
+	}
+	ss, err := c.StartRun(ctx, &agentdv1.StartRunRequest{Start: &agentdv1.RunSpec{Input: "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Recv(); status.Code(err) != codes.Unimplemented {
+		t.Errorf("StartRun Recv error = %v, want Unimplemented", err)
+	}
+	bidi, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bidi.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: &agentdv1.RunSpec{Input: "hi"}}}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if _, err := bidi.Recv(); status.Code(err) != codes.Unimplemented {
+		t.Errorf("Run Recv error = %v, want Unimplemented", err)
+	}
+}
