@@ -1,0 +1,304 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Config configures an [Agent].
+type Config struct {
+	// Name of the agent, as clients name it.
+	Name string
+	// Model is the default model; required.
+	Model Model
+	// System is the system prompt, sent before the transcript.
+	System string
+	// Tools the model may call.
+	Tools []Tool
+	// Policy is the agent's tool policy; requests may tighten it, never loosen it.
+	Policy Policy
+	// Hooks are the agent's own hooks; they run after the request's.
+	Hooks Hooks
+	// Settings tunes every model call.
+	Settings CallSettings
+	// MaxSteps bounds the steps of one turn; 0 means 25.
+	MaxSteps int
+	// ParallelTools is how many calls of one step may run at once; 0 or 1 runs them one
+	// after another. Only tools whose spec allows it run in parallel.
+	ParallelTools int
+	// ToolTimeout bounds a call whose tool names no timeout; 0 means one minute.
+	ToolTimeout time.Duration
+	// MaxModelRetries bounds the retries of a failed model call; 0 means 2, negative none.
+	MaxModelRetries int
+	// RetryBackoff is the wait before the first retry, doubled for each next one (with
+	// jitter, at most 30 s); 0 means 500 ms.
+	RetryBackoff time.Duration
+	// Logger receives warnings (hook failures); nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID returns a fresh id with the given prefix ("run", "msg", "call", …); nil means
+	// a random one.
+	NewID func(prefix string) string
+}
+
+// Agent runs the agent loop. It holds configuration only and keeps nothing between runs;
+// it is safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	tools   map[string]*toolEntry
+	order   []string
+	log     *slog.Logger
+	now     func() time.Time
+	newID   func(string) string
+	retries int
+	backoff time.Duration
+}
+
+type toolEntry struct {
+	tool   Tool
+	spec   ToolSpec
+	schema *Schema
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// New returns an Agent for cfg.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("runtime: Config.Model is required")
+	}
+	a := &Agent{cfg: cfg, tools: map[string]*toolEntry{}, log: cfg.Logger, now: cfg.Now, newID: cfg.NewID}
+	if a.cfg.MaxSteps <= 0 {
+		a.cfg.MaxSteps = 25
+	}
+	if a.cfg.ToolTimeout <= 0 {
+		a.cfg.ToolTimeout = time.Minute
+	}
+	switch {
+	case cfg.MaxModelRetries == 0:
+		a.retries = 2
+	case cfg.MaxModelRetries > 0:
+		a.retries = cfg.MaxModelRetries
+	}
+	a.backoff = cfg.RetryBackoff
+	if a.backoff <= 0 {
+		a.backoff = 500 * time.Millisecond
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.newID == nil {
+		a.newID = RandomID
+	}
+	for _, t := range cfg.Tools {
+		e, err := newToolEntry(t)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := a.tools[e.spec.Name]; dup {
+			return nil, fmt.Errorf("runtime: tool %q registered twice", e.spec.Name)
+		}
+		a.tools[e.spec.Name] = e
+		a.order = append(a.order, e.spec.Name)
+	}
+	return a, nil
+}
+
+func newToolEntry(t Tool) (*toolEntry, error) {
+	spec := t.Spec()
+	if !toolNameRE.MatchString(spec.Name) {
+		return nil, fmt.Errorf("runtime: tool name %q: want 1 to 64 letters, digits, '_' or '-'", spec.Name)
+	}
+	if spec.Executor == 0 {
+		spec.Executor = ExecutorServer
+	}
+	schema, err := compileCached(spec.Parameters)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: tool %q: %w", spec.Name, err)
+	}
+	return &toolEntry{tool: t, spec: spec, schema: schema}, nil
+}
+
+// Name returns the agent's name.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// Model returns the agent's default model.
+func (a *Agent) Model() Model { return a.cfg.Model }
+
+// MaxSteps returns the agent's step limit per turn.
+func (a *Agent) MaxSteps() int { return a.cfg.MaxSteps }
+
+// Policy returns the agent's tool policy.
+func (a *Agent) Policy() Policy { return a.cfg.Policy }
+
+// Tools returns the agent's tools in the order they were configured.
+func (a *Agent) Tools() []ToolSpec {
+	specs := make([]ToolSpec, 0, len(a.order))
+	for _, name := range a.order {
+		specs = append(specs, a.tools[name].spec)
+	}
+	return specs
+}
+
+// RandomID returns prefix, '_' and 16 random base-36 characters at most.
+func RandomID(prefix string) string {
+	b := make([]byte, 0, len(prefix)+1+26)
+	b = append(b, prefix...)
+	b = append(b, '_')
+	b = strconv.AppendUint(b, rand.Uint64(), 36)
+	return string(b)
+}
+
+// Request is one run of an agent.
+type Request struct {
+	// RunID and ThreadID name the run and its conversation; empty ones are generated.
+	RunID, ThreadID string
+	// Messages is the transcript so far, new input included, oldest first. The agent's
+	// system prompt goes before it.
+	Messages []Message
+	// Model replaces the agent's model for this run; nil keeps it.
+	Model Model
+	// ClientTools are tools the client runs; their Execute waits for the client's result
+	// (or returns ErrInterrupt to park the run). They pass policy, approval and hooks like
+	// any tool. Their names must not clash with the agent's tools.
+	ClientTools []Tool
+	// Policy tightens the agent's policy for this run; it cannot loosen it.
+	Policy Policy
+	// MaxSteps lowers the agent's step limit per turn; 0 or more than the agent's keeps it.
+	MaxSteps int
+	// ApprovalTimeout bounds each wait for a decision; past it the request expires and
+	// the call is denied. Zero waits as long as the run's context allows.
+	ApprovalTimeout time.Duration
+	// Approve is asked for each call that needs an approval, after every request of the
+	// step was reported. It blocks until a decision, and must return when ctx is done
+	// (its deadline is the request's expiry). Returning ErrInterrupt parks the run. Nil
+	// parks every call that needs an approval.
+	Approve func(ctx context.Context, req ApprovalRequest) (Decision, error)
+	// Steer drains queued steers without blocking. Nil means none.
+	Steer func() []Steer
+	// Interrupt receives a value whenever an interrupting steer is queued: the current
+	// model call stops, calls not yet run are cancelled, and the steer is applied.
+	Interrupt <-chan struct{}
+	// Hooks run before the agent's own hooks.
+	Hooks Hooks
+	// Resume continues a parked run from RunFinished.Pending: the calls of the last
+	// assistant message in Messages are taken up where they stopped, without calling the
+	// model first.
+	Resume *Pending
+	// Metadata is passed to hooks.
+	Metadata map[string]any
+}
+
+// ApprovalRequest asks for a decision on a call.
+type ApprovalRequest struct {
+	ID   string
+	Call ToolCall
+	Spec ToolSpec
+	// Editable says whether the decision may carry edited arguments.
+	Editable bool
+	// AutoApprovable says whether a client's auto-approve policy may approve the call
+	// (the tool's approval is ApprovalAsk, not ApprovalAlways).
+	AutoApprovable bool
+	// ExpiresAt is zero when the request does not expire.
+	ExpiresAt time.Time
+	Reason    string
+}
+
+// Decision answers an ApprovalRequest.
+type Decision struct {
+	// Outcome is OutcomeApproved or OutcomeDenied.
+	Outcome Outcome
+	// EditedArguments, with OutcomeApproved, replaces the call's arguments; they are
+	// validated again, and run byte for byte.
+	EditedArguments string
+	Reason          string
+	// DecidedBy defaults to DecidedByClient.
+	DecidedBy DecidedBy
+}
+
+// Steer is user input added while the run goes on.
+type Steer struct {
+	// Seq identifies the steer in SteerApplied (the client's sequence number).
+	Seq     int64
+	Message Message
+	// Interrupt marks an interrupting steer (signalled through Request.Interrupt).
+	Interrupt bool
+}
+
+// Pending is what a parked run waits for, and everything needed to take it up again.
+type Pending struct {
+	// Step, Turn and StepInTurn are the counters of the step the run parked in.
+	Step, Turn, StepInTurn int
+	// StepID is the id of that step.
+	StepID string
+	// Calls are the calls of the step's assistant message, in order. Empty when the run
+	// parked before a model call (shutdown): resuming calls the model.
+	Calls []PendingCall
+}
+
+// CallState is where a pending call stands.
+type CallState uint8
+
+// The states of a pending call.
+const (
+	// CallDone: the call has its result.
+	CallDone CallState = iota + 1
+	// CallAwaitingApproval: the call waits for a decision on ApprovalID.
+	CallAwaitingApproval
+	// CallReady: the call may run (approved, or needing no approval); for a client tool
+	// it waits for the client's result.
+	CallReady
+)
+
+// PendingCall is one call of a parked step.
+type PendingCall struct {
+	// Call holds the arguments the call runs with.
+	Call       ToolCall
+	State      CallState
+	ApprovalID string
+	// Reason is why an approval is needed.
+	Reason string
+	// Result is set for CallDone.
+	Result Output
+}
+
+// AwaitingApproval returns the calls waiting for a decision.
+func (p *Pending) AwaitingApproval() []PendingCall {
+	var out []PendingCall
+	for _, c := range p.Calls {
+		if c.State == CallAwaitingApproval {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Run executes the loop and reports it as a sequence of events; consume it with
+// for ev, err := range agent.Run(ctx, req). The sequence is single-use; breaking out of it
+// cancels the model call and the running tools.
+//
+// The first event is *RunStarted and the last *RunFinished, which carries the outcome.
+// A non-nil error comes alone, before any event, for a request Run refuses (it wraps
+// ErrInvalidRequest); failures of the run itself are reported by RunFinished.
+func (a *Agent) Run(ctx context.Context, req *Request) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		r, err := a.newRun(ctx, req, yield)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer r.cancel(nil)
+		r.execute()
+	}
+}

@@ -1,0 +1,243 @@
+package runtime
+
+// assembler builds one assistant message from a model stream, emitting every delta as an
+// event at once. It keeps the order in which text, reasoning and tool calls arrived, and
+// joins tool-call fragments by call id, falling back to the provider's index, falling back
+// to the most recent call.
+type assembler struct {
+	emit     func(Event) bool
+	newID    func(string) string
+	executor func(name string) Executor
+	msgID    string
+	stepID   string
+
+	parts   []*block
+	open    *block // the text or reasoning block deltas append to, if any
+	calls   []*callBlock
+	byID    map[string]*callBlock
+	byIndex map[int]*callBlock
+	emitted bool // whether any event was emitted
+}
+
+type block struct {
+	kind  PartKind
+	id    string
+	text  []byte
+	state []byte
+	call  *callBlock
+}
+
+type callBlock struct {
+	id, name string
+	args     []byte
+	started  bool     // ToolCallStarted was emitted
+	held     []string // fragments that arrived before the tool's name
+}
+
+func newAssembler(emit func(Event) bool, newID func(string) string, executor func(string) Executor, msgID, stepID string) *assembler {
+	return &assembler{emit: emit, newID: newID, executor: executor, msgID: msgID, stepID: stepID}
+}
+
+func (a *assembler) send(ev Event) bool {
+	a.emitted = true
+	return a.emit(ev)
+}
+
+// closeOpen finishes the open text or reasoning block.
+func (a *assembler) closeOpen(partial bool) bool {
+	b := a.open
+	if b == nil {
+		return true
+	}
+	a.open = nil
+	return a.send(&MessageFinished{MessageID: b.id, Role: RoleAssistant, Kind: blockKind(b.kind), State: b.state, Partial: partial})
+}
+
+func blockKind(k PartKind) BlockKind {
+	if k == PartReasoning {
+		return BlockReasoning
+	}
+	return BlockText
+}
+
+// openBlock returns the open block of kind k, starting one if needed.
+func (a *assembler) openBlock(k PartKind) (*block, bool) {
+	if a.open != nil && a.open.kind == k {
+		return a.open, true
+	}
+	if !a.closeOpen(false) {
+		return nil, false
+	}
+	b := &block{kind: k, id: a.newID("msg")}
+	a.parts = append(a.parts, b)
+	a.open = b
+	return b, a.send(&MessageStarted{MessageID: b.id, ParentID: a.msgID, StepID: a.stepID, Role: RoleAssistant, Kind: blockKind(k)})
+}
+
+func (a *assembler) text(delta string) bool {
+	if delta == "" {
+		return true
+	}
+	b, ok := a.openBlock(PartText)
+	if !ok {
+		return false
+	}
+	b.text = append(b.text, delta...)
+	return a.send(&TextDelta{MessageID: b.id, Delta: delta})
+}
+
+func (a *assembler) reasoning(delta string) bool {
+	if delta == "" {
+		return true
+	}
+	b, ok := a.openBlock(PartReasoning)
+	if !ok {
+		return false
+	}
+	b.text = append(b.text, delta...)
+	return a.send(&ReasoningDelta{MessageID: b.id, Delta: delta})
+}
+
+// reasoningState attaches opaque state to the current reasoning block (or a new, empty
+// one: redacted reasoning has state and no text).
+func (a *assembler) reasoningState(state []byte) bool {
+	b := a.open
+	if b == nil || b.kind != PartReasoning {
+		if n := len(a.parts); n > 0 && a.parts[n-1].kind == PartReasoning && a.open == nil {
+			b = a.parts[n-1]
+		} else {
+			var ok bool
+			if b, ok = a.openBlock(PartReasoning); !ok {
+				return false
+			}
+		}
+	}
+	b.state = append(b.state, state...)
+	return true
+}
+
+// toolDelta joins a tool-call fragment to its call.
+func (a *assembler) toolDelta(ev ModelEvent) bool {
+	c := a.findCall(ev)
+	if c == nil {
+		if !a.closeOpen(false) {
+			return false
+		}
+		c = &callBlock{id: ev.ID}
+		if c.id == "" {
+			c.id = a.newID("call")
+		}
+		if a.byID == nil {
+			a.byID = map[string]*callBlock{}
+			a.byIndex = map[int]*callBlock{}
+		}
+		a.byID[c.id] = c
+		a.calls = append(a.calls, c)
+		a.parts = append(a.parts, &block{kind: PartToolCall, call: c})
+	}
+	if ev.Index >= 0 {
+		a.byIndex[ev.Index] = c
+	}
+	if c.name == "" && ev.Name != "" {
+		c.name = ev.Name
+	}
+	if ev.Text != "" {
+		c.args = append(c.args, ev.Text...)
+	}
+	if !c.started {
+		if ev.Text != "" {
+			c.held = append(c.held, ev.Text)
+		}
+		if c.name == "" {
+			return true // announced once the tool's name is known
+		}
+		return a.startCall(c)
+	}
+	if ev.Text == "" {
+		return true
+	}
+	return a.send(&ToolCallArgsDelta{CallID: c.id, Delta: ev.Text})
+}
+
+func (a *assembler) findCall(ev ModelEvent) *callBlock {
+	if ev.ID != "" {
+		return a.byID[ev.ID] // a new id is a new call, whatever its index says
+	}
+	if ev.Index >= 0 {
+		if c := a.byIndex[ev.Index]; c != nil {
+			return c
+		}
+		if len(a.calls) > 0 && len(a.byIndex) == 0 {
+			return a.calls[len(a.calls)-1]
+		}
+		return nil
+	}
+	if n := len(a.calls); n > 0 {
+		return a.calls[n-1]
+	}
+	return nil
+}
+
+func (a *assembler) startCall(c *callBlock) bool {
+	c.started = true
+	if !a.send(&ToolCallStarted{CallID: c.id, Name: c.name, MessageID: a.msgID, StepID: a.stepID, Executor: a.executor(c.name)}) {
+		return false
+	}
+	for _, f := range c.held {
+		if !a.send(&ToolCallArgsDelta{CallID: c.id, Delta: f}) {
+			return false
+		}
+	}
+	c.held = nil
+	return true
+}
+
+// finish closes the stream and returns the message. Every call's arguments are final now,
+// so ToolCallArgsDone goes out for each, in call order.
+func (a *assembler) finish() (Message, bool) {
+	if !a.closeOpen(false) {
+		return Message{}, false
+	}
+	for _, c := range a.calls {
+		if !c.started && !a.startCall(c) {
+			return Message{}, false
+		}
+		if !a.send(&ToolCallArgsDone{CallID: c.id, Arguments: string(c.args)}) {
+			return Message{}, false
+		}
+	}
+	return a.message(false), true
+}
+
+// abort closes the stream cut short: the open block is finished as partial, started calls
+// are cancelled, and the message keeps its text and reasoning only.
+func (a *assembler) abort(reason string) Message {
+	a.closeOpen(true)
+	var ids []string
+	for _, c := range a.calls {
+		if c.started {
+			ids = append(ids, c.id)
+		}
+	}
+	if len(ids) > 0 {
+		a.send(&ToolCallsCancelled{CallIDs: ids, Reason: reason})
+	}
+	return a.message(true)
+}
+
+func (a *assembler) message(partial bool) Message {
+	m := Message{ID: a.msgID, Role: RoleAssistant, Partial: partial, Parts: make([]Part, 0, len(a.parts))}
+	for _, b := range a.parts {
+		switch b.kind {
+		case PartToolCall:
+			if partial {
+				continue
+			}
+			c := b.call
+			m.Parts = append(m.Parts, Part{Kind: PartToolCall, ToolCall: ToolCall{ID: c.id, Name: c.name, Arguments: string(c.args), Executor: a.executor(c.name)}})
+		default:
+			m.Parts = append(m.Parts, Part{Kind: b.kind, ID: b.id, Text: string(b.text), State: b.state})
+		}
+	}
+	return m
+}

@@ -1,0 +1,596 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// errConsumerGone cancels a run whose consumer stopped iterating.
+var errConsumerGone = errors.New("runtime: consumer stopped reading events")
+
+// errInterrupted cancels the current step when an interrupting steer arrives.
+var errInterrupted = errors.New("runtime: interrupted by a steer")
+
+// run is the state of one Agent.Run. It lives on the consumer's goroutine.
+type run struct {
+	a      *Agent
+	req    *Request
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	yield  func(Event, error) bool
+	gone   bool
+
+	hooks     Hooks // nil when there are none
+	info      *RunInfo
+	hookQueue []*HookEvent
+	model     Model
+	tools     map[string]*toolEntry
+	specs     []ToolSpec // offered to the model
+	policy    Policy     // the request's tightening
+	maxSteps  int
+
+	transcript []Message // what the model sees, system prompt first
+	added      []Message // what this run added
+	usage      Usage
+	step, turn int
+	stepInTurn int
+	queued     []Steer // drained from the request, not yet applied
+	finalText  string
+
+	stopAfterTool *StopError // a stop returned by an AfterTool hook
+}
+
+func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, error) bool) (*run, error) {
+	if req == nil {
+		req = &Request{}
+	}
+	r := &run{a: a, req: req, yield: yield, tools: a.tools, policy: req.Policy, maxSteps: a.cfg.MaxSteps, model: a.cfg.Model}
+	if req.Model != nil {
+		r.model = req.Model
+	}
+	if req.MaxSteps > 0 && req.MaxSteps < r.maxSteps {
+		r.maxSteps = req.MaxSteps
+	}
+	if len(req.ClientTools) > 0 {
+		r.tools = make(map[string]*toolEntry, len(a.tools)+len(req.ClientTools))
+		for k, v := range a.tools {
+			r.tools[k] = v
+		}
+		for _, t := range req.ClientTools {
+			e, err := newToolEntry(t)
+			if err != nil {
+				return nil, fmt.Errorf("%w: client tool: %v", ErrInvalidRequest, err)
+			}
+			if _, dup := r.tools[e.spec.Name]; dup {
+				return nil, fmt.Errorf("%w: client tool %q clashes with a tool of the same name", ErrInvalidRequest, e.spec.Name)
+			}
+			e.spec.Executor = ExecutorClient
+			r.tools[e.spec.Name] = e
+		}
+	}
+	for _, name := range a.order {
+		if !r.toolPolicy(name).Disabled {
+			r.specs = append(r.specs, a.tools[name].spec)
+		}
+	}
+	for _, t := range req.ClientTools {
+		if name := t.Spec().Name; !r.toolPolicy(name).Disabled {
+			r.specs = append(r.specs, r.tools[name].spec)
+		}
+	}
+	for i, m := range req.Messages {
+		if err := checkMessage(m); err != nil {
+			return nil, fmt.Errorf("%w: messages[%d]: %v", ErrInvalidRequest, i, err)
+		}
+	}
+	if req.Resume != nil {
+		if err := checkResume(req.Messages, req.Resume); err != nil {
+			return nil, fmt.Errorf("%w: resume: %v", ErrInvalidRequest, err)
+		}
+	}
+
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	runID, threadID := req.RunID, req.ThreadID
+	if runID == "" {
+		runID = a.newID("run")
+	}
+	if threadID == "" {
+		threadID = a.newID("thread")
+	}
+	r.info = &RunInfo{RunID: runID, ThreadID: threadID, Agent: a.cfg.Name, Model: r.model.Name(), Metadata: req.Metadata}
+	r.info.emit = func(name string, value any) { r.hookQueue = append(r.hookQueue, &HookEvent{Name: name, Value: value}) }
+	switch {
+	case req.Hooks != nil && a.cfg.Hooks != nil:
+		r.hooks = Chain(a.log, req.Hooks, a.cfg.Hooks)
+	case req.Hooks != nil:
+		r.hooks = Chain(a.log, req.Hooks)
+	case a.cfg.Hooks != nil:
+		r.hooks = Chain(a.log, a.cfg.Hooks)
+	}
+	r.transcript = make([]Message, 0, len(req.Messages)+8)
+	if a.cfg.System != "" {
+		r.transcript = append(r.transcript, SystemMessage(a.cfg.System))
+	}
+	r.transcript = append(r.transcript, req.Messages...)
+	return r, nil
+}
+
+func checkMessage(m Message) error {
+	if m.Role < RoleSystem || m.Role > RoleTool {
+		return errors.New("role is not set")
+	}
+	if len(m.Parts) == 0 {
+		return errors.New("no parts")
+	}
+	for j, p := range m.Parts {
+		if p.Kind < PartText || p.Kind > PartMedia {
+			return fmt.Errorf("parts[%d]: kind is not set", j)
+		}
+		if (m.Role == RoleTool) != (p.Kind == PartToolResult) {
+			return fmt.Errorf("parts[%d]: tool results go in tool messages, and tool messages hold tool results only", j)
+		}
+		if p.Kind == PartToolCall && m.Role != RoleAssistant {
+			return fmt.Errorf("parts[%d]: only assistant messages call tools", j)
+		}
+	}
+	return nil
+}
+
+func checkResume(msgs []Message, p *Pending) error {
+	if len(p.Calls) == 0 {
+		return nil
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleAssistant {
+		return errors.New("the transcript must end with the assistant message whose calls are pending")
+	}
+	calls := msgs[len(msgs)-1].ToolCalls()
+	if len(calls) != len(p.Calls) {
+		return fmt.Errorf("the last assistant message has %d tool calls, the pending step %d", len(calls), len(p.Calls))
+	}
+	for i, c := range calls {
+		if c.ID != p.Calls[i].Call.ID {
+			return fmt.Errorf("tool call %d is %q in the transcript and %q in the pending step", i, c.ID, p.Calls[i].Call.ID)
+		}
+	}
+	return nil
+}
+
+// toolPolicy is the effective policy of a tool: the agent's, tightened by the request's.
+func (r *run) toolPolicy(name string) ToolPolicy {
+	return r.a.cfg.Policy.For(name).Tighten(r.policy.For(name))
+}
+
+func (r *run) executorOf(name string) Executor {
+	if e := r.tools[name]; e != nil {
+		return e.spec.Executor
+	}
+	return ExecutorServer
+}
+
+// emit reports ev to the hooks and the consumer. It returns false once the consumer has
+// stopped; the run's context is then cancelled and the run unwinds without reporting.
+func (r *run) emit(ev Event) bool {
+	if r.gone {
+		return false
+	}
+	if r.hooks != nil {
+		r.hooks.OnEvent(r.ctx, r.info, ev)
+	}
+	if !r.yield(ev, nil) {
+		r.gone = true
+		r.cancel(errConsumerGone)
+		return false
+	}
+	return true
+}
+
+// flushHookEvents reports what hooks emitted.
+func (r *run) flushHookEvents() bool {
+	for len(r.hookQueue) > 0 {
+		ev := r.hookQueue[0]
+		r.hookQueue = r.hookQueue[1:]
+		if !r.emit(ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// stopErr returns err as a *StopError, if it is one.
+func stopErr(err error) *StopError {
+	se, _ := errors.AsType[*StopError](err)
+	return se
+}
+
+func (r *run) execute() {
+	if !r.emit(&RunStarted{RunID: r.info.RunID, ThreadID: r.info.ThreadID, Agent: r.a.cfg.Name, Model: r.info.Model, Resumed: r.req.Resume != nil}) {
+		return
+	}
+	if r.hooks != nil {
+		err := r.hooks.BeforeRun(r.ctx, r.info)
+		if !r.flushHookEvents() {
+			return
+		}
+		if se := stopErr(err); se != nil {
+			r.finish(EndStopped, se, nil)
+			return
+		}
+	}
+	if p := r.req.Resume; p != nil {
+		r.step, r.turn, r.stepInTurn = p.Step, p.Turn, p.StepInTurn
+		if len(p.Calls) > 0 {
+			if done := r.resumeStep(p); done {
+				return
+			}
+		}
+	}
+	for {
+		if done := r.runStep(); done {
+			return
+		}
+	}
+}
+
+// endOnContext finishes a run whose context is done: cancelled, or shut down.
+func (r *run) endOnContext(pending *Pending) {
+	cause := context.Cause(r.ctx)
+	if errors.Is(cause, ErrShutdown) {
+		if pending == nil {
+			pending = &Pending{Step: r.step, Turn: r.turn, StepInTurn: r.stepInTurn}
+		}
+		r.finish(EndShutdown, cause, pending)
+		return
+	}
+	r.finish(EndCancelled, cause, nil)
+}
+
+// takeSteers moves queued steers out of the request.
+func (r *run) takeSteers() {
+	if r.req.Interrupt != nil {
+		// The steers we are about to take are the ones these signals announced.
+		for drained := false; !drained; {
+			select {
+			case <-r.req.Interrupt:
+			default:
+				drained = true
+			}
+		}
+	}
+	if r.req.Steer != nil {
+		r.queued = append(r.queued, r.req.Steer()...)
+	}
+}
+
+// runStep runs one step; it reports whether the run finished.
+func (r *run) runStep() (done bool) {
+	// 1. A done context ends the run.
+	if r.ctx.Err() != nil {
+		r.endOnContext(nil)
+		return true
+	}
+	// 2. Queued steers start a new turn with a fresh step budget.
+	r.takeSteers()
+	steers := r.queued
+	r.queued = nil
+	if len(steers) > 0 && r.step > 0 {
+		r.turn++
+		r.stepInTurn = 0
+	}
+	if r.stepInTurn >= r.maxSteps {
+		r.queued = steers
+		r.finish(EndMaxSteps, ErrMaxSteps, nil)
+		return true
+	}
+	stepID := r.a.newID("step")
+	if !r.emit(&StepStarted{StepID: stepID, Index: r.step, Turn: r.turn, IndexInTurn: r.stepInTurn}) {
+		return true
+	}
+	var stepMsgs []Message
+	for _, s := range steers {
+		m := s.Message
+		m.Role = RoleUser
+		if m.ID == "" {
+			m.ID = r.a.newID("msg")
+		}
+		r.transcript = append(r.transcript, m)
+		r.added = append(r.added, m)
+		stepMsgs = append(stepMsgs, m)
+		if !r.emit(&SteerApplied{Seq: s.Seq, StepID: stepID, MessageID: m.ID}) {
+			return true
+		}
+	}
+
+	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
+	stopWatch := r.watchInterrupt(stepCtx, stepCancel)
+	defer stopWatch()
+
+	// 3. BeforeModel hooks may rewrite the call.
+	mreq := &ModelRequest{Messages: r.transcript[:len(r.transcript):len(r.transcript)], Tools: r.specs, Settings: r.a.cfg.Settings}
+	if r.hooks != nil {
+		err := r.hooks.BeforeModel(r.ctx, &ModelCall{RunInfo: r.info, Step: r.step, Request: mreq})
+		if !r.flushHookEvents() {
+			return true
+		}
+		if se := stopErr(err); se != nil {
+			r.finishStep(stepID, FinishInterrupted, stepMsgs)
+			r.finish(EndStopped, se, nil)
+			return true
+		}
+	}
+
+	// 4. Stream the model.
+	msg, callUsage, reason, err := r.callModel(stepCtx, stepID, mreq)
+	if r.gone {
+		return true
+	}
+	r.usage = r.usage.Add(callUsage)
+	r.usage.ModelCalls++
+	if len(msg.Parts) > 0 {
+		r.transcript = append(r.transcript, msg)
+		r.added = append(r.added, msg)
+		stepMsgs = append(stepMsgs, msg)
+	}
+	if err != nil {
+		switch {
+		case r.ctx.Err() != nil:
+			r.finishStep(stepID, FinishInterrupted, stepMsgs)
+			r.endOnContext(nil)
+			return true
+		case stepCtx.Err() != nil: // an interrupting steer: next step, new turn
+			if !r.finishStep(stepID, FinishInterrupted, stepMsgs) {
+				return true
+			}
+			r.step++
+			r.stepInTurn++
+			return false
+		}
+		r.finishStep(stepID, FinishError, stepMsgs)
+		r.finish(EndFailed, err, nil)
+		return true
+	}
+
+	// 5. AfterModel hooks see the message and the usage.
+	if r.hooks != nil {
+		err := r.hooks.AfterModel(r.ctx, &ModelResponse{RunInfo: r.info, Step: r.step, Message: msg, Usage: callUsage, FinishReason: reason})
+		if !r.flushHookEvents() {
+			return true
+		}
+		if se := stopErr(err); se != nil {
+			r.cancelUnrun(msg.ToolCalls(), "the run was stopped")
+			r.finishStep(stepID, reason, stepMsgs)
+			r.finish(EndStopped, se, nil)
+			return true
+		}
+	}
+
+	// 6. No tool calls: a queued steer continues the run, otherwise it is complete.
+	calls := msg.ToolCalls()
+	if len(calls) == 0 {
+		if !r.finishStep(stepID, reason, stepMsgs) {
+			return true
+		}
+		r.takeSteers()
+		if len(r.queued) > 0 {
+			r.step++
+			r.stepInTurn++
+			return false
+		}
+		r.finalText = msg.Text()
+		r.finish(EndCompleted, nil, nil)
+		return true
+	}
+
+	// 7–9. Prepare, approve and execute the calls.
+	pcs := make([]*pcall, len(calls))
+	for i, c := range calls {
+		pcs[i] = &pcall{PendingCall: PendingCall{Call: c}, entry: r.tools[c.Name]}
+	}
+	return r.toolStep(stepCtx, stepID, reason, stepMsgs, pcs, false)
+}
+
+// resumeStep takes up a parked step: its calls continue where they stopped.
+func (r *run) resumeStep(p *Pending) (done bool) {
+	stepID := p.StepID
+	if stepID == "" {
+		stepID = r.a.newID("step")
+	}
+	if !r.emit(&StepStarted{StepID: stepID, Index: r.step, Turn: r.turn, IndexInTurn: r.stepInTurn}) {
+		return true
+	}
+	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
+	stopWatch := r.watchInterrupt(stepCtx, stepCancel)
+	defer stopWatch()
+	pcs := make([]*pcall, len(p.Calls))
+	for i, c := range p.Calls {
+		// Results of calls done before the run parked were reported then.
+		pc := &pcall{PendingCall: c, entry: r.tools[c.Call.Name], reported: c.State == CallDone}
+		if pc.entry == nil && pc.State != CallDone {
+			pc.State = CallDone
+			pc.Result = ErrorOutput(r.unknownTool(c.Call.Name))
+		}
+		if pc.entry != nil {
+			pc.autoApprovable = r.toolPolicy(c.Call.Name).Approval < ApprovalAlways
+		}
+		pcs[i] = pc
+	}
+	return r.toolStep(stepCtx, stepID, FinishToolCalls, nil, pcs, true)
+}
+
+// watchInterrupt cancels the step when an interrupting steer is signalled. The returned
+// func ends the step and waits for the watcher.
+func (r *run) watchInterrupt(stepCtx context.Context, stepCancel context.CancelCauseFunc) func() {
+	if r.req.Interrupt == nil {
+		return func() { stepCancel(nil) }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-r.req.Interrupt:
+			stepCancel(errInterrupted)
+		case <-stepCtx.Done():
+		}
+	}()
+	return func() {
+		stepCancel(nil)
+		<-done
+	}
+}
+
+// finishStep reports the end of a step.
+func (r *run) finishStep(stepID string, reason FinishReason, msgs []Message) bool {
+	return r.emit(&StepFinished{StepID: stepID, FinishReason: reason, Usage: r.usage, NewMessages: msgs})
+}
+
+// callModel streams one model call, retrying failed calls that emitted nothing while
+// the hooks (or the error itself) ask for it and the budget allows.
+func (r *run) callModel(ctx context.Context, stepID string, mreq *ModelRequest) (Message, Usage, FinishReason, error) {
+	msgID := r.a.newID("msg")
+	for attempt := 1; ; attempt++ {
+		asm := newAssembler(r.emit, r.a.newID, r.executorOf, msgID, stepID)
+		msg, u, reason, err := r.streamOnce(ctx, asm, mreq)
+		if err == nil || r.gone || ctx.Err() != nil {
+			return msg, u, reason, err
+		}
+		retry := retryable(err)
+		if r.hooks != nil {
+			if r.hooks.OnError(r.ctx, &ModelFailure{RunInfo: r.info, Step: r.step, Err: err, Attempt: attempt, Emitted: asm.emitted}) {
+				retry = true
+			}
+			if !r.flushHookEvents() {
+				return msg, u, reason, err
+			}
+		}
+		if asm.emitted || !retry || attempt > r.a.retries {
+			return msg, u, reason, &ModelError{Model: r.model.Name(), Err: err, Attempts: attempt}
+		}
+		wait := r.a.backoff << (attempt - 1)
+		wait = min(wait, 30*time.Second)
+		wait += time.Duration(rand.Int64N(int64(wait)/5 + 1))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return msg, u, reason, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// retryable reports whether err says a retry may help.
+func retryable(err error) bool {
+	re, ok := errors.AsType[interface {
+		error
+		Retryable() bool
+	}](err)
+	return ok && re.Retryable()
+}
+
+func (r *run) streamOnce(ctx context.Context, asm *assembler, mreq *ModelRequest) (Message, Usage, FinishReason, error) {
+	var (
+		usage     Usage
+		reason    FinishReason
+		finished  bool
+		streamErr error
+	)
+	for ev, err := range r.model.Stream(ctx, mreq) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		ok := true
+		switch ev.Kind {
+		case ModelTextDelta:
+			ok = asm.text(ev.Text)
+		case ModelReasoningDelta:
+			ok = asm.reasoning(ev.Text)
+		case ModelReasoningState:
+			ok = asm.reasoningState(ev.State)
+		case ModelToolCallDelta:
+			ok = asm.toolDelta(ev)
+		case ModelUsage:
+			usage = ev.Usage
+		case ModelFinish:
+			reason, finished = ev.Reason, true
+		}
+		if !ok {
+			return Message{}, usage, reason, errConsumerGone
+		}
+		if finished {
+			break
+		}
+	}
+	if streamErr == nil && !finished {
+		if ctx.Err() != nil {
+			streamErr = context.Cause(ctx)
+		} else {
+			streamErr = ErrMissingFinishReason
+		}
+	}
+	if streamErr != nil {
+		if ctx.Err() != nil {
+			why := "the run was cancelled"
+			if errors.Is(context.Cause(ctx), errInterrupted) {
+				why = "interrupted by a steer"
+			}
+			return asm.abort(why), usage, FinishInterrupted, streamErr
+		}
+		if !asm.emitted {
+			return Message{}, usage, FinishError, streamErr
+		}
+		return asm.abort("the model call failed"), usage, FinishError, streamErr
+	}
+	msg, ok := asm.finish()
+	if !ok {
+		return Message{}, usage, reason, errConsumerGone
+	}
+	return msg, usage, reason, nil
+}
+
+// cancelUnrun reports calls that will not run.
+func (r *run) cancelUnrun(calls []ToolCall, reason string) bool {
+	if len(calls) == 0 {
+		return true
+	}
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+	}
+	return r.emit(&ToolCallsCancelled{CallIDs: ids, Reason: reason})
+}
+
+func (r *run) unknownTool(name string) string {
+	names := make([]string, 0, len(r.specs))
+	for _, s := range r.specs {
+		names = append(names, s.Name)
+	}
+	return fmt.Sprintf("unknown tool %q; the available tools are: %s", name, strings.Join(names, ", "))
+}
+
+// finish reports the end of the run: steers still queued are reported dropped, AfterRun
+// sees the outcome, and RunFinished goes out last.
+func (r *run) finish(reason EndReason, err error, pending *Pending) {
+	if r.gone {
+		return
+	}
+	r.takeSteers()
+	for _, s := range r.queued {
+		if !r.emit(&SteerApplied{Seq: s.Seq, Dropped: true, DropReason: "the run ended (" + reason.String() + ") before the steer could be applied"}) {
+			return
+		}
+	}
+	r.queued = nil
+	fin := &RunFinished{Reason: reason, Err: err, NewMessages: slices.Clip(r.added), Usage: r.usage, FinalText: r.finalText, Pending: pending}
+	if r.hooks != nil {
+		r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
+		if !r.flushHookEvents() {
+			return
+		}
+	}
+	r.emit(fin)
+}

@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+)
+
+// Model is a language model that streams normalised events. Adapters for providers live in
+// runtime/llm/<provider>.
+type Model interface {
+	// Name identifies the model, as "provider:model".
+	Name() string
+	// Stream calls the model. The sequence is single-use; breaking out of it must stop the
+	// call and release its resources. The last event of a successful call is a
+	// ModelFinish; a sequence that ends without one is an error. A non-nil error ends the
+	// sequence.
+	Stream(ctx context.Context, req *ModelRequest) iter.Seq2[ModelEvent, error]
+}
+
+// ModelRequest is one call of a model.
+type ModelRequest struct {
+	// Messages is the transcript, system messages first.
+	Messages []Message
+	// Tools the model may call.
+	Tools []ToolSpec
+	// Settings tunes the call.
+	Settings CallSettings
+}
+
+// CallSettings are a model call's tunables. Zero values mean the provider's defaults.
+type CallSettings struct {
+	Temperature     *float64
+	TopP            *float64
+	MaxOutputTokens int64
+	// Extra carries provider-specific settings, as JSON.
+	Extra map[string]json.RawMessage
+}
+
+// ModelEventKind says what a [ModelEvent] carries.
+type ModelEventKind uint8
+
+// The kinds of model event.
+const (
+	// ModelTextDelta carries answer text in Text.
+	ModelTextDelta ModelEventKind = iota + 1
+	// ModelReasoningDelta carries reasoning text in Text.
+	ModelReasoningDelta
+	// ModelReasoningState carries the current reasoning block's opaque state in State
+	// (a signature, redacted reasoning); it may come before, between or after the block's
+	// deltas and may end the block.
+	ModelReasoningState
+	// ModelToolCallDelta carries a fragment of a tool call: Index, ID, Name, Text.
+	ModelToolCallDelta
+	// ModelUsage carries the call's usage so far in Usage: a snapshot that replaces the
+	// previous one of the same call.
+	ModelUsage
+	// ModelFinish ends the call with Reason.
+	ModelFinish
+)
+
+// ModelEvent is one event of a model stream. Kind says which fields are set.
+type ModelEvent struct {
+	Kind ModelEventKind
+	// Text is the delta of text, reasoning or tool-call arguments.
+	Text string
+	// Index is the tool call's position as the provider numbers it, or -1 when the
+	// provider sends none. Providers that number every call 0 are handled.
+	Index int
+	// ID is the tool call's id, where the provider sends it (often only on the first
+	// fragment).
+	ID string
+	// Name is the tool's name, where the provider sends it.
+	Name string
+	// State is opaque reasoning state (ModelReasoningState).
+	State []byte
+	// Usage is the call's usage so far (ModelUsage).
+	Usage Usage
+	// Reason is why the call finished (ModelFinish).
+	Reason FinishReason
+}
+
+// FinishReason is why a model call stopped.
+type FinishReason uint8
+
+// The finish reasons.
+const (
+	FinishUnspecified FinishReason = iota
+	FinishStop
+	FinishToolCalls
+	FinishLength
+	FinishContentFilter
+	// FinishInterrupted: the call was cut short by a cancel, an interrupting steer or a
+	// stop.
+	FinishInterrupted
+	// FinishError: the call failed.
+	FinishError
+)
+
+func (r FinishReason) String() string {
+	switch r {
+	case FinishStop:
+		return "stop"
+	case FinishToolCalls:
+		return "tool_calls"
+	case FinishLength:
+		return "length"
+	case FinishContentFilter:
+		return "content_filter"
+	case FinishInterrupted:
+		return "interrupted"
+	case FinishError:
+		return "error"
+	}
+	return "unspecified"
+}

@@ -1,0 +1,506 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// pcall is one tool call of a step on its way through preparation, approval and execution.
+type pcall struct {
+	PendingCall
+	entry          *toolEntry // nil for an unknown tool
+	autoApprovable bool
+	executed       bool      // Result came from running the tool
+	cancelled      bool      // did not run because the step or the run ended
+	cancelledFrom  CallState // the state it was cancelled in
+	reported       bool      // its terminal event went out
+	parked         bool      // waits for the client (approval or client tool result)
+	duration       time.Duration
+}
+
+func (c *pcall) resolve(out Output) {
+	c.State = CallDone
+	c.Result = out
+}
+
+// toolStep runs steps 7 to 11 of the loop for the calls of one assistant message. With
+// prepared set the calls come from a parked step and skip preparation.
+func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReason, stepMsgs []Message, pcs []*pcall, prepared bool) (done bool) {
+	// 7. Prepare: arguments, BeforeTool hooks, policy.
+	if !prepared {
+		for _, c := range pcs {
+			if stop := r.prepare(c); stop != nil {
+				r.cancelCalls(pcs, "the run was stopped")
+				r.finishStep(stepID, reason, stepMsgs)
+				r.finish(EndStopped, stop, nil)
+				return true
+			}
+			if r.gone {
+				return true
+			}
+		}
+	}
+	// Approvals: every request goes out before the first wait.
+	if !r.approve(stepCtx, pcs) {
+		return true
+	}
+	if r.ctx.Err() != nil {
+		return r.endToolStep(stepID, reason, stepMsgs, pcs)
+	}
+	for _, c := range pcs {
+		if c.parked {
+			// Nothing runs until every decision is in, so calls run in call order.
+			return r.park(stepID, pcs)
+		}
+	}
+	// 8–9. Execute what may run; report results in call order.
+	if !r.executeCalls(stepCtx, pcs) {
+		return true
+	}
+	if r.ctx.Err() != nil {
+		return r.endToolStep(stepID, reason, stepMsgs, pcs)
+	}
+	for _, c := range pcs {
+		if c.parked || c.State != CallDone {
+			return r.park(stepID, pcs)
+		}
+	}
+	if se := r.stopAfterTool; se != nil {
+		toolMsg := r.toolMessage(pcs)
+		r.transcript = append(r.transcript, toolMsg)
+		r.added = append(r.added, toolMsg)
+		r.finishStep(stepID, reason, append(stepMsgs, toolMsg))
+		r.finish(EndStopped, se, nil)
+		return true
+	}
+	toolMsg := r.toolMessage(pcs)
+	r.transcript = append(r.transcript, toolMsg)
+	r.added = append(r.added, toolMsg)
+	stepMsgs = append(stepMsgs, toolMsg)
+	if !r.finishStep(stepID, reason, stepMsgs) {
+		return true
+	}
+	// 10. A completing tool that succeeded ends the run.
+	for _, c := range pcs {
+		if c.executed && !c.Result.IsError && c.entry != nil && c.entry.spec.CompletesRun {
+			r.finalText = c.Result.String()
+			r.finish(EndCompleted, nil, nil)
+			return true
+		}
+	}
+	r.step++
+	r.stepInTurn++
+	return false
+}
+
+// prepare validates a call, runs the BeforeTool hooks and applies policy. It returns a
+// stop requested by a hook.
+func (r *run) prepare(c *pcall) *StopError {
+	if c.entry == nil {
+		c.resolve(ErrorOutput(r.unknownTool(c.Call.Name)))
+		return nil
+	}
+	name := c.Call.Name
+	if err := c.entry.schema.Validate(c.Call.Arguments); err != nil {
+		c.resolve(ErrorOutput(fmt.Sprintf("tool %s got %v", name, err)))
+		return nil
+	}
+	requireApproval := false
+	if r.hooks != nil {
+		in := &ToolCallInput{RunInfo: r.info, Spec: c.entry.spec, Call: c.Call}
+		err := r.hooks.BeforeTool(r.ctx, in)
+		if !r.flushHookEvents() {
+			return nil
+		}
+		if se := stopErr(err); se != nil {
+			return se
+		}
+		switch {
+		case in.Answer != nil:
+			c.resolve(*in.Answer)
+			return nil
+		case in.Deny != "":
+			c.resolve(ErrorOutput(fmt.Sprintf("tool %s was denied: %s", name, in.Deny)))
+			return nil
+		}
+		if in.Call.Arguments != c.Call.Arguments {
+			if err := c.entry.schema.Validate(in.Call.Arguments); err != nil {
+				c.resolve(ErrorOutput(fmt.Sprintf("tool %s got, from a hook, %v", name, err)))
+				return nil
+			}
+			c.Call.Arguments = in.Call.Arguments
+		}
+		requireApproval = in.RequireApproval
+	}
+	pol := r.toolPolicy(name)
+	switch {
+	case pol.Disabled:
+		c.resolve(ErrorOutput(fmt.Sprintf("tool %s is disabled for this run", name)))
+	case pol.Approval > ApprovalAuto || requireApproval:
+		c.State = CallAwaitingApproval
+		c.ApprovalID = r.a.newID("appr")
+		c.autoApprovable = pol.Approval < ApprovalAlways
+		c.Reason = "the policy of tool " + name + " requires an approval"
+		if pol.Approval == ApprovalAuto {
+			c.Reason = "a hook requires an approval for this call"
+		}
+	default:
+		c.State = CallReady
+	}
+	return nil
+}
+
+// approve asks for every decision the calls need: all requests first, then the waits.
+// It returns false when the consumer is gone.
+func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
+	var waiting []*pcall
+	expires := map[*pcall]time.Time{}
+	for _, c := range pcs {
+		if c.State != CallAwaitingApproval {
+			continue
+		}
+		var exp time.Time
+		if r.req.ApprovalTimeout > 0 && r.req.Approve != nil {
+			exp = r.a.now().Add(r.req.ApprovalTimeout)
+		}
+		expires[c] = exp
+		waiting = append(waiting, c)
+		if !r.emit(&ApprovalRequested{ApprovalID: c.ApprovalID, CallID: c.Call.ID, ToolName: c.Call.Name, Arguments: c.Call.Arguments, Editable: true, ExpiresAt: exp, Reason: c.Reason}) {
+			return false
+		}
+	}
+	for _, c := range waiting {
+		if stepCtx.Err() != nil {
+			if !r.resolveApproval(c, OutcomeCancelled, DecidedByRunEnd, "", r.endReason(stepCtx)) {
+				return false
+			}
+			continue
+		}
+		if r.req.Approve == nil {
+			c.parked = true
+			continue
+		}
+		d, err := r.askApproval(stepCtx, c, expires[c])
+		switch {
+		case errors.Is(err, ErrInterrupt):
+			c.parked = true
+			continue
+		case stepCtx.Err() != nil:
+			if !r.resolveApproval(c, OutcomeCancelled, DecidedByRunEnd, "", r.endReason(stepCtx)) {
+				return false
+			}
+			continue
+		case errors.Is(err, context.DeadlineExceeded):
+			if !r.resolveApproval(c, OutcomeExpired, DecidedByTimeout, "", "nobody decided within "+r.req.ApprovalTimeout.String()) {
+				return false
+			}
+			continue
+		case err != nil:
+			d = Decision{Outcome: OutcomeDenied, DecidedBy: DecidedByPolicy, Reason: "the approval failed: " + err.Error()}
+		}
+		if d.DecidedBy == DecidedByUnspecified {
+			d.DecidedBy = DecidedByClient
+		}
+		if d.Outcome == OutcomeApproved && d.EditedArguments != "" && d.EditedArguments != c.Call.Arguments {
+			if verr := c.entry.schema.Validate(d.EditedArguments); verr != nil {
+				d = Decision{Outcome: OutcomeDenied, DecidedBy: d.DecidedBy, Reason: fmt.Sprintf("the edited arguments are not valid: %v", verr)}
+			} else {
+				c.Call.Arguments = d.EditedArguments
+			}
+		}
+		if d.Outcome != OutcomeApproved && d.Outcome != OutcomeDenied {
+			d = Decision{Outcome: OutcomeDenied, DecidedBy: d.DecidedBy, Reason: fmt.Sprintf("the decision had no valid outcome (%v)", d.Outcome)}
+		}
+		if !r.resolveApproval(c, d.Outcome, d.DecidedBy, c.Call.Arguments, d.Reason) {
+			return false
+		}
+	}
+	return true
+}
+
+// askApproval calls Request.Approve, bounded by the request's expiry. A panic in it
+// counts as a failed approval.
+func (r *run) askApproval(stepCtx context.Context, c *pcall, exp time.Time) (d Decision, err error) {
+	ctx := stepCtx
+	if !exp.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(stepCtx, exp)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("approval callback panicked: %v", p)
+		}
+	}()
+	return r.req.Approve(ctx, ApprovalRequest{ID: c.ApprovalID, Call: c.Call, Spec: c.entry.spec, Editable: true, AutoApprovable: c.autoApprovable, ExpiresAt: exp, Reason: c.Reason})
+}
+
+// endReason says in words why the step's context ended.
+func (r *run) endReason(stepCtx context.Context) string {
+	switch cause := context.Cause(stepCtx); {
+	case errors.Is(cause, errInterrupted):
+		return "interrupted by a steer"
+	case errors.Is(cause, ErrShutdown):
+		return "the server is shutting down"
+	default:
+		return "the run was cancelled"
+	}
+}
+
+// resolveApproval records and reports a decision.
+func (r *run) resolveApproval(c *pcall, o Outcome, by DecidedBy, args, reason string) bool {
+	switch o {
+	case OutcomeApproved:
+		c.State = CallReady
+	case OutcomeDenied:
+		msg := fmt.Sprintf("the call of %s was denied", c.Call.Name)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		c.resolve(ErrorOutput(msg))
+	case OutcomeExpired:
+		c.resolve(ErrorOutput(fmt.Sprintf("the call of %s was not approved in time (%s); it did not run", c.Call.Name, reason)))
+	case OutcomeCancelled:
+		c.resolve(ErrorOutput(fmt.Sprintf("the call of %s did not run: %s", c.Call.Name, reason)))
+		c.cancelled, c.cancelledFrom = true, CallAwaitingApproval
+	}
+	return r.emit(&ApprovalResolved{ApprovalID: c.ApprovalID, CallID: c.Call.ID, Outcome: o, DecidedBy: by, Arguments: args, Reason: reason})
+}
+
+type execDone struct {
+	c        *pcall
+	out      Output
+	duration time.Duration
+	parked   bool
+}
+
+// executeCalls runs the ready calls, one after another or in parallel up to the agent's
+// limit for tools that allow it, and reports every result in call order. Calls not yet
+// started when the step is interrupted or the run ends are cancelled.
+func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
+	limit := max(r.a.cfg.ParallelTools, 1)
+	results := make(chan execDone, len(pcs))
+	inflight := 0
+	next := 0 // first call whose result is not reported yet
+	ok := true
+
+	flush := func() {
+		for ; next < len(pcs) && ok; next++ {
+			c := pcs[next]
+			switch {
+			case c.reported || c.parked || c.cancelled:
+			case c.State == CallDone:
+				ok = r.reportResult(c)
+			default:
+				return // still running, or not started
+			}
+		}
+	}
+	collect := func() {
+		d := <-results
+		inflight--
+		d.c.duration = d.duration
+		if d.parked {
+			d.c.parked = true
+		} else {
+			d.c.executed = true
+			d.c.resolve(d.out)
+			r.usage.ToolCalls++
+		}
+		flush()
+	}
+
+	var cancelled []*pcall
+	parked := func() bool {
+		for _, c := range pcs {
+			if c.parked {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range pcs {
+		flush()
+		if c.State != CallReady || c.parked {
+			continue
+		}
+		if parked() {
+			break // a client tool parked the run: later calls wait for the resume
+		}
+		if stepCtx.Err() != nil || !ok {
+			cancelled = append(cancelled, c)
+			continue
+		}
+		parallel := limit > 1 && c.entry.spec.Parallel
+		for inflight > 0 && (!parallel || inflight >= limit) {
+			collect()
+		}
+		if stepCtx.Err() != nil || !ok {
+			cancelled = append(cancelled, c)
+			continue
+		}
+		deadline := r.a.now().Add(r.toolTimeout(c))
+		if ok = r.emit(&ToolExecutionStarted{CallID: c.Call.ID, Name: c.Call.Name, Arguments: c.Call.Arguments, Executor: c.entry.spec.Executor, Deadline: deadline}); !ok {
+			break
+		}
+		inflight++
+		if parallel {
+			go func() { results <- r.runTool(c) }()
+		} else {
+			results <- r.runTool(c)
+			collect()
+		}
+	}
+	for inflight > 0 {
+		collect()
+	}
+	if !ok {
+		return false
+	}
+	if len(cancelled) > 0 {
+		why := r.endReason(stepCtx)
+		ids := make([]string, len(cancelled))
+		for i, c := range cancelled {
+			ids[i] = c.Call.ID
+			c.resolve(ErrorOutput(fmt.Sprintf("the call of %s did not run: %s", c.Call.Name, why)))
+			c.cancelled, c.cancelledFrom = true, CallReady
+		}
+		if !r.emit(&ToolCallsCancelled{CallIDs: ids, Reason: why}) {
+			return false
+		}
+	}
+	flush()
+	return ok
+}
+
+func (r *run) toolTimeout(c *pcall) time.Duration {
+	if t := c.entry.spec.Timeout; t > 0 {
+		return t
+	}
+	return r.a.cfg.ToolTimeout
+}
+
+// runTool executes one call with its timeout, on the run's context (an interrupting steer
+// lets running calls finish). An error or a panic becomes an error result. A tool that
+// ignores its context past the timeout is abandoned: its goroutine ends when it returns,
+// and the run goes on without it.
+func (r *run) runTool(c *pcall) execDone {
+	ctx, cancel := context.WithTimeout(r.ctx, r.toolTimeout(c))
+	defer cancel()
+	type ret struct {
+		out Output
+		err error
+	}
+	ch := make(chan ret, 1)
+	start := r.a.now()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- ret{err: fmt.Errorf("panic: %v", p)}
+			}
+		}()
+		out, err := c.entry.tool.Execute(ctx, c.Call)
+		ch <- ret{out, err}
+	}()
+	var res ret
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		select {
+		case res = <-ch:
+		default:
+			res.err = ctx.Err()
+		}
+	}
+	d := execDone{c: c, duration: r.a.now().Sub(start)}
+	name := c.Call.Name
+	switch {
+	case errors.Is(res.err, ErrInterrupt):
+		d.parked = true
+	case res.err == nil:
+		d.out = res.out
+	case r.ctx.Err() != nil:
+		d.out = ErrorOutput(fmt.Sprintf("tool %s was cancelled: %s", name, r.endReason(r.ctx)))
+	case errors.Is(res.err, context.DeadlineExceeded) && ctx.Err() != nil:
+		d.out = ErrorOutput(fmt.Sprintf("tool %s timed out after %s", name, r.toolTimeout(c)))
+	default:
+		d.out = ErrorOutput(fmt.Sprintf("tool %s failed: %v", name, res.err))
+	}
+	return d
+}
+
+// reportResult runs the AfterTool hooks on a result and reports it.
+func (r *run) reportResult(c *pcall) bool {
+	c.reported = true
+	if r.hooks != nil {
+		in := &ToolCallOutput{RunInfo: r.info, Call: c.Call, Output: c.Result, Duration: c.duration}
+		err := r.hooks.AfterTool(r.ctx, in)
+		c.Result = in.Output
+		if !r.flushHookEvents() {
+			return false
+		}
+		if se := stopErr(err); se != nil {
+			r.stopAfterTool = se
+		}
+	}
+	return r.emit(&ToolCallResult{Result: ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Output: c.Result}, Duration: c.duration})
+}
+
+// cancelCalls cancels every call that has no result yet (a stop).
+func (r *run) cancelCalls(pcs []*pcall, why string) {
+	var calls []ToolCall
+	for _, c := range pcs {
+		if c.State != CallDone {
+			calls = append(calls, c.Call)
+		}
+	}
+	r.cancelUnrun(calls, why)
+}
+
+// toolMessage is the transcript entry holding the step's results, in call order.
+func (r *run) toolMessage(pcs []*pcall) Message {
+	m := Message{ID: r.a.newID("msg"), Role: RoleTool, Parts: make([]Part, len(pcs))}
+	for i, c := range pcs {
+		m.Parts[i] = Part{Kind: PartToolResult, ToolResult: ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Output: c.Result}}
+	}
+	return m
+}
+
+// park ends the run AWAITING_INPUT: some call waits for a decision or a client's result.
+func (r *run) park(stepID string, pcs []*pcall) bool {
+	r.finish(EndAwaitingInput, nil, r.pending(stepID, pcs))
+	return true
+}
+
+func (r *run) pending(stepID string, pcs []*pcall) *Pending {
+	p := &Pending{Step: r.step, Turn: r.turn, StepInTurn: r.stepInTurn, StepID: stepID, Calls: make([]PendingCall, len(pcs))}
+	for i, c := range pcs {
+		p.Calls[i] = c.PendingCall
+	}
+	return p
+}
+
+// endToolStep ends a step whose run's context is done. A cancelled run records every
+// result (cancelled calls say so) so the transcript stays whole; a shut down one parks
+// the calls that have no result yet.
+func (r *run) endToolStep(stepID string, reason FinishReason, stepMsgs []Message, pcs []*pcall) bool {
+	if errors.Is(context.Cause(r.ctx), ErrShutdown) {
+		for _, c := range pcs {
+			if c.cancelled && !c.executed {
+				// Not run: it stays pending, to run where the run resumes.
+				c.cancelled = false
+				c.State, c.Result = c.cancelledFrom, Output{}
+			}
+		}
+		r.endOnContext(r.pending(stepID, pcs))
+		return true
+	}
+	toolMsg := r.toolMessage(pcs)
+	r.added = append(r.added, toolMsg)
+	stepMsgs = append(stepMsgs, toolMsg)
+	r.finishStep(stepID, FinishInterrupted, stepMsgs)
+	r.endOnContext(nil)
+	return true
+}
