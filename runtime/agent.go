@@ -192,9 +192,9 @@ type Request struct {
 	Interrupt <-chan struct{}
 	// Hooks run before the agent's own hooks.
 	Hooks Hooks
-	// Resume continues a parked run from RunFinished.Pending: the calls of the last
-	// assistant message in Messages are taken up where they stopped, without calling the
-	// model first.
+	// Resume continues a parked run from RunFinished.Pending: Messages is the history up
+	// to the parked run's new messages included, and the calls of Pending.Message are
+	// taken up where they stopped, without calling the model first.
 	Resume *Pending
 	// Metadata is passed to hooks.
 	Metadata map[string]any
@@ -242,8 +242,11 @@ type Pending struct {
 	Step, Turn, StepInTurn int
 	// StepID is the id of that step.
 	StepID string
-	// Calls are the calls of the step's assistant message, in order. Empty when the run
-	// parked before a model call (shutdown): resuming calls the model.
+	// Message is the step's assistant message. It is not in the parked run's new
+	// messages: the resumed run reports it, as its calls finally ran.
+	Message Message
+	// Calls are the calls of Message, in order. Empty when the run parked before a model
+	// call (shutdown): resuming calls the model.
 	Calls []PendingCall
 }
 

@@ -42,7 +42,8 @@ type run struct {
 	queued     []Steer // drained from the request, not yet applied
 	finalText  string
 
-	stopAfterTool *StopError // a stop returned by an AfterTool hook
+	stopAfterTool *StopError              // a stop returned by an AfterTool hook
+	stepCancel    context.CancelCauseFunc // cancels the current step
 }
 
 func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, error) bool) (*run, error) {
@@ -89,7 +90,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		}
 	}
 	if req.Resume != nil {
-		if err := checkResume(req.Messages, req.Resume); err != nil {
+		if err := checkResume(req.Resume); err != nil {
 			return nil, fmt.Errorf("%w: resume: %v", ErrInvalidRequest, err)
 		}
 	}
@@ -141,20 +142,17 @@ func checkMessage(m Message) error {
 	return nil
 }
 
-func checkResume(msgs []Message, p *Pending) error {
-	if len(p.Calls) == 0 {
-		return nil
-	}
-	if len(msgs) == 0 || msgs[len(msgs)-1].Role != RoleAssistant {
-		return errors.New("the transcript must end with the assistant message whose calls are pending")
-	}
-	calls := msgs[len(msgs)-1].ToolCalls()
+func checkResume(p *Pending) error {
+	calls := p.Message.ToolCalls()
 	if len(calls) != len(p.Calls) {
-		return fmt.Errorf("the last assistant message has %d tool calls, the pending step %d", len(calls), len(p.Calls))
+		return fmt.Errorf("the pending assistant message has %d tool calls, the pending step %d", len(calls), len(p.Calls))
+	}
+	if len(p.Calls) > 0 && p.Message.Role != RoleAssistant {
+		return errors.New("the pending message is not an assistant message")
 	}
 	for i, c := range calls {
 		if c.ID != p.Calls[i].Call.ID {
-			return fmt.Errorf("tool call %d is %q in the transcript and %q in the pending step", i, c.ID, p.Calls[i].Call.ID)
+			return fmt.Errorf("tool call %d is %q in the pending message and %q in the pending step", i, c.ID, p.Calls[i].Call.ID)
 		}
 	}
 	return nil
@@ -306,6 +304,7 @@ func (r *run) runStep() (done bool) {
 	}
 
 	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
+	r.stepCancel = stepCancel
 	stopWatch := r.watchInterrupt(stepCtx, stepCancel)
 	defer stopWatch()
 
@@ -390,7 +389,7 @@ func (r *run) runStep() (done bool) {
 	for i, c := range calls {
 		pcs[i] = &pcall{PendingCall: PendingCall{Call: c}, entry: r.tools[c.Name]}
 	}
-	return r.toolStep(stepCtx, stepID, reason, stepMsgs, pcs, false)
+	return r.toolStep(stepCtx, stepID, reason, stepMsgs, msg, pcs, false)
 }
 
 // resumeStep takes up a parked step: its calls continue where they stopped.
@@ -403,8 +402,14 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 		return true
 	}
 	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
+	r.stepCancel = stepCancel
 	stopWatch := r.watchInterrupt(stepCtx, stepCancel)
 	defer stopWatch()
+	// The parked step's assistant message joins the transcript now, as it finally runs.
+	msg := p.Message
+	msg.Parts = slices.Clone(msg.Parts)
+	r.transcript = append(r.transcript, msg)
+	r.added = append(r.added, msg)
 	pcs := make([]*pcall, len(p.Calls))
 	for i, c := range p.Calls {
 		// Results of calls done before the run parked were reported then.
@@ -418,7 +423,7 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 		}
 		pcs[i] = pc
 	}
-	return r.toolStep(stepCtx, stepID, FinishToolCalls, nil, pcs, true)
+	return r.toolStep(stepCtx, stepID, FinishToolCalls, []Message{msg}, msg, pcs, true)
 }
 
 // watchInterrupt cancels the step when an interrupting steer is signalled. The returned
@@ -439,6 +444,22 @@ func (r *run) watchInterrupt(stepCtx context.Context, stepCancel context.CancelC
 	return func() {
 		stepCancel(nil)
 		<-done
+	}
+}
+
+// checkInterrupt takes the steers queued so far and cancels the step if one of them
+// interrupts. Called between calls, it makes an interrupt that arrived while a call ran
+// take effect before the next call starts, without waiting for the watcher goroutine.
+func (r *run) checkInterrupt() {
+	if r.req.Steer == nil || r.stepCancel == nil {
+		return
+	}
+	r.queued = append(r.queued, r.req.Steer()...)
+	for _, s := range r.queued {
+		if s.Interrupt {
+			r.stepCancel(errInterrupted)
+			return
+		}
 	}
 }
 

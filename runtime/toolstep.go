@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -25,9 +26,21 @@ func (c *pcall) resolve(out Output) {
 	c.Result = out
 }
 
+// syncArguments writes the arguments the calls run with into their assistant message,
+// whose parts the transcript shares.
+func syncArguments(msg Message, pcs []*pcall) {
+	i := 0
+	for j := range msg.Parts {
+		if msg.Parts[j].Kind == PartToolCall && i < len(pcs) {
+			msg.Parts[j].ToolCall.Arguments = pcs[i].Call.Arguments
+			i++
+		}
+	}
+}
+
 // toolStep runs steps 7 to 11 of the loop for the calls of one assistant message. With
 // prepared set the calls come from a parked step and skip preparation.
-func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReason, stepMsgs []Message, pcs []*pcall, prepared bool) (done bool) {
+func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReason, stepMsgs []Message, msg Message, pcs []*pcall, prepared bool) (done bool) {
 	// 7. Prepare: arguments, BeforeTool hooks, policy.
 	if !prepared {
 		for _, c := range pcs {
@@ -46,13 +59,15 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 	if !r.approve(stepCtx, pcs) {
 		return true
 	}
+	// The transcript records the arguments calls run with (hook rewrites, edits).
+	syncArguments(msg, pcs)
 	if r.ctx.Err() != nil {
-		return r.endToolStep(stepID, reason, stepMsgs, pcs)
+		return r.endToolStep(stepID, reason, stepMsgs, msg, pcs)
 	}
 	for _, c := range pcs {
 		if c.parked {
 			// Nothing runs until every decision is in, so calls run in call order.
-			return r.park(stepID, pcs)
+			return r.park(stepID, msg, pcs)
 		}
 	}
 	// 8–9. Execute what may run; report results in call order.
@@ -60,11 +75,11 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 		return true
 	}
 	if r.ctx.Err() != nil {
-		return r.endToolStep(stepID, reason, stepMsgs, pcs)
+		return r.endToolStep(stepID, reason, stepMsgs, msg, pcs)
 	}
 	for _, c := range pcs {
 		if c.parked || c.State != CallDone {
-			return r.park(stepID, pcs)
+			return r.park(stepID, msg, pcs)
 		}
 	}
 	if se := r.stopAfterTool; se != nil {
@@ -172,6 +187,7 @@ func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
 		}
 	}
 	for _, c := range waiting {
+		r.checkInterrupt()
 		if stepCtx.Err() != nil {
 			if !r.resolveApproval(c, OutcomeCancelled, DecidedByRunEnd, "", r.endReason(stepCtx)) {
 				return false
@@ -269,6 +285,10 @@ func (r *run) resolveApproval(c *pcall, o Outcome, by DecidedBy, args, reason st
 	return r.emit(&ApprovalResolved{ApprovalID: c.ApprovalID, CallID: c.Call.ID, Outcome: o, DecidedBy: by, Arguments: args, Reason: reason})
 }
 
+// toolCancelGrace is how long a cancelled or timed-out tool may take to return before the
+// run goes on without it.
+const toolCancelGrace = 50 * time.Millisecond
+
 type execDone struct {
 	c        *pcall
 	out      Output
@@ -329,6 +349,7 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 		if parked() {
 			break // a client tool parked the run: later calls wait for the resume
 		}
+		r.checkInterrupt()
 		if stepCtx.Err() != nil || !ok {
 			cancelled = append(cancelled, c)
 			continue
@@ -337,6 +358,7 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 		for inflight > 0 && (!parallel || inflight >= limit) {
 			collect()
 		}
+		r.checkInterrupt()
 		if stepCtx.Err() != nil || !ok {
 			cancelled = append(cancelled, c)
 			continue
@@ -408,11 +430,14 @@ func (r *run) runTool(c *pcall) execDone {
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
+		// Give a tool that honours its context a moment to return, so it is joined.
+		grace := time.NewTimer(toolCancelGrace)
 		select {
 		case res = <-ch:
-		default:
+		case <-grace.C:
 			res.err = ctx.Err()
 		}
+		grace.Stop()
 	}
 	d := execDone{c: c, duration: r.a.now().Sub(start)}
 	name := c.Call.Name
@@ -469,13 +494,21 @@ func (r *run) toolMessage(pcs []*pcall) Message {
 }
 
 // park ends the run AWAITING_INPUT: some call waits for a decision or a client's result.
-func (r *run) park(stepID string, pcs []*pcall) bool {
-	r.finish(EndAwaitingInput, nil, r.pending(stepID, pcs))
+func (r *run) park(stepID string, msg Message, pcs []*pcall) bool {
+	r.finish(EndAwaitingInput, nil, r.pending(stepID, msg, pcs))
 	return true
 }
 
-func (r *run) pending(stepID string, pcs []*pcall) *Pending {
-	p := &Pending{Step: r.step, Turn: r.turn, StepInTurn: r.stepInTurn, StepID: stepID, Calls: make([]PendingCall, len(pcs))}
+// pending describes a parked step. Its assistant message leaves the run's new messages
+// and travels in the Pending instead, so that a client's history stays the plain
+// concatenation of every run's new messages: the resumed run reports the message, with
+// the arguments its calls finally ran with.
+func (r *run) pending(stepID string, msg Message, pcs []*pcall) *Pending {
+	syncArguments(msg, pcs)
+	if i := slices.IndexFunc(r.added, func(m Message) bool { return m.ID == msg.ID && m.Role == RoleAssistant }); i >= 0 {
+		r.added = slices.Delete(r.added, i, i+1)
+	}
+	p := &Pending{Step: r.step, Turn: r.turn, StepInTurn: r.stepInTurn, StepID: stepID, Message: msg, Calls: make([]PendingCall, len(pcs))}
 	for i, c := range pcs {
 		p.Calls[i] = c.PendingCall
 	}
@@ -485,7 +518,7 @@ func (r *run) pending(stepID string, pcs []*pcall) *Pending {
 // endToolStep ends a step whose run's context is done. A cancelled run records every
 // result (cancelled calls say so) so the transcript stays whole; a shut down one parks
 // the calls that have no result yet.
-func (r *run) endToolStep(stepID string, reason FinishReason, stepMsgs []Message, pcs []*pcall) bool {
+func (r *run) endToolStep(stepID string, reason FinishReason, stepMsgs []Message, msg Message, pcs []*pcall) bool {
 	if errors.Is(context.Cause(r.ctx), ErrShutdown) {
 		for _, c := range pcs {
 			if c.cancelled && !c.executed {
@@ -494,7 +527,7 @@ func (r *run) endToolStep(stepID string, reason FinishReason, stepMsgs []Message
 				c.State, c.Result = c.cancelledFrom, Output{}
 			}
 		}
-		r.endOnContext(r.pending(stepID, pcs))
+		r.endOnContext(r.pending(stepID, msg, pcs))
 		return true
 	}
 	toolMsg := r.toolMessage(pcs)
