@@ -151,10 +151,10 @@ func (a *Agent) Tools() []ToolSpec {
 	return specs
 }
 
-// RandomID returns prefix, '_' and 16 random base-36 characters at most.
+// RandomID returns prefix, '_' and up to 13 random base-36 characters.
 func RandomID(prefix string) string {
-	b := make([]byte, 0, len(prefix)+1+26)
-	b = append(b, prefix...)
+	var buf [48]byte
+	b := append(buf[:0], prefix...)
 	b = append(b, '_')
 	b = strconv.AppendUint(b, rand.Uint64(), 36)
 	return string(b)

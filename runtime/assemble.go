@@ -68,7 +68,8 @@ func (a *assembler) openBlock(k PartKind) (*block, bool) {
 	if !a.closeOpen(false) {
 		return nil, false
 	}
-	b := &block{kind: k, id: a.newID("msg")}
+	// Room for a typical block up front saves the first few regrowths of the buffer.
+	b := &block{kind: k, id: a.newID("msg"), text: make([]byte, 0, 256)}
 	a.parts = append(a.parts, b)
 	a.open = b
 	return b, a.send(&MessageStarted{MessageID: b.id, ParentID: a.msgID, StepID: a.stepID, Role: RoleAssistant, Kind: blockKind(k)})
@@ -123,7 +124,7 @@ func (a *assembler) toolDelta(ev ModelEvent) bool {
 		if !a.closeOpen(false) {
 			return false
 		}
-		c = &callBlock{id: ev.ID}
+		c = &callBlock{id: ev.ID, args: make([]byte, 0, 128)}
 		if c.id == "" {
 			c.id = a.newID("call")
 		}

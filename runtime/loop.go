@@ -512,16 +512,21 @@ func retryable(err error) bool {
 	return ok && re.Retryable()
 }
 
+// streamState is what one model stream accumulates. It is one value, so the loop body
+// that the model's iterator calls captures one variable: one allocation per model call
+// rather than one per variable.
+type streamState struct {
+	usage    Usage
+	reason   FinishReason
+	finished bool
+	err      error
+}
+
 func (r *run) streamOnce(ctx context.Context, asm *assembler, mreq *ModelRequest) (Message, Usage, FinishReason, error) {
-	var (
-		usage     Usage
-		reason    FinishReason
-		finished  bool
-		streamErr error
-	)
+	var st streamState
 	for ev, err := range r.model.Stream(ctx, mreq) {
 		if err != nil {
-			streamErr = err
+			st.err = err
 			break
 		}
 		ok := true
@@ -535,42 +540,46 @@ func (r *run) streamOnce(ctx context.Context, asm *assembler, mreq *ModelRequest
 		case ModelToolCallDelta:
 			ok = asm.toolDelta(ev)
 		case ModelUsage:
-			usage = ev.Usage
+			st.usage = ev.Usage
 		case ModelFinish:
-			reason, finished = ev.Reason, true
+			st.reason, st.finished = ev.Reason, true
 		}
 		if !ok {
-			return Message{}, usage, reason, errConsumerGone
+			st.err = errConsumerGone
+			break
 		}
-		if finished {
+		if st.finished {
 			break
 		}
 	}
-	if streamErr == nil && !finished {
+	if st.err == errConsumerGone {
+		return Message{}, st.usage, st.reason, st.err
+	}
+	if st.err == nil && !st.finished {
 		if ctx.Err() != nil {
-			streamErr = context.Cause(ctx)
+			st.err = context.Cause(ctx)
 		} else {
-			streamErr = ErrMissingFinishReason
+			st.err = ErrMissingFinishReason
 		}
 	}
-	if streamErr != nil {
+	if st.err != nil {
 		if ctx.Err() != nil {
 			why := "the run was cancelled"
 			if errors.Is(context.Cause(ctx), errInterrupted) {
 				why = "interrupted by a steer"
 			}
-			return asm.abort(why), usage, FinishInterrupted, streamErr
+			return asm.abort(why), st.usage, FinishInterrupted, st.err
 		}
 		if !asm.emitted {
-			return Message{}, usage, FinishError, streamErr
+			return Message{}, st.usage, FinishError, st.err
 		}
-		return asm.abort("the model call failed"), usage, FinishError, streamErr
+		return asm.abort("the model call failed"), st.usage, FinishError, st.err
 	}
 	msg, ok := asm.finish()
 	if !ok {
-		return Message{}, usage, reason, errConsumerGone
+		return Message{}, st.usage, st.reason, errConsumerGone
 	}
-	return msg, usage, reason, nil
+	return msg, st.usage, st.reason, nil
 }
 
 // cancelUnrun reports calls that will not run.

@@ -1,0 +1,63 @@
+// Package runtime is agentd's agent loop: a stateless library that runs a model and its
+// tools to an end and reports everything as events. It knows nothing of gRPC or protobuf
+// and can be embedded on its own.
+//
+// An [Agent] holds configuration (model, tools, policy, hooks, limits) and nothing else.
+// [Agent.Run] takes a [Request] with the transcript so far and yields events as they
+// happen:
+//
+//	for ev, err := range agent.Run(ctx, req) {
+//		if err != nil {
+//			return err // the request was refused before the run started
+//		}
+//		switch ev := ev.(type) {
+//		case *runtime.TextDelta:
+//			fmt.Print(ev.Delta)
+//		case *runtime.RunFinished:
+//			history = append(history, ev.NewMessages...)
+//		}
+//	}
+//
+// The producer runs on the consumer's goroutine, so a slow consumer slows the model read
+// (backpressure); breaking out of the loop cancels the model call and the running tools.
+// The first event is always [RunStarted] and the last [RunFinished].
+//
+// # Steps
+//
+// One step is one model call and the tool calls it asked for:
+//
+//  1. A done context ends the run, cancelled (or shut down, when the cause is
+//     [ErrShutdown]).
+//  2. Queued steers ([Request.Steer]) enter the transcript as user messages and start a
+//     new turn with a fresh step budget.
+//  3. BeforeModel hooks may rewrite the call.
+//  4. The model streams; deltas are emitted at once and assembled into one assistant
+//     message in arrival order. Tool-call fragments are joined by call id, falling back to
+//     the provider's index, falling back to the latest call (for providers that number
+//     every call 0, or not at all).
+//  5. AfterModel hooks see the message and its usage.
+//  6. No tool calls: a queued steer continues the run; otherwise it completes.
+//  7. Each call is prepared: arguments that are not valid JSON or do not match the tool's
+//     schema get an error result and never run; BeforeTool hooks may rewrite, answer, deny
+//     or stop; policy may disable the call or require an approval. Every approval request
+//     goes out before the first wait ([Request.Approve]); a call runs with exactly the
+//     arguments shown in its request, or the edited ones of the decision.
+//  8. Calls run one after another, or in parallel up to [Config.ParallelTools] where the
+//     tool allows it, each with its timeout; errors and panics become error results.
+//     Results are reported in call order.
+//  9. AfterTool hooks may rewrite results; the results join the transcript.
+//  10. A successful call of a [ToolSpec.CompletesRun] tool completes the run.
+//  11. Past the turn's step limit the run fails with [ErrMaxSteps].
+//
+// # Parking and resuming
+//
+// When a decision or a client's tool result cannot come now, [Request.Approve] or the
+// client tool returns [ErrInterrupt]: the run finishes [EndAwaitingInput] with a
+// [Pending] that describes the step. [Request.Resume] takes the step up again on any
+// process, without calling the model first.
+//
+// # Hooks
+//
+// [Hooks] observe and steer a run; [Chain] folds several into one. See [Hooks] for the
+// rules.
+package runtime
