@@ -25,6 +25,7 @@ type block struct {
 	text  []byte
 	state []byte
 	call  *callBlock
+	tail  string // the start of a character split across deltas, not emitted yet
 }
 
 type callBlock struct {
@@ -32,6 +33,37 @@ type callBlock struct {
 	args     []byte
 	started  bool     // ToolCallStarted was emitted
 	held     []string // fragments that arrived before the tool's name
+	tail     string   // the start of a character split across fragments, not emitted yet
+}
+
+// completeUTF8 returns the part of tail+delta that ends on a character boundary, and the
+// incomplete character after it. Providers may split a multi-byte character across
+// deltas; events carry whole characters only, since each becomes a protobuf string. In
+// the common case (no tail, delta ends on a boundary) it allocates nothing.
+func completeUTF8(tail, delta string) (emit, rest string) {
+	if tail != "" {
+		delta = tail + delta
+	}
+	n := len(delta)
+	for i := 1; i <= 3 && i <= n; i++ {
+		c := delta[n-i]
+		if c < 0x80 {
+			break // ASCII: complete
+		}
+		if c >= 0xC0 { // the first byte of a character: is all of it here?
+			need := 2
+			if c >= 0xF0 {
+				need = 4
+			} else if c >= 0xE0 {
+				need = 3
+			}
+			if need > i {
+				return delta[:n-i], delta[n-i:]
+			}
+			break
+		}
+	}
+	return delta, ""
 }
 
 func newAssembler(emit func(Event) bool, newID func(string) string, executor func(string) Executor, msgID, stepID string) *assembler {
@@ -50,6 +82,16 @@ func (a *assembler) closeOpen(partial bool) bool {
 		return true
 	}
 	a.open = nil
+	if b.tail != "" { // an incomplete character at the end of the block goes out as it is
+		var ev Event = &TextDelta{MessageID: b.id, Delta: b.tail}
+		if b.kind == PartReasoning {
+			ev = &ReasoningDelta{MessageID: b.id, Delta: b.tail}
+		}
+		b.tail = ""
+		if !a.send(ev) {
+			return false
+		}
+	}
 	return a.send(&MessageFinished{MessageID: b.id, Role: RoleAssistant, Kind: blockKind(b.kind), State: b.state, Partial: partial})
 }
 
@@ -84,6 +126,9 @@ func (a *assembler) text(delta string) bool {
 		return false
 	}
 	b.text = append(b.text, delta...)
+	if delta, b.tail = completeUTF8(b.tail, delta); delta == "" {
+		return true
+	}
 	return a.send(&TextDelta{MessageID: b.id, Delta: delta})
 }
 
@@ -96,6 +141,9 @@ func (a *assembler) reasoning(delta string) bool {
 		return false
 	}
 	b.text = append(b.text, delta...)
+	if delta, b.tail = completeUTF8(b.tail, delta); delta == "" {
+		return true
+	}
 	return a.send(&ReasoningDelta{MessageID: b.id, Delta: delta})
 }
 
@@ -154,10 +202,11 @@ func (a *assembler) toolDelta(ev ModelEvent) bool {
 		}
 		return a.startCall(c)
 	}
-	if ev.Text == "" {
+	delta := ev.Text
+	if delta, c.tail = completeUTF8(c.tail, delta); delta == "" {
 		return true
 	}
-	return a.send(&ToolCallArgsDelta{CallID: c.id, Delta: ev.Text})
+	return a.send(&ToolCallArgsDelta{CallID: c.id, Delta: delta})
 }
 
 func (a *assembler) findCall(ev ModelEvent) *callBlock {
@@ -185,6 +234,9 @@ func (a *assembler) startCall(c *callBlock) bool {
 		return false
 	}
 	for _, f := range c.held {
+		if f, c.tail = completeUTF8(c.tail, f); f == "" {
+			continue
+		}
 		if !a.send(&ToolCallArgsDelta{CallID: c.id, Delta: f}) {
 			return false
 		}
@@ -202,6 +254,12 @@ func (a *assembler) finish() (Message, bool) {
 	for _, c := range a.calls {
 		if !c.started && !a.startCall(c) {
 			return Message{}, false
+		}
+		if c.tail != "" {
+			if !a.send(&ToolCallArgsDelta{CallID: c.id, Delta: c.tail}) {
+				return Message{}, false
+			}
+			c.tail = ""
 		}
 		if !a.send(&ToolCallArgsDone{CallID: c.id, Arguments: string(c.args)}) {
 			return Message{}, false

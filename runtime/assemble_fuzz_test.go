@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
@@ -12,7 +13,8 @@ import (
 // FuzzAssembleToolCalls checks that any fragmentation and interleaving of tool-call deltas
 // assembles to exactly the original arguments, whichever way the provider keys its
 // fragments: by id on every fragment (mode 0), by index after an id on the first (mode 1),
-// index 0 for every call (mode 2), or no index at all (mode 3).
+// index 0 for every call (mode 2), or no index at all (mode 3); and that no event splits a
+// character.
 func FuzzAssembleToolCalls(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"a":1}|{"b":"xyz"}`), []byte{1, 2, 3, 4, 5, 6})
 	f.Add(uint8(1), []byte(`{"city":"Zürich"}|{"q":"日本語"}|{}`), []byte{7, 0, 3, 9, 1, 1, 2})
@@ -102,6 +104,11 @@ func FuzzAssembleToolCalls(f *testing.F) {
 			switch e := ev.(type) {
 			case *runtime.ToolCallArgsDone:
 				done[e.CallID] = e.Arguments
+			case *runtime.ToolCallArgsDelta:
+				// A character split across fragments is never split across events.
+				if !utf8.ValidString(e.Delta) && utf8.Valid(argsData) {
+					t.Errorf("call %s: delta %q is not valid UTF-8", e.CallID, e.Delta)
+				}
 			case *runtime.StepFinished:
 				calls = e.NewMessages[0].ToolCalls()
 			}

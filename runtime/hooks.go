@@ -36,7 +36,8 @@ type Hooks interface {
 	OnError(ctx context.Context, in *ModelFailure) (retry bool)
 }
 
-// NoHooks implements Hooks with no-ops; embed it. OnError retries.
+// NoHooks implements Hooks with no-ops; embed it. Its OnError does not ask for a retry
+// (a retryable error is still retried).
 type NoHooks struct{}
 
 func (NoHooks) BeforeRun(context.Context, *RunInfo) error           { return nil }

@@ -692,3 +692,31 @@ func TestBreakingOutOfTheSequenceCancelsRunningTools(t *testing.T) {
 		t.Fatal("Run returned before the running tool saw its context cancelled")
 	}
 }
+
+func TestRule4_DeltasNeverSplitACharacter(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{
+		rt.Text("Z\xc3"), rt.Text("\xbcrich "), rt.Text("\xe6\x97"), rt.Text("\xa5"), rt.Text("!"),
+		rt.Reasoning("\xf0\x9f"), rt.Reasoning("\x98\x80"),
+		rt.Finish(runtime.FinishStop),
+	}}}}
+	a := newAgent(t, m, runtime.Config{})
+	evs, fin := run(t, a, t.Context(), &runtime.Request{})
+	var text, reasoning []string
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case *runtime.TextDelta:
+			text = append(text, e.Delta)
+		case *runtime.ReasoningDelta:
+			reasoning = append(reasoning, e.Delta)
+		}
+	}
+	if diff := cmp.Diff([]string{"Z", "ürich ", "日", "!"}, text); diff != "" {
+		t.Errorf("text deltas (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"😀"}, reasoning); diff != "" {
+		t.Errorf("reasoning deltas (-want +got):\n%s", diff)
+	}
+	if got := fin.FinalText; got != "Zürich 日!" {
+		t.Errorf("final text %q", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -96,7 +97,7 @@ func (s *Schema) Validate(args string) error {
 		return nil
 	}
 	if err := s.resolved.Validate(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+		return fmt.Errorf("%w: %s", ErrInvalidArguments, truncate(err.Error(), maxValidationMessage))
 	}
 	return nil
 }
@@ -135,4 +136,20 @@ func jsonKind(v any) string {
 		return "an array"
 	}
 	return "an object"
+}
+
+// maxValidationMessage bounds the validation errors a model reads: the validator quotes
+// offending values whole, and a long value would flood the model's context.
+const maxValidationMessage = 1000
+
+// truncate cuts s to at most n bytes on a character boundary, saying so.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d more bytes)", len(s)-cut)
 }
