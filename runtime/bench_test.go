@@ -6,22 +6,22 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/runtime/llm/workload"
 )
 
-// BenchmarkRun replays the benchmark workload (runtime/runtimetest/testdata/workload.json)
+// BenchmarkRun replays the benchmark workload (runtime/llm/workload)
 // through Agent.Run, one whole run per iteration, with a consumer that reads and drops
 // every event. Besides the usual figures per run it reports ns/delta and allocs/delta,
 // where a run has the spec's deltas_per_run deltas (reasoning, text and argument
 // fragments); the model allocates nothing per delta, so these are the runtime's costs.
 func BenchmarkRun(b *testing.B) {
-	for _, size := range runtimetest.WorkloadSizes() {
+	for _, size := range workload.Sizes() {
 		b.Run(size.Name, func(b *testing.B) {
-			agent, err := runtime.New(runtimetest.WorkloadConfig(size))
+			agent, err := runtime.New(workload.Config(size))
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := runtimetest.WorkloadRequest()
+			req := workload.Request()
 			ctx := context.Background()
 
 			// A run that does not complete as the spec says would measure the wrong work.
@@ -34,7 +34,7 @@ func BenchmarkRun(b *testing.B) {
 					fin = e
 				}
 			}
-			if err := runtimetest.CheckWorkloadRun(size, fin); err != nil {
+			if err := workload.Check(size, fin); err != nil {
 				b.Fatal(err)
 			}
 

@@ -1,6 +1,6 @@
 // Package runtimetest provides fakes for testing code built on the runtime: a scripted
-// [Model], a replay of the benchmark workload ([WorkloadModel]), tools from funcs, and an
-// event renderer for golden files.
+// [Model], tools from funcs, sequential ids and an event renderer for golden files. The
+// benchmark workload's replay is a model of its own, in runtime/llm/workload.
 package runtimetest
 
 import (

@@ -1,4 +1,11 @@
-package runtimetest
+// Package workload replays agentd's benchmark workload ("scripted-tool-loop") as a model
+// agentd can serve (--model workload:medium), so anyone can load-test a deployment, and
+// compare it with other systems, with no provider behind it. Every stream is
+// byte-identical to what any other implementation of the workload replays.
+//
+// [New] returns the model for a [Size]; [Tools] returns its echo and add tools; [Check]
+// verifies a finished run against the workload's checks.
+package workload
 
 import (
 	"bytes"
@@ -17,27 +24,31 @@ import (
 	"github.com/agentd/agentd/runtime"
 )
 
-// The benchmark workload ("scripted-tool-loop", shared/bench/workload.json) is a copy in
-// testdata so that nothing reads outside the module at build or run time.
+// The benchmark workload's definition, copied into testdata so that nothing reads outside
+// the module at build or run time.
 //
 //go:embed testdata/workload.json
 var workloadJSON []byte
 
-// WorkloadSize is one size of the benchmark workload: S tool steps and one final step,
+// ErrTooManyToolResults is wrapped by the error a Model yields for a request holding more
+// tool results than the workload has tool steps.
+var ErrTooManyToolResults = errors.New("workload: more tool results than tool steps")
+
+// Size is one size of the benchmark workload: S tool steps and one final step,
 // with R reasoning deltas, T text deltas and A tool-argument fragments per tool step (the
 // final step has T text deltas only).
-type WorkloadSize struct {
+type Size struct {
 	Name       string
 	S, R, T, A int
 }
 
 // Deltas returns the number of deltas of one run: S*(R+T+A) + T (the spec's
 // deltas_per_run).
-func (s WorkloadSize) Deltas() int { return s.S*(s.R+s.T+s.A) + s.T }
+func (s Size) Deltas() int { return s.S*(s.R+s.T+s.A) + s.T }
 
 // Totals returns the cumulative usage of one complete run: the spec's run totals, plus
 // S+1 model calls and S tool calls.
-func (s WorkloadSize) Totals() runtime.Usage {
+func (s Size) Totals() runtime.Usage {
 	return runtime.Usage{
 		InputTokens:     int64(1000*(s.S+1) + 100*s.S*(s.S+1)/2),
 		OutputTokens:    int64(s.Deltas()),
@@ -69,7 +80,7 @@ type workloadSpec struct {
 	// DeltasPerRun holds the formula, as a string, next to the counts by size.
 	DeltasPerRun map[string]json.RawMessage `json:"deltas_per_run"`
 
-	sizes  []WorkloadSize // ordered by the number of deltas
+	sizes  []Size         // ordered by the number of deltas
 	deltas map[string]int // deltas_per_run by size
 	tools  map[string]runtime.ToolSpec
 }
@@ -80,46 +91,46 @@ type workloadSpec struct {
 var loadWorkloadSpec = sync.OnceValues(func() (*workloadSpec, error) {
 	var spec workloadSpec
 	if err := json.Unmarshal(workloadJSON, &spec); err != nil {
-		return nil, fmt.Errorf("runtimetest: workload spec: %w", err)
+		return nil, fmt.Errorf("workload: spec: %w", err)
 	}
 	if len(spec.Sizes) == 0 {
-		return nil, errors.New("runtimetest: workload spec: no sizes")
+		return nil, errors.New("workload: spec: no sizes")
 	}
 	spec.deltas = map[string]int{}
 	for name, v := range spec.Sizes {
-		sz := WorkloadSize{Name: name, S: v.S, R: v.R, T: v.T, A: v.A}
+		sz := Size{Name: name, S: v.S, R: v.R, T: v.T, A: v.A}
 		if sz.S < 1 || sz.R < 1 || sz.T < 1 || sz.A < 1 {
-			return nil, fmt.Errorf("runtimetest: workload spec: size %s: S, R, T and A must be positive", name)
+			return nil, fmt.Errorf("workload: spec: size %s: S, R, T and A must be positive", name)
 		}
 		var n int
 		if err := json.Unmarshal(spec.DeltasPerRun[name], &n); err != nil {
-			return nil, fmt.Errorf("runtimetest: workload spec: deltas_per_run.%s: %w", name, err)
+			return nil, fmt.Errorf("workload: spec: deltas_per_run.%s: %w", name, err)
 		}
 		if n != sz.Deltas() {
-			return nil, fmt.Errorf("runtimetest: workload spec: deltas_per_run.%s is %d, the formula gives %d", name, n, sz.Deltas())
+			return nil, fmt.Errorf("workload: spec: deltas_per_run.%s is %d, the formula gives %d", name, n, sz.Deltas())
 		}
 		want, ok := spec.Usage.ExpectedTotals[name]
 		got := sz.Totals()
 		if !ok || want.InputTokens != got.InputTokens || want.OutputTokens != got.OutputTokens || want.ReasoningTokens != got.ReasoningTokens {
-			return nil, fmt.Errorf("runtimetest: workload spec: usage.expected_totals.%s is %+v, the formulas give %+v", name, want, got)
+			return nil, fmt.Errorf("workload: spec: usage.expected_totals.%s is %+v, the formulas give %+v", name, want, got)
 		}
 		spec.deltas[name] = n
 		spec.sizes = append(spec.sizes, sz)
 	}
-	slices.SortFunc(spec.sizes, func(a, b WorkloadSize) int {
+	slices.SortFunc(spec.sizes, func(a, b Size) int {
 		return cmp.Or(cmp.Compare(a.Deltas(), b.Deltas()), strings.Compare(a.Name, b.Name))
 	})
 	spec.tools = map[string]runtime.ToolSpec{}
 	for _, t := range spec.Input.Tools {
 		var params bytes.Buffer
 		if err := json.Compact(&params, t.Parameters); err != nil {
-			return nil, fmt.Errorf("runtimetest: workload spec: tool %s: %w", t.Name, err)
+			return nil, fmt.Errorf("workload: spec: tool %s: %w", t.Name, err)
 		}
 		spec.tools[t.Name] = runtime.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params.Bytes()}
 	}
 	for _, name := range []string{"echo", "add"} {
 		if _, ok := spec.tools[name]; !ok {
-			return nil, fmt.Errorf("runtimetest: workload spec: no tool %q", name)
+			return nil, fmt.Errorf("workload: spec: no tool %q", name)
 		}
 	}
 	return &spec, nil
@@ -137,48 +148,48 @@ func mustWorkloadSpec() *workloadSpec {
 
 // Workload returns the named size of the benchmark workload ("small", "medium", "large"),
 // as the embedded spec defines it.
-func Workload(name string) (WorkloadSize, error) {
+func Lookup(name string) (Size, error) {
 	spec, err := loadWorkloadSpec()
 	if err != nil {
-		return WorkloadSize{}, err
+		return Size{}, err
 	}
 	for _, sz := range spec.sizes {
 		if sz.Name == name {
 			return sz, nil
 		}
 	}
-	return WorkloadSize{}, fmt.Errorf("runtimetest: no workload size %q", name)
+	return Size{}, fmt.Errorf("workload: no workload size %q", name)
 }
 
-// WorkloadSizes returns every size of the benchmark workload, smallest first.
-func WorkloadSizes() []WorkloadSize {
+// Sizes returns every size of the benchmark workload, smallest first.
+func Sizes() []Size {
 	return slices.Clone(mustWorkloadSpec().sizes)
 }
 
-// WorkloadConfig returns an agent configuration that replays size: the
-// [WorkloadModel], [WorkloadTools], the spec's system prompt, and a step limit that
+// Config returns an agent configuration that replays size: the
+// [Model], [Tools], the spec's system prompt, and a step limit that
 // lets the run finish. Callers may set the other fields before calling runtime.New.
-func WorkloadConfig(size WorkloadSize) runtime.Config {
+func Config(size Size) runtime.Config {
 	return runtime.Config{
 		Name:     "workload",
-		Model:    NewWorkloadModel(size),
+		Model:    New(size),
 		System:   mustWorkloadSpec().Input.System,
-		Tools:    WorkloadTools(),
+		Tools:    Tools(),
 		MaxSteps: size.S + 1,
 	}
 }
 
-// WorkloadRequest returns the request that starts a workload run: the spec's user
+// Request returns the request that starts a workload run: the spec's user
 // message and nothing else. Each call returns a new Request.
-func WorkloadRequest() *runtime.Request {
+func Request() *runtime.Request {
 	return &runtime.Request{Messages: []runtime.Message{runtime.UserMessage(mustWorkloadSpec().Input.User)}}
 }
 
-// WorkloadTools returns the workload's tools, "echo" and "add", with the spec's
+// Tools returns the workload's tools, "echo" and "add", with the spec's
 // descriptions and JSON Schemas. Both answer at once with a JSON output: echo with
 // {"text":<text>}, add with {"sum":<a+b>}. They keep no state and are safe for concurrent
 // use, but are not marked Parallel, so a run executes them one after another.
-func WorkloadTools() []runtime.Tool {
+func Tools() []runtime.Tool {
 	spec := mustWorkloadSpec()
 	echo := runtime.NewTool(spec.tools["echo"], func(_ context.Context, call runtime.ToolCall) (runtime.Output, error) {
 		var in struct {
@@ -266,13 +277,13 @@ func workloadFragments(s string, a int) []string {
 	return fs
 }
 
-// WorkloadModel is a runtime.Model that replays the benchmark workload. It is stateless:
+// Model is a runtime.Model that replays the benchmark workload. It is stateless:
 // the step it streams is the number of tool results in the request, so one model serves
 // any number of runs, resumed or replayed ones included. Every string it streams is built
-// by [NewWorkloadModel], so streaming allocates nothing per delta. It is safe for
+// by [New], so streaming allocates nothing per delta. It is safe for
 // concurrent use.
-type WorkloadModel struct {
-	size      WorkloadSize
+type Model struct {
+	size      Size
 	name      string
 	reasoning []string // a tool step's reasoning deltas
 	text      []string // every step's text deltas
@@ -285,13 +296,13 @@ type workloadCall struct {
 	fragments []string
 }
 
-// NewWorkloadModel returns the model of size, named "workload:<size.Name>". It panics if
+// New returns the model of size, named "workload:<size.Name>". It panics if
 // a count is negative or a run with tool steps has A < 1.
-func NewWorkloadModel(size WorkloadSize) *WorkloadModel {
+func New(size Size) *Model {
 	if size.S < 0 || size.R < 0 || size.T < 0 || size.A < 0 || (size.S > 0 && size.A < 1) {
-		panic(fmt.Sprintf("runtimetest: invalid workload size %+v", size))
+		panic(fmt.Sprintf("workload: invalid workload size %+v", size))
 	}
-	m := &WorkloadModel{size: size, name: "workload:" + size.Name}
+	m := &Model{size: size, name: "workload:" + size.Name}
 	m.reasoning, _ = workloadDeltas('r', size.R)
 	m.text, _ = workloadDeltas('t', size.T)
 	m.calls = make([]workloadCall, size.S)
@@ -306,15 +317,15 @@ func NewWorkloadModel(size WorkloadSize) *WorkloadModel {
 }
 
 // Name returns "workload:" and the size's name.
-func (m *WorkloadModel) Name() string { return m.name }
+func (m *Model) Name() string { return m.name }
 
 // Size returns the size the model replays.
-func (m *WorkloadModel) Size() WorkloadSize { return m.size }
+func (m *Model) Size() Size { return m.size }
 
 // Stream replays step i, where i is the number of tool results in req. A request with
-// more than S tool results yields an error that wraps [ErrNoMoreSteps]. The stream ends
+// more than S tool results yields an error that wraps [ErrTooManyToolResults]. The stream ends
 // with the context's error once ctx is done.
-func (m *WorkloadModel) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 	i := 0
 	for _, msg := range req.Messages {
 		for _, p := range msg.Parts {
@@ -325,7 +336,7 @@ func (m *WorkloadModel) Stream(ctx context.Context, req *runtime.ModelRequest) i
 	}
 	return func(yield func(runtime.ModelEvent, error) bool) {
 		if i > m.size.S {
-			yield(runtime.ModelEvent{}, fmt.Errorf("%w: workload %s has %d tool steps, the request holds %d tool results", ErrNoMoreSteps, m.size.Name, m.size.S, i))
+			yield(runtime.ModelEvent{}, fmt.Errorf("%w: workload %s has %d tool steps, the request holds %d tool results", ErrTooManyToolResults, m.size.Name, m.size.S, i))
 			return
 		}
 		send := func(ev runtime.ModelEvent) bool {
@@ -371,13 +382,13 @@ func (m *WorkloadModel) Stream(ctx context.Context, req *runtime.ModelRequest) i
 	}
 }
 
-// CheckWorkloadRun checks a finished run of size against the spec's checks_each_run: the
+// Check checks a finished run of size against the spec's checks_each_run: the
 // run completed; it made S+1 model calls, call i asking for exactly one tool call,
 // call_i, of the tool and with the arguments the spec gives (compared as parsed JSON),
 // after seeing i tool results; each call ran and returned the spec's result; the final
 // text is the final step's; and the usage totals are the spec's. It returns nil when
 // every check passes, or an error naming the first that failed.
-func CheckWorkloadRun(size WorkloadSize, fin *runtime.RunFinished) error {
+func Check(size Size, fin *runtime.RunFinished) error {
 	if fin == nil {
 		return errors.New("workload check: no RunFinished")
 	}

@@ -1,4 +1,4 @@
-package runtimetest
+package workload
 
 import (
 	"context"
@@ -36,19 +36,19 @@ func TestWorkloadSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, sz := range WorkloadSizes() {
+	for _, sz := range Sizes() {
 		names = append(names, sz.Name)
 	}
 	if got, want := strings.Join(names, ","), "small,medium,large"; got != want {
-		t.Errorf("WorkloadSizes() = %s, want %s", got, want)
+		t.Errorf("Sizes() = %s, want %s", got, want)
 	}
 	for _, f := range specFigures {
-		sz, err := Workload(f.name)
+		sz, err := Lookup(f.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (WorkloadSize{f.name, f.S, f.R, f.T, f.A}); sz != want {
-			t.Errorf("Workload(%q) = %+v, want %+v", f.name, sz, want)
+		if want := (Size{f.name, f.S, f.R, f.T, f.A}); sz != want {
+			t.Errorf("Lookup(%q) = %+v, want %+v", f.name, sz, want)
 		}
 		if sz.Deltas() != f.deltas || spec.deltas[f.name] != f.deltas {
 			t.Errorf("%s: Deltas() = %d, deltas_per_run = %d, want %d", f.name, sz.Deltas(), spec.deltas[f.name], f.deltas)
@@ -58,13 +58,13 @@ func TestWorkloadSizes(t *testing.T) {
 			t.Errorf("%s: Totals() = %+v, want %+v", f.name, got, want)
 		}
 	}
-	if _, err := Workload("huge"); err == nil {
-		t.Error(`Workload("huge") succeeded, want an error`)
+	if _, err := Lookup("huge"); err == nil {
+		t.Error(`Lookup("huge") succeeded, want an error`)
 	}
-	if got, want := WorkloadRequest().Messages[0].Text(), "Run the scripted workload."; got != want {
+	if got, want := Request().Messages[0].Text(), "Run the scripted workload."; got != want {
 		t.Errorf("user message %q, want %q", got, want)
 	}
-	if got, want := WorkloadConfig(WorkloadSize{Name: "x"}).System, "You are a scripted benchmark agent."; got != want {
+	if got, want := Config(Size{Name: "x"}).System, "You are a scripted benchmark agent."; got != want {
 		t.Errorf("system prompt %q, want %q", got, want)
 	}
 }
@@ -109,11 +109,11 @@ func TestWorkloadRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sz := range WorkloadSizes() {
+	for _, sz := range Sizes() {
 		t.Run(sz.Name, func(t *testing.T) {
 			agent, err := runtime.New(runtime.Config{
-				Model:    NewWorkloadModel(sz),
-				Tools:    WorkloadTools(),
+				Model:    New(sz),
+				Tools:    Tools(),
 				System:   spec.Input.System,
 				MaxSteps: sz.S + 1,
 			})
@@ -250,7 +250,7 @@ func TestWorkloadRun(t *testing.T) {
 			if fin.Usage.InputTokens != totals.InputTokens || fin.Usage.OutputTokens != totals.OutputTokens || fin.Usage.ReasoningTokens != totals.ReasoningTokens {
 				t.Errorf("usage %+v, want expected_totals %+v", fin.Usage, totals)
 			}
-			if err := CheckWorkloadRun(sz, fin); err != nil {
+			if err := Check(sz, fin); err != nil {
 				t.Error(err)
 			}
 		})
@@ -258,7 +258,7 @@ func TestWorkloadRun(t *testing.T) {
 }
 
 // historyOf returns a transcript holding n tool results of the workload.
-func historyOf(sz WorkloadSize, n int) []runtime.Message {
+func historyOf(sz Size, n int) []runtime.Message {
 	msgs := []runtime.Message{runtime.UserMessage("Run the scripted workload.")}
 	for i := range n {
 		id := fmt.Sprint("call_", i)
@@ -272,11 +272,11 @@ func historyOf(sz WorkloadSize, n int) []runtime.Message {
 }
 
 func TestWorkloadModelSteps(t *testing.T) {
-	sz, err := Workload("small")
+	sz, err := Lookup("small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewWorkloadModel(sz)
+	m := New(sz)
 	if got, want := m.Name(), "workload:small"; got != want {
 		t.Errorf("Name() = %q, want %q", got, want)
 	}
@@ -327,24 +327,24 @@ func TestWorkloadModelSteps(t *testing.T) {
 }
 
 func TestWorkloadModelTooManyToolResults(t *testing.T) {
-	sz, err := Workload("small")
+	sz, err := Lookup("small")
 	if err != nil {
 		t.Fatal(err)
 	}
 	history := historyOf(sz, sz.S+1)
 
 	n := 0
-	for _, err := range NewWorkloadModel(sz).Stream(t.Context(), &runtime.ModelRequest{Messages: history}) {
+	for _, err := range New(sz).Stream(t.Context(), &runtime.ModelRequest{Messages: history}) {
 		n++
-		if !errors.Is(err, ErrNoMoreSteps) {
-			t.Errorf("Stream with %d tool results yielded %v, want an error wrapping ErrNoMoreSteps", sz.S+1, err)
+		if !errors.Is(err, ErrTooManyToolResults) {
+			t.Errorf("Stream with %d tool results yielded %v, want an error wrapping ErrTooManyToolResults", sz.S+1, err)
 		}
 	}
 	if n != 1 {
 		t.Errorf("Stream yielded %d times, want once", n)
 	}
 
-	agent, err := runtime.New(WorkloadConfig(sz))
+	agent, err := runtime.New(Config(sz))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,17 +357,17 @@ func TestWorkloadModelTooManyToolResults(t *testing.T) {
 			fin = e
 		}
 	}
-	if fin == nil || fin.Reason != runtime.EndFailed || !errors.Is(fin.Err, ErrNoMoreSteps) {
-		t.Errorf("run over a transcript with %d tool results finished with %+v, want failed with ErrNoMoreSteps", sz.S+1, fin)
+	if fin == nil || fin.Reason != runtime.EndFailed || !errors.Is(fin.Err, ErrTooManyToolResults) {
+		t.Errorf("run over a transcript with %d tool results finished with %+v, want failed with ErrTooManyToolResults", sz.S+1, fin)
 	}
 }
 
 func TestWorkloadModelStops(t *testing.T) {
-	sz, err := Workload("small")
+	sz, err := Lookup("small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewWorkloadModel(sz)
+	m := New(sz)
 	req := &runtime.ModelRequest{Messages: historyOf(sz, 0)}
 
 	// Breaking out must stop the stream: the range loop panics if it yields again.
@@ -403,11 +403,11 @@ func TestWorkloadModelStops(t *testing.T) {
 }
 
 func TestWorkloadModelAllocs(t *testing.T) {
-	sz, err := Workload("large")
+	sz, err := Lookup("large")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewWorkloadModel(sz)
+	m := New(sz)
 	req := &runtime.ModelRequest{Messages: historyOf(sz, 1)}
 	ctx := t.Context()
 	allocs := testing.AllocsPerRun(10, func() {
@@ -424,16 +424,16 @@ func TestWorkloadModelAllocs(t *testing.T) {
 }
 
 func TestCheckWorkloadRun(t *testing.T) {
-	sz, err := Workload("small")
+	sz, err := Lookup("small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := runtime.New(WorkloadConfig(sz))
+	agent, err := runtime.New(Config(sz))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var good *runtime.RunFinished
-	for ev, err := range agent.Run(t.Context(), WorkloadRequest()) {
+	for ev, err := range agent.Run(t.Context(), Request()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +441,7 @@ func TestCheckWorkloadRun(t *testing.T) {
 			good = e
 		}
 	}
-	if err := CheckWorkloadRun(sz, good); err != nil {
+	if err := Check(sz, good); err != nil {
 		t.Fatal(err)
 	}
 
@@ -469,15 +469,15 @@ func TestCheckWorkloadRun(t *testing.T) {
 		"reasoning": withMessage(4, func(m *runtime.Message) { m.Parts = m.Parts[1:] }),
 		"text":      withMessage(6, func(m *runtime.Message) { m.Parts[0].Text = "t000 " }),
 	} {
-		if err := CheckWorkloadRun(sz, fin); err == nil {
-			t.Errorf("%s: CheckWorkloadRun accepted a broken run", name)
+		if err := Check(sz, fin); err == nil {
+			t.Errorf("%s: Check accepted a broken run", name)
 		}
 	}
 	// Arguments are compared as parsed JSON, not as bytes.
 	spaced := withMessage(0, func(m *runtime.Message) {
 		lastPart(m).ToolCall.Arguments = strings.Replace(lastPart(m).ToolCall.Arguments, ",", ", ", 1)
 	})
-	if err := CheckWorkloadRun(sz, spaced); err != nil {
+	if err := Check(sz, spaced); err != nil {
 		t.Errorf("arguments with a space: %v", err)
 	}
 }
