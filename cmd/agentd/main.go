@@ -39,8 +39,16 @@ func main() {
 // config is agentd's configuration, from flags and AGENTD_* variables.
 type config struct {
 	listen          string
+	config          string
+	model           string
+	demoDelay       time.Duration
 	shutdownTimeout time.Duration
+	drainPeriod     time.Duration
 	logLevel        slog.Level
+	maxRuns         int
+	maxMessageBytes int
+	keyFile         string
+	key             string // AGENTD_CONTINUATION_KEY: never a flag, so it stays out of ps
 }
 
 // parseConfig reads flags from args, then fills every flag not given on the command line
@@ -50,7 +58,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listen, "listen", "localhost:50051", "`address` to serve gRPC on")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long open streams may take to finish after SIGTERM before they are closed")
+	fs.StringVar(&cfg.config, "config", "", "agents `file` (YAML); without one agentd serves the built-in demo agent")
+	fs.StringVar(&cfg.model, "model", "", "`model` for the default agent, such as workload:medium (default: the configured one, or the demo model)")
+	fs.DurationVar(&cfg.demoDelay, "demo-delay", 20*time.Millisecond, "pause between the demo model's deltas, so a person sees the answer stream")
+	fs.DurationVar(&cfg.drainPeriod, "drain-period", 20*time.Second, "after SIGTERM, how long running runs may take before they end SHUTDOWN with a continuation")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGTERM, how long until the process exits whatever is still open (longer than --drain-period)")
+	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
+	fs.StringVar(&cfg.keyFile, "continuation-key-file", "", "`file` holding the key that signs continuations (or set AGENTD_CONTINUATION_KEY); every replica needs the same")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: agentd [flags]\n\nagentd runs AI agents behind gRPC (agentd.v1.AgentService).\n"+
@@ -77,6 +92,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			}
 		}
 	})
+	cfg.key = getenv("AGENTD_CONTINUATION_KEY")
+	if cfg.shutdownTimeout <= cfg.drainPeriod {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-period (%s)", cfg.shutdownTimeout, cfg.drainPeriod))
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -99,14 +118,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 }
 
 // serve runs agentd on lis until ctx is done, then shuts down gracefully: health turns
-// NOT_SERVING, open streams get cfg.shutdownTimeout to finish, then are closed.
+// NOT_SERVING, streams get go_away, runs get cfg.drainPeriod to finish and then end
+// SHUTDOWN with a continuation, and whatever is still open after cfg.shutdownTimeout is
+// closed.
 func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) error {
-	srv, err := service.New(service.Config{Logger: log})
+	srv, err := newServer(cfg, log)
 	if err != nil {
 		lis.Close()
 		return err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.maxMessageBytes))
 	srv.Register(gs)
 
 	served := make(chan error, 1)
@@ -118,10 +139,12 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "timeout", cfg.shutdownTimeout.String())
-	srv.Drain()
+	log.Info("shutting down", "drain_period", cfg.drainPeriod.String(), "timeout", cfg.shutdownTimeout.String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	if err := srv.Shutdown(stopCtx, cfg.drainPeriod); err != nil {
+		log.Warn("runs still open at the shutdown timeout", "runs", srv.ActiveRuns())
+	}
 	if err := service.GracefulStop(stopCtx, gs); err != nil {
 		log.Warn("shutdown timeout reached: closed open streams")
 	}
@@ -130,4 +153,24 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	}
 	log.Info("agentd stopped")
 	return nil
+}
+
+// newServer builds the service from the configuration.
+func newServer(cfg config, log *slog.Logger) (*service.Server, error) {
+	agents := service.DefaultAgentsConfig()
+	if cfg.config != "" {
+		var err error
+		if agents, err = service.LoadAgentsFile(cfg.config); err != nil {
+			return nil, err
+		}
+	}
+	reg, err := service.NewRegistry(agents, service.RegistryOptions{ModelOverride: cfg.model, DemoDelay: cfg.demoDelay, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	key, err := service.LoadContinuationKey(cfg.key, cfg.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return service.New(service.Config{Agents: reg, Logger: log, ContinuationKey: key, MaxConcurrentRuns: cfg.maxRuns})
 }

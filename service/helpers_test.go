@@ -1,0 +1,232 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
+)
+
+var testKey = []byte("a continuation key for tests, 32+ bytes long")
+
+// scripted describes an agent on a scripted model.
+type scripted struct {
+	name   string
+	model  *rt.Model
+	tools  []string
+	policy service.PolicyConfig
+	steps  int
+}
+
+// newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
+func newTestServer(t *testing.T, cfg service.Config, agents ...scripted) *servicetest.Server {
+	t.Helper()
+	models := map[string]*rt.Model{}
+	acfg := service.DefaultAgentsConfig()
+	for _, a := range agents {
+		models[a.name] = a.model
+		tools := a.tools
+		if tools == nil {
+			tools = []string{}
+		}
+		acfg.Agents = append(acfg.Agents, service.AgentConfig{Name: a.name, Model: "script:" + a.name, Tools: tools, Policy: a.policy, MaxSteps: a.steps})
+	}
+	providers := append(service.BuiltinModelProviders(0), service.ModelProvider{
+		Name: "script", Forms: []string{"script:<name>"},
+		New: func(name string) (runtime.Model, error) {
+			m, ok := models[name]
+			if !ok {
+				return nil, service.ErrUnknownModel
+			}
+			return m, nil
+		},
+	})
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	reg, err := service.NewRegistry(acfg, service.RegistryOptions{Resolve: service.NewModelResolver(providers...), Logger: cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Agents = reg
+	if cfg.ContinuationKey == nil {
+		cfg.ContinuationKey = testKey
+	}
+	return servicetest.NewServer(t, cfg)
+}
+
+// stream is a client's side of a Run stream.
+type stream struct {
+	t      *testing.T
+	s      agentdv1.AgentService_RunClient
+	seq    int64
+	events []*agentdv1.RunEvent
+	err    error // the status the stream ended with, once it has
+	done   bool
+}
+
+// open starts a run on a Run stream.
+func open(t *testing.T, c agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) *stream {
+	t.Helper()
+	s, err := c.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stream{t: t, s: s}
+	st.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+	return st
+}
+
+// send sends a client message with the next client_seq, and returns that seq.
+func (st *stream) send(req *agentdv1.RunRequest) int64 {
+	st.t.Helper()
+	st.seq++
+	req.ClientSeq = st.seq
+	if err := st.s.Send(req); err != nil && !errors.Is(err, io.EOF) {
+		st.t.Fatalf("Send: %v", err)
+	}
+	return st.seq
+}
+
+// next returns the next event, or nil when the stream has ended.
+func (st *stream) next() *agentdv1.RunEvent {
+	st.t.Helper()
+	if st.done {
+		return nil
+	}
+	resp, err := st.s.Recv()
+	if err != nil {
+		st.done = true
+		if !errors.Is(err, io.EOF) {
+			st.err = err
+		}
+		return nil
+	}
+	st.events = append(st.events, resp.GetEvent())
+	return resp.GetEvent()
+}
+
+// until reads events until one matches, and returns it.
+func (st *stream) until(match func(*agentdv1.RunEvent) bool) *agentdv1.RunEvent {
+	st.t.Helper()
+	for {
+		ev := st.next()
+		if ev == nil {
+			st.t.Fatalf("the stream ended (%v) before the event awaited; events:\n%s", st.err, render(st.events))
+		}
+		if match(ev) {
+			return ev
+		}
+	}
+}
+
+// finish reads to the end and returns run_finished and the stream's status.
+func (st *stream) finish() (*agentdv1.RunFinished, error) {
+	st.t.Helper()
+	for st.next() != nil {
+	}
+	checkEvents(st.t, st.events)
+	return st.events[len(st.events)-1].GetRunFinished(), st.err
+}
+
+func render(evs []*agentdv1.RunEvent) string {
+	var s string
+	for _, ev := range evs {
+		s += ev.String() + "\n"
+	}
+	return s
+}
+
+// checkEvents checks the ordering rules of the contract: seq from 1 without gaps
+// (heartbeats take none), run_started first, run_finished last, one of each.
+func checkEvents(t *testing.T, evs []*agentdv1.RunEvent) {
+	t.Helper()
+	var numbered []*agentdv1.RunEvent
+	for _, ev := range evs {
+		if ev.GetHeartbeat() != nil {
+			if ev.GetSeq() != 0 {
+				t.Errorf("heartbeat with seq %d", ev.GetSeq())
+			}
+			continue
+		}
+		numbered = append(numbered, ev)
+	}
+	for i, ev := range numbered {
+		if ev.GetSeq() != int64(i+1) {
+			t.Fatalf("event %d has seq %d; events:\n%s", i, ev.GetSeq(), render(evs))
+		}
+		if ev.GetRunId() == "" || ev.GetTime() == nil {
+			t.Errorf("event %d lacks run_id or time", i)
+		}
+	}
+	if len(numbered) == 0 || numbered[0].GetRunStarted() == nil {
+		t.Fatalf("first event is not run_started:\n%s", render(evs))
+	}
+	if numbered[len(numbered)-1].GetRunFinished() == nil {
+		t.Fatalf("last event is not run_finished:\n%s", render(evs))
+	}
+	starts, ends := 0, 0
+	for _, ev := range numbered {
+		if ev.GetRunStarted() != nil {
+			starts++
+		}
+		if ev.GetRunFinished() != nil {
+			ends++
+		}
+	}
+	if starts != 1 || ends != 1 {
+		t.Errorf("%d run_started and %d run_finished, want one each", starts, ends)
+	}
+}
+
+// ack returns the input_ack for client_seq among evs, or nil.
+func ack(evs []*agentdv1.RunEvent, seq int64) *agentdv1.InputAck {
+	for _, ev := range evs {
+		if a := ev.GetInputAck(); a != nil && a.GetClientSeq() == seq {
+			return a
+		}
+	}
+	return nil
+}
+
+// isAck matches the input_ack of client_seq.
+func isAck(seq int64) func(*agentdv1.RunEvent) bool {
+	return func(ev *agentdv1.RunEvent) bool { return ev.GetInputAck().GetClientSeq() == seq && ev.GetInputAck() != nil }
+}
+
+// errorInfo returns the ErrorInfo reason of a status error.
+func errorInfo(err error) (codes.Code, string, *errdetails.BadRequest) {
+	st := status.Convert(err)
+	var reason string
+	var br *errdetails.BadRequest
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			reason = d.GetReason()
+		case *errdetails.BadRequest:
+			br = d
+		}
+	}
+	return st.Code(), reason, br
+}
+
+func input(agent, text string) *agentdv1.RunSpec {
+	return &agentdv1.RunSpec{Agent: agent, Input: text}
+}
+
+func approve(id string) *agentdv1.RunRequest {
+	return &agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: id, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}}}
+}
+
+var _ = context.Background

@@ -1,0 +1,379 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+)
+
+// Run implements agentdv1.AgentServiceServer: a whole conversation on one stream.
+func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "start", Description: "the stream closed before its start message"}})
+		}
+		return err
+	}
+	spec := first.GetStart()
+	if spec == nil {
+		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start"}})
+	}
+	ss, req, err := s.newSession(stream.Context(), modeRun, spec, func(ev *agentdv1.RunEvent) error {
+		return stream.Send(&agentdv1.RunResponse{Event: ev})
+	})
+	if err != nil {
+		return err
+	}
+	defer s.endSession(ss)
+	go ss.receive(stream.Recv)
+	rf, err := ss.executeStreaming(req)
+	if err != nil {
+		return err
+	}
+	return runStatus(rf.GetError())
+}
+
+// StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
+// caller that cannot answer; what would need it parks the run.
+func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStreamingServer[agentdv1.StartRunResponse]) error {
+	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart(), func(ev *agentdv1.RunEvent) error {
+		return stream.Send(&agentdv1.StartRunResponse{Event: ev})
+	})
+	if err != nil {
+		return err
+	}
+	defer s.endSession(ss)
+	rf, err := ss.executeStreaming(req)
+	if err != nil {
+		return err
+	}
+	return runStatus(rf.GetError())
+}
+
+// ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
+// back. A failed run's status carries the whole outcome as a detail, so nothing is lost.
+func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (*agentdv1.ExecuteRunResponse, error) {
+	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart(), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer s.endSession(ss)
+	rf, err := ss.execute(req)
+	if err != nil {
+		return nil, err
+	}
+	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, Result: rf}
+	if err := runStatus(rf.GetError(), resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// executeStreaming runs the session with heartbeats and go_away.
+func (ss *session) executeStreaming(req *runtime.Request) (*agentdv1.RunFinished, error) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { ss.keepAlive(done) })
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
+	return ss.execute(req)
+}
+
+// newSession checks a RunSpec and prepares its run. Errors are gRPC statuses: nothing has
+// been sent yet.
+func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, send func(*agentdv1.RunEvent) error) (*session, *runtime.Request, error) {
+	if s.isDraining() {
+		return nil, nil, statusError(codes.Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
+	}
+	if spec == nil {
+		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: "must be set"}})
+	}
+	var ct *continuation
+	if len(spec.GetContinuation()) > 0 {
+		var err error
+		if ct, err = s.codec.open(spec.GetContinuation()); err != nil {
+			return nil, nil, continuationStatus(err)
+		}
+	}
+	agentName := spec.GetAgent()
+	if agentName == "" && ct != nil {
+		agentName = ct.Agent
+	}
+	entry, err := s.agents.Agent(agentName)
+	if err != nil {
+		return nil, nil, statusError(codes.NotFound, reasonAgentNotFound, err.Error(), map[string]string{"agent": agentName})
+	}
+
+	ss := &session{
+		srv: s, mode: mode, entry: entry, send: send,
+		runID:       runtime.RandomID("run"),
+		thread:      spec.GetThreadId(),
+		reqID:       spec.GetRequestId(),
+		inputDoneCh: make(chan struct{}),
+		approvals:   map[string]*approvalSlot{},
+		clientCalls: map[string]*clientSlot{},
+		interrupt:   make(chan struct{}, 1),
+		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
+		toolParams:  map[string]runtime.ToolSpec{},
+		hasher:      newTranscriptHasher(),
+	}
+	if mode != modeRun {
+		ss.inputDone = true
+		close(ss.inputDoneCh)
+	}
+	if ss.thread == "" && ct != nil {
+		ss.thread = ct.ThreadID
+	}
+	if ss.thread == "" {
+		ss.thread = runtime.RandomID("thread")
+	}
+	for _, t := range entry.Runtime.Tools() {
+		ss.toolParams[t.Name] = t
+	}
+
+	var fe fieldErrors
+	req := &runtime.Request{RunID: ss.runID, ThreadID: ss.thread, Steer: ss.drainSteers, Interrupt: ss.interrupt, Approve: ss.approve}
+	req.Messages = messagesFromProto(spec.GetMessages(), "start.messages", &fe)
+
+	// Client tools.
+	if n := len(spec.GetClientTools()); n > s.cfg.MaxClientTools {
+		fe.add("start.client_tools", "%d client tools declared; the limit is %d", n, s.cfg.MaxClientTools)
+	}
+	policy := runtime.Policy{Tools: map[string]runtime.ToolPolicy{}}
+	for i, ctool := range spec.GetClientTools() {
+		f := fmt.Sprintf("start.client_tools[%d]", i)
+		name := ctool.GetSpec().GetName()
+		if _, clash := ss.toolParams[name]; clash {
+			fe.add(f+".spec.name", "%q is already a tool of agent %s (or declared twice)", name, entry.Name)
+			continue
+		}
+		ts := runtime.ToolSpec{Name: name, Description: ctool.GetSpec().GetDescription(), Executor: runtime.ExecutorClient, CompletesRun: ctool.GetCompletesRun(), Timeout: s.cfg.ClientToolTimeout}
+		if p := ctool.GetSpec().GetParameters(); p != nil {
+			raw, err := json.Marshal(p.AsMap())
+			if err != nil {
+				fe.add(f+".spec.parameters", "%v", err)
+				continue
+			}
+			ts.Parameters = raw
+		}
+		if _, err := runtime.CompileSchema(ts.Parameters); err != nil {
+			fe.add(f+".spec.parameters", "not a usable JSON Schema: %v", err)
+			continue
+		}
+		if d := ctool.GetTimeout(); d != nil {
+			if d.AsDuration() <= 0 {
+				fe.add(f+".timeout", "must be positive")
+			}
+			ts.Timeout = d.AsDuration()
+		}
+		if ctool.GetRequiresApproval() {
+			policy.Tools[name] = runtime.ToolPolicy{Approval: runtime.ApprovalAlways}
+		}
+		ss.toolParams[name] = ts
+		req.ClientTools = append(req.ClientTools, ss.clientTool(ts))
+	}
+
+	// Settings: a client may tighten the agent's policy, never loosen it.
+	cfg := spec.GetConfig()
+	if m := cfg.GetModel(); m != "" {
+		if !entry.AllowModelOverride {
+			return nil, nil, statusError(codes.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
+		}
+		model, err := s.agents.ResolveModel(m)
+		if err != nil {
+			fe.add("start.config.model", "%v", err)
+		} else {
+			req.Model = model
+		}
+	}
+	if n := cfg.GetMaxSteps(); n != 0 {
+		if n < 0 || int(n) > entry.Runtime.MaxSteps() {
+			fe.add("start.config.max_steps", "must be between 1 and the agent's limit %d", entry.Runtime.MaxSteps())
+		}
+		req.MaxSteps = int(n)
+	}
+	ss.policy = cfg.GetApprovalPolicy()
+	if ss.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED {
+		ss.policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK
+		if mode != modeRun {
+			ss.policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT
+		}
+	}
+	if _, ok := agentdv1.ApprovalPolicy_name[int32(ss.policy)]; !ok {
+		fe.add("start.config.approval_policy", "unknown policy %d", ss.policy)
+	}
+	if ss.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == modeRun {
+		req.ApprovalTimeout = s.cfg.ApprovalTimeout
+		if d := cfg.GetApprovalTimeout(); d != nil {
+			if d.AsDuration() <= 0 {
+				fe.add("start.config.approval_timeout", "must be positive")
+			}
+			req.ApprovalTimeout = d.AsDuration()
+		}
+	}
+	for i, tp := range cfg.GetToolPolicies() {
+		if _, ok := ss.toolParams[tp.GetTool()]; !ok {
+			fe.add(fmt.Sprintf("start.config.tool_policies[%d].tool", i), "agent %s has no tool %q", entry.Name, tp.GetTool())
+			continue
+		}
+		p := policy.Tools[tp.GetTool()]
+		if tp.GetDisabled() {
+			p.Disabled = true
+		}
+		if tp.GetRequireApproval() {
+			p.Approval = runtime.ApprovalAlways
+		}
+		policy.Tools[tp.GetTool()] = p
+	}
+	req.Policy = policy
+	if md := spec.GetMetadata(); md != nil {
+		req.Metadata = md.AsMap()
+	}
+
+	// New input, or a resume.
+	if ct == nil {
+		if len(spec.GetDecisions()) > 0 || len(spec.GetToolResults()) > 0 {
+			fe.add("start.continuation", "decisions and tool_results resume a parked run: send its continuation too")
+		}
+		if in := spec.GetInput(); in != "" {
+			// The input enters the transcript in the first step, like a steer, so it is
+			// among the run's new messages.
+			ss.steers = append(ss.steers, runtime.Steer{Message: runtime.UserMessage(in)})
+		}
+		if len(req.Messages) == 0 && spec.GetInput() == "" {
+			fe.add("start.messages", "a run needs input: messages, or input")
+		}
+	} else if len(fe) == 0 {
+		if spec.GetInput() != "" {
+			fe.add("start.input", "a resumed run takes no new input; steer it once it runs, or start a new run")
+		}
+		ss.startMsgs = messagesToProto(req.Messages)
+		digest, err := transcriptDigest(ss.startMsgs)
+		if err == nil {
+			err = ct.check(entry.Name, ss.thread, digest)
+		}
+		if err != nil {
+			return nil, nil, continuationStatus(err)
+		}
+		if err := ss.preload(ct.Pending, spec, &fe); err != nil {
+			return nil, nil, err
+		}
+		req.Resume = ct.Pending
+	}
+	if len(fe) > 0 {
+		return nil, nil, invalidArgument(reasonInvalidArgument, fe)
+	}
+	if ss.startMsgs == nil {
+		ss.startMsgs = messagesToProto(req.Messages)
+	}
+	for _, m := range ss.startMsgs {
+		if err := ss.hasher.add(m); err != nil {
+			return nil, nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+		}
+	}
+
+	// Admission.
+	if n := s.active.Add(1); n > int64(s.cfg.MaxConcurrentRuns) {
+		s.active.Add(-1)
+		return nil, nil, statusError(codes.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
+	}
+	s.runs.Add(1)
+	ss.ctx, ss.cancel = context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.stopRuns, func() { ss.cancel(context.Cause(s.stopRuns)) })
+	ss.stopAfter = stop
+	return ss, req, nil
+}
+
+// preload checks the decisions and client tool results a resume carries against the
+// parked step, and keeps them for the run.
+func (ss *session) preload(p *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) error {
+	awaiting := map[string]runtime.PendingCall{}
+	ready := map[string]runtime.PendingCall{}
+	if p != nil {
+		for _, c := range p.Calls {
+			switch c.State {
+			case runtime.CallAwaitingApproval:
+				awaiting[c.ApprovalID] = c
+			case runtime.CallReady:
+				ready[c.Call.ID] = c
+			}
+		}
+	}
+	ss.preDecisions = map[string]runtime.Decision{}
+	for i, d := range spec.GetDecisions() {
+		f := fmt.Sprintf("start.decisions[%d]", i)
+		c, ok := awaiting[d.GetApprovalId()]
+		if !ok {
+			fe.add(f+".approval_id", "%q is not an approval the parked run waits for", d.GetApprovalId())
+			continue
+		}
+		if _, dup := ss.preDecisions[d.GetApprovalId()]; dup {
+			fe.add(f+".approval_id", "%q is decided twice", d.GetApprovalId())
+			continue
+		}
+		rd, refusal := ss.decision(d, c.Call.Name, c.Call.Arguments)
+		if refusal != nil {
+			fe.add(f, "%s", refusal.GetMessage())
+			continue
+		}
+		ss.preDecisions[d.GetApprovalId()] = rd
+	}
+	ss.preResults = map[string]runtime.Output{}
+	for i, tr := range spec.GetToolResults() {
+		f := fmt.Sprintf("start.tool_results[%d]", i)
+		c, ok := ready[tr.GetToolCallId()]
+		if !ok || ss.toolParams[c.Call.Name].Executor != runtime.ExecutorClient {
+			fe.add(f+".tool_call_id", "%q is not a client tool call the parked run waits for (declare the client tool again in client_tools)", tr.GetToolCallId())
+			continue
+		}
+		out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
+		if err != nil {
+			fe.add(f+".json", "%v", err)
+			continue
+		}
+		ss.preResults[tr.GetToolCallId()] = out
+	}
+	return nil
+}
+
+// continuationStatus is the status of a continuation that cannot be used.
+func continuationStatus(err error) error {
+	reason := reasonContinuation
+	switch {
+	case errors.Is(err, errContinuationExpired):
+		reason = reasonContinuationExpired
+	case errors.Is(err, errContinuationMismatch):
+		reason = reasonContinuationMismatch
+	}
+	return statusError(codes.FailedPrecondition, reason, err.Error(), nil)
+}
+
+// endSession releases what a session holds.
+func (s *Server) endSession(ss *session) {
+	ss.stopAfter()
+	ss.cancel(nil)
+	s.active.Add(-1)
+	s.runs.Done()
+}
+
+// ListAgents implements agentdv1.AgentServiceServer.
+func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (*agentdv1.ListAgentsResponse, error) {
+	resp := &agentdv1.ListAgentsResponse{}
+	for _, e := range s.agents.Agents() {
+		resp.Agents = append(resp.Agents, agentToProto(e))
+	}
+	return resp, nil
+}

@@ -1,0 +1,79 @@
+// Package servicetest runs an agentd service in process, over bufconn, for tests: the
+// real grpc.Server with the real service, and a client connected to it.
+package servicetest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service"
+)
+
+// Server is an agentd service served over bufconn.
+type Server struct {
+	// Service is the service under test.
+	Service *service.Server
+	// GRPC is the grpc.Server it is registered on.
+	GRPC *grpc.Server
+	// Conn is a client connection to it.
+	Conn *grpc.ClientConn
+	// Client is an AgentService client on Conn.
+	Client agentdv1.AgentServiceClient
+}
+
+// Option configures NewServer.
+type Option func(*options)
+
+type options struct {
+	serverOpts []grpc.ServerOption
+}
+
+// WithServerOptions adds options to the grpc.Server (interceptors, limits).
+func WithServerOptions(opts ...grpc.ServerOption) Option {
+	return func(o *options) { o.serverOpts = append(o.serverOpts, opts...) }
+}
+
+// NewServer starts cfg's service over bufconn. Everything stops with t.Cleanup.
+func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
+	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	svc, err := service.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(o.serverOpts...)
+	svc.Register(gs)
+	lis := bufconn.Listen(1 << 20)
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &Server{Service: svc, GRPC: gs, Conn: conn, Client: agentdv1.NewAgentServiceClient(conn)}
+}
+
+// NewClient starts cfg's service over bufconn and returns a client of it.
+func NewClient(t testing.TB, cfg service.Config, opts ...Option) agentdv1.AgentServiceClient {
+	t.Helper()
+	return NewServer(t, cfg, opts...).Client
+}
