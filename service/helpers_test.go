@@ -202,7 +202,9 @@ func ack(evs []*agentdv1.RunEvent, seq int64) *agentdv1.InputAck {
 
 // isAck matches the input_ack of client_seq.
 func isAck(seq int64) func(*agentdv1.RunEvent) bool {
-	return func(ev *agentdv1.RunEvent) bool { return ev.GetInputAck().GetClientSeq() == seq && ev.GetInputAck() != nil }
+	return func(ev *agentdv1.RunEvent) bool {
+		return ev.GetInputAck().GetClientSeq() == seq && ev.GetInputAck() != nil
+	}
 }
 
 // errorInfo returns the ErrorInfo reason of a status error.

@@ -568,3 +568,44 @@ func TestHeartbeatAfterSilence(t *testing.T) {
 		s.finish()
 	})
 }
+
+func TestShutdown_GoAwayThenShutdownWithAContinuationAnotherReplicaResumes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := newTestServer(t, service.Config{})
+		second := newTestServer(t, service.Config{}) // shares the continuation key
+		s := open(t, first.Client, input("", "save a note: milk"))
+		s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+
+		done := make(chan error, 1)
+		go func() { done <- first.Service.Shutdown(t.Context(), 20*time.Second) }()
+		goAway := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetGoAway() != nil }).GetGoAway()
+		if goAway.GetTimeLeft().AsDuration() != 20*time.Second {
+			t.Errorf("go_away time_left %v, want 20s", goAway.GetTimeLeft().AsDuration())
+		}
+		late := open(t, first.Client, input("", "hi"))
+		late.next()
+		if code, reason, _ := errorInfo(late.err); code != codes.Unavailable || reason != "SERVER_DRAINING" {
+			t.Errorf("a run started while draining: %v, want UNAVAILABLE SERVER_DRAINING", late.err)
+		}
+
+		fin, err := s.finish()
+		if code, reason, _ := errorInfo(err); code != codes.Unavailable || reason != "SERVER_SHUTDOWN" {
+			t.Errorf("status %v, want UNAVAILABLE SERVER_SHUTDOWN", err)
+		}
+		if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN || len(fin.GetContinuation()) == 0 {
+			t.Fatalf("finished %v without a continuation", fin.GetReason())
+		}
+		if err := <-done; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+
+		resume := &agentdv1.RunSpec{Messages: fin.GetNewMessages(), Continuation: fin.GetContinuation()}
+		r := open(t, second.Client, resume)
+		req := r.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+		r.send(approve(req.GetApprovalId()))
+		rfin, err := r.finish()
+		if err != nil || rfin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || !strings.Contains(rfin.GetFinalText(), "Saved your note") {
+			t.Errorf("resumed on the second replica: %v %q %v", rfin.GetReason(), rfin.GetFinalText(), err)
+		}
+	})
+}

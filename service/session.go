@@ -49,7 +49,7 @@ type session struct {
 	stopAfter func() bool
 
 	// Set up before the run starts, read-only after.
-	startMsgs  []*agentdv1.Message        // the client's history, normalised
+	startMsgs  []*agentdv1.Message         // the client's history, normalised
 	toolParams map[string]runtime.ToolSpec // every tool of the run, for edited arguments
 	hasher     *transcriptHasher
 

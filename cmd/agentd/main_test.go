@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
 func TestMain(m *testing.M) {
@@ -39,12 +41,15 @@ func TestConfigEnvironmentFallback(t *testing.T) {
 	cfg, err := parseConfig(nil, env(map[string]string{
 		"AGENTD_LISTEN":           "127.0.0.1:6000",
 		"AGENTD_SHUTDOWN_TIMEOUT": "5s",
+		"AGENTD_DRAIN_PERIOD":     "3s",
 		"AGENTD_LOG_LEVEL":        "debug",
+		"AGENTD_MODEL":            "workload:small",
+		"AGENTD_CONTINUATION_KEY": "k",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.listen != "127.0.0.1:6000" || cfg.shutdownTimeout != 5*time.Second || cfg.logLevel != slog.LevelDebug {
+	if cfg.listen != "127.0.0.1:6000" || cfg.shutdownTimeout != 5*time.Second || cfg.drainPeriod != 3*time.Second || cfg.logLevel != slog.LevelDebug || cfg.model != "workload:small" || cfg.key != "k" {
 		t.Errorf("from environment = %+v", cfg)
 	}
 }
@@ -66,6 +71,13 @@ func TestConfigBadEnvironmentValueNamesVariable(t *testing.T) {
 	}
 }
 
+func TestConfigShutdownTimeoutMustOutlastTheDrainPeriod(t *testing.T) {
+	_, err := parseConfig([]string{"--drain-period", "30s", "--shutdown-timeout", "10s"}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--drain-period") {
+		t.Errorf("error = %v", err)
+	}
+}
+
 func TestConfigRejectsStrayArguments(t *testing.T) {
 	if _, err := parseConfig([]string{"serve"}, env(nil), io.Discard); err == nil {
 		t.Error("stray argument accepted")
@@ -81,10 +93,14 @@ func TestServeAndShutdownOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg, err := parseConfig([]string{"--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, config{shutdownTimeout: time.Second}, lis, slog.New(slog.DiscardHandler))
+		done <- serve(ctx, cfg, lis, slog.New(slog.DiscardHandler))
 	}()
 
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -98,6 +114,10 @@ func TestServeAndShutdownOnLoopback(t *testing.T) {
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health = %v, want SERVING", resp.GetStatus())
+	}
+	out, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}})
+	if err != nil || out.GetResult().GetFinalText() != "2+2 = 4" {
+		t.Errorf("ExecuteRun = %v, %v; want the demo agent to answer 2+2 = 4", out.GetResult().GetFinalText(), err)
 	}
 	cancel()
 	if err := <-done; err != nil {
