@@ -147,8 +147,8 @@ type isRunRequest_Kind interface {
 }
 
 type RunRequest_Start struct {
-	// Starts (or resumes) the run. Must be the first message, and only the
-	// first; otherwise the stream fails with INVALID_ARGUMENT.
+	// Starts (or resumes) the run. Must be the first message, else the stream
+	// fails with INVALID_ARGUMENT; a later start is refused in its ack.
 	Start *RunSpec `protobuf:"bytes,2,opt,name=start,proto3,oneof"`
 }
 

@@ -49,12 +49,13 @@ const (
 // in RunFinished.error.
 type AgentServiceClient interface {
 	// Run holds a full conversation on one bidirectional stream. The first
-	// client message must be `start`; after it the client may send approval
-	// decisions, steers, client tool results, pings and a cancel, in any order
-	// and at any time. Every client message is answered by an input_ack event
-	// before any event it causes. Half-closing the client side is not a cancel:
-	// the run goes on, and what then needs the client parks it
-	// (AWAITING_INPUT). One run per stream.
+	// client message must be `start`, answered by run_started (or a status
+	// error); after it the client may send approval decisions, steers, client
+	// tool results, pings and a cancel, in any order and at any time. Every
+	// client message after start is answered by an input_ack event before any
+	// event it causes. Half-closing the client side is not a cancel: the run
+	// goes on, and what then needs the client parks it (AWAITING_INPUT). One
+	// run per stream.
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunResponse], error)
 	// StartRun runs an agent and streams its events, for callers that cannot
 	// send on the stream (mesh callers, one-shot grpcurl). Approvals are
@@ -153,12 +154,13 @@ func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsReque
 // in RunFinished.error.
 type AgentServiceServer interface {
 	// Run holds a full conversation on one bidirectional stream. The first
-	// client message must be `start`; after it the client may send approval
-	// decisions, steers, client tool results, pings and a cancel, in any order
-	// and at any time. Every client message is answered by an input_ack event
-	// before any event it causes. Half-closing the client side is not a cancel:
-	// the run goes on, and what then needs the client parks it
-	// (AWAITING_INPUT). One run per stream.
+	// client message must be `start`, answered by run_started (or a status
+	// error); after it the client may send approval decisions, steers, client
+	// tool results, pings and a cancel, in any order and at any time. Every
+	// client message after start is answered by an input_ack event before any
+	// event it causes. Half-closing the client side is not a cancel: the run
+	// goes on, and what then needs the client parks it (AWAITING_INPUT). One
+	// run per stream.
 	Run(grpc.BidiStreamingServer[RunRequest, RunResponse]) error
 	// StartRun runs an agent and streams its events, for callers that cannot
 	// send on the stream (mesh callers, one-shot grpcurl). Approvals are

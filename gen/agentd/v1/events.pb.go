@@ -293,8 +293,9 @@ func (RunEndReason) EnumDescriptor() ([]byte, []int) {
 //     are the exception: they carry seq 0 and the last seq sent.
 //   - The first event is run_started and the last is run_finished, exactly
 //     one of each. Status errors before run_started mean no run exists.
-//   - Every client message on a Run stream is answered by an input_ack
-//     before any event it causes.
+//   - Every client message on a Run stream after start is answered by an
+//     input_ack before any event it causes; start is answered by
+//     run_started.
 //   - Each id has a lifecycle: a message (message_started, deltas,
 //     message_finished), a tool call (tool_call_started, args deltas,
 //     args_done, approval, tool_execution_started, tool_call_result or
@@ -2375,9 +2376,12 @@ type RunFinished struct {
 	Reason RunEndReason `protobuf:"varint,1,opt,name=reason,proto3,enum=agentd.v1.RunEndReason" json:"reason,omitempty"`
 	// The failure, for every reason but COMPLETED and AWAITING_INPUT.
 	Error *RunError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	// Every message the run added to the transcript (steers, assistant
-	// messages, partial ones included and marked, tool results), in order.
-	// Append them to the history to continue the conversation.
+	// Every message the run added to the transcript (the input, steers,
+	// assistant messages, partial ones included and marked, tool results), in
+	// order. Append them to the history to continue the conversation. A parked
+	// step's assistant message travels in the continuation instead: the run
+	// that resumes it reports it, with the arguments its calls finally ran
+	// with.
 	NewMessages []*Message `protobuf:"bytes,3,rep,name=new_messages,json=newMessages,proto3" json:"new_messages,omitempty"`
 	// Cumulative usage of the run.
 	Usage *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`

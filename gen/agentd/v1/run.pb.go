@@ -223,8 +223,10 @@ type RunSpec struct {
 	// client kept (step_finished.new_messages and run_finished.new_messages of
 	// earlier runs) followed by the new user message.
 	Messages []*Message `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
-	// Shorthand for a new user message with this text, appended after
-	// messages. Handy from grpcurl.
+	// Shorthand for a new user message with this text, after messages. Handy
+	// from grpcurl. It enters the transcript in the first step (reported by
+	// steer_applied with client_seq 0), so it is the first of the run's
+	// new_messages. A resumed run takes no input.
 	Input string `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
 	// Tools the client runs itself. Names must not clash with the agent's
 	// tools.
@@ -233,9 +235,14 @@ type RunSpec struct {
 	Config *RunConfig `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
 	// The opaque continuation of a parked run (run_finished.continuation or the
 	// latest checkpoint). With it, messages must be the transcript the parked
-	// run reported, unchanged; the run resumes with decisions and tool_results
-	// without calling the model first. A forged, expired or mismatched
-	// continuation fails the RPC with FAILED_PRECONDITION.
+	// run reported, unchanged: the history the client sent then, followed by
+	// the new_messages of every run since. The run resumes with decisions and
+	// tool_results without calling the model first. A continuation is bound to
+	// its agent and thread; thread_id and agent may be left empty to take the
+	// continuation's. A forged, expired or mismatched continuation fails the RPC
+	// with FAILED_PRECONDITION. A continuation may be used again until it
+	// expires, and each use resumes the parked step anew: a client that must
+	// not run an approved call twice resumes once.
 	Continuation []byte `protobuf:"bytes,8,opt,name=continuation,proto3" json:"continuation,omitempty"`
 	// Decisions on the parked run's pending approvals.
 	Decisions []*ApprovalDecision `protobuf:"bytes,9,rep,name=decisions,proto3" json:"decisions,omitempty"`

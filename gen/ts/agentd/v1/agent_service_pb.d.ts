@@ -36,8 +36,8 @@ export declare type RunRequest = Message<"agentd.v1.RunRequest"> & {
    */
   kind: {
     /**
-     * Starts (or resumes) the run. Must be the first message, and only the
-     * first; otherwise the stream fails with INVALID_ARGUMENT.
+     * Starts (or resumes) the run. Must be the first message, else the stream
+     * fails with INVALID_ARGUMENT; a later start is refused in its ack.
      *
      * @generated from field: agentd.v1.RunSpec start = 2;
      */
@@ -395,12 +395,13 @@ export declare const ToolInfoSchema: GenMessage<ToolInfo>;
 export declare const AgentService: GenService<{
   /**
    * Run holds a full conversation on one bidirectional stream. The first
-   * client message must be `start`; after it the client may send approval
-   * decisions, steers, client tool results, pings and a cancel, in any order
-   * and at any time. Every client message is answered by an input_ack event
-   * before any event it causes. Half-closing the client side is not a cancel:
-   * the run goes on, and what then needs the client parks it
-   * (AWAITING_INPUT). One run per stream.
+   * client message must be `start`, answered by run_started (or a status
+   * error); after it the client may send approval decisions, steers, client
+   * tool results, pings and a cancel, in any order and at any time. Every
+   * client message after start is answered by an input_ack event before any
+   * event it causes. Half-closing the client side is not a cancel: the run
+   * goes on, and what then needs the client parks it (AWAITING_INPUT). One
+   * run per stream.
    *
    * @generated from rpc agentd.v1.AgentService.Run
    */

@@ -21,8 +21,9 @@ export declare const file_agentd_v1_events: GenFile;
  *     are the exception: they carry seq 0 and the last seq sent.
  *   - The first event is run_started and the last is run_finished, exactly
  *     one of each. Status errors before run_started mean no run exists.
- *   - Every client message on a Run stream is answered by an input_ack
- *     before any event it causes.
+ *   - Every client message on a Run stream after start is answered by an
+ *     input_ack before any event it causes; start is answered by
+ *     run_started.
  *   - Each id has a lifecycle: a message (message_started, deltas,
  *     message_finished), a tool call (tool_call_started, args deltas,
  *     args_done, approval, tool_execution_started, tool_call_result or
@@ -1162,9 +1163,12 @@ export declare type RunFinished = Message<"agentd.v1.RunFinished"> & {
   error?: RunError | undefined;
 
   /**
-   * Every message the run added to the transcript (steers, assistant
-   * messages, partial ones included and marked, tool results), in order.
-   * Append them to the history to continue the conversation.
+   * Every message the run added to the transcript (the input, steers,
+   * assistant messages, partial ones included and marked, tool results), in
+   * order. Append them to the history to continue the conversation. A parked
+   * step's assistant message travels in the continuation instead: the run
+   * that resumes it reports it, with the arguments its calls finally ran
+   * with.
    *
    * @generated from field: repeated agentd.v1.Message new_messages = 3;
    */

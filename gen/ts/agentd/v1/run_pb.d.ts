@@ -54,8 +54,10 @@ export declare type RunSpec = Message<"agentd.v1.RunSpec"> & {
   messages: Message$1[];
 
   /**
-   * Shorthand for a new user message with this text, appended after
-   * messages. Handy from grpcurl.
+   * Shorthand for a new user message with this text, after messages. Handy
+   * from grpcurl. It enters the transcript in the first step (reported by
+   * steer_applied with client_seq 0), so it is the first of the run's
+   * new_messages. A resumed run takes no input.
    *
    * @generated from field: string input = 5;
    */
@@ -79,9 +81,14 @@ export declare type RunSpec = Message<"agentd.v1.RunSpec"> & {
   /**
    * The opaque continuation of a parked run (run_finished.continuation or the
    * latest checkpoint). With it, messages must be the transcript the parked
-   * run reported, unchanged; the run resumes with decisions and tool_results
-   * without calling the model first. A forged, expired or mismatched
-   * continuation fails the RPC with FAILED_PRECONDITION.
+   * run reported, unchanged: the history the client sent then, followed by
+   * the new_messages of every run since. The run resumes with decisions and
+   * tool_results without calling the model first. A continuation is bound to
+   * its agent and thread; thread_id and agent may be left empty to take the
+   * continuation's. A forged, expired or mismatched continuation fails the RPC
+   * with FAILED_PRECONDITION. A continuation may be used again until it
+   * expires, and each use resumes the parked step anew: a client that must
+   * not run an approved call twice resumes once.
    *
    * @generated from field: bytes continuation = 8;
    */
