@@ -3,50 +3,28 @@ package service_test
 import (
 	"context"
 	"errors"
-	"net"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alphapb "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // start serves a fresh Server over bufconn and returns it, its grpc.Server and a client
 // connection. Everything is torn down with t.Cleanup.
 func start(t *testing.T) (*service.Server, *grpc.Server, *grpc.ClientConn) {
 	t.Helper()
-	srv, err := service.New(service.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	srv.Register(gs)
-	lis := bufconn.Listen(1 << 20)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return srv, gs, conn
+	srv := servicetest.NewServer(t, service.Config{Logger: slog.New(slog.DiscardHandler)})
+	return srv.Service, srv.GRPC, srv.Conn
 }
 
 func TestHealthServingForServerAndAgentService(t *testing.T) {
