@@ -36,7 +36,9 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		return err
 	}
 	defer s.endSession(ss)
-	go ss.receive(stream.Recv)
+	// Client messages are read once run_started is out, so that it stays the first event
+	// and every ack follows it.
+	ss.started = func() { go ss.receive(stream.Recv) }
 	rf, err := ss.executeStreaming(req)
 	if err != nil {
 		return err

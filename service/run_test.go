@@ -609,3 +609,21 @@ func TestShutdown_GoAwayThenShutdownWithAContinuationAnotherReplicaResumes(t *te
 		}
 	})
 }
+
+func TestRun_RunStartedComesBeforeAnyAck(t *testing.T) {
+	c := newTestServer(t, service.Config{}).Client
+	for range 30 {
+		s, err := c.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Start and ping go out back to back, before anything is read.
+		s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "what is 1+1?")}})
+		s.Send(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Ping{Ping: &agentdv1.Ping{}}})
+		s.CloseSend()
+		st := &stream{t: t, s: s}
+		if _, err := st.finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -47,6 +47,8 @@ type session struct {
 	send   func(*agentdv1.RunEvent) error // nil for ExecuteRun
 	// stopAfter unhooks the session from the server's shutdown.
 	stopAfter func() bool
+	// started, if set, is called once run_started has been sent.
+	started func()
 
 	// Set up before the run starts, read-only after.
 	startMsgs  []*agentdv1.Message         // the client's history, normalised
@@ -418,6 +420,13 @@ func (ss *session) emit(ev runtime.Event) error {
 	switch e := ev.(type) {
 	case *runtime.RunStarted:
 		pe.GetRunStarted().RequestId = ss.reqID
+		if err := ss.sendEvent(pe); err != nil {
+			return err
+		}
+		if ss.started != nil {
+			ss.started()
+		}
+		return nil
 	case *runtime.StepStarted:
 		ss.mu.Lock()
 		ss.step = *e

@@ -53,7 +53,8 @@ type AgentServiceClient interface {
 	// error); after it the client may send approval decisions, steers, client
 	// tool results, pings and a cancel, in any order and at any time. Every
 	// client message after start is answered by an input_ack event before any
-	// event it causes. Half-closing the client side is not a cancel: the run
+	// event it causes, as long as it reaches the server before run_finished
+	// goes out (nothing follows run_finished). Half-closing the client side is not a cancel: the run
 	// goes on, and what then needs the client parks it (AWAITING_INPUT). One
 	// run per stream.
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunResponse], error)
@@ -158,7 +159,8 @@ type AgentServiceServer interface {
 	// error); after it the client may send approval decisions, steers, client
 	// tool results, pings and a cancel, in any order and at any time. Every
 	// client message after start is answered by an input_ack event before any
-	// event it causes. Half-closing the client side is not a cancel: the run
+	// event it causes, as long as it reaches the server before run_finished
+	// goes out (nothing follows run_finished). Half-closing the client side is not a cancel: the run
 	// goes on, and what then needs the client parks it (AWAITING_INPUT). One
 	// run per stream.
 	Run(grpc.BidiStreamingServer[RunRequest, RunResponse]) error

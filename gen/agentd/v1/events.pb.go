@@ -300,7 +300,9 @@ func (RunEndReason) EnumDescriptor() ([]byte, []int) {
 //     message_finished), a tool call (tool_call_started, args deltas,
 //     args_done, approval, tool_execution_started, tool_call_result or
 //     tool_calls_cancelled), an approval (approval_requested,
-//     approval_resolved), a step (step_started ... step_finished).
+//     approval_resolved), a step (step_started ... step_finished; the step a
+//     run parks in is ended by run_finished, and the run that resumes it
+//     reports it again under the same step_id).
 //     Lifecycles of different ids may interleave (parallel tools); no event
 //     names an id after the event that ends its lifecycle.
 //   - Clients ignore event kinds they do not know: new kinds may be added.
@@ -1873,7 +1875,8 @@ func (x *ToolCallsCancelled) GetReason() string {
 // SteerApplied reports what became of a steer.
 type SteerApplied struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// client_seq of the steer message (0 for steers carried in RunSpec).
+	// client_seq of the steer message (0 for RunSpec.input, which enters the
+	// transcript the same way).
 	ClientSeq int64 `protobuf:"varint,1,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
 	// Step before whose model call the steer entered the transcript.
 	StepId string `protobuf:"bytes,2,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
@@ -2387,8 +2390,10 @@ type RunFinished struct {
 	Usage *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Approvals waiting for a decision (AWAITING_INPUT, SHUTDOWN).
 	PendingApprovals []*ApprovalRequested `protobuf:"bytes,5,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
-	// Client tool calls waiting for a result (AWAITING_INPUT, SHUTDOWN); their
-	// arguments are in new_messages.
+	// Client tool calls waiting for a result (AWAITING_INPUT, SHUTDOWN). Their
+	// arguments came with tool_execution_started; resuming with the
+	// continuation and these calls' results in RunSpec.tool_results completes
+	// them.
 	PendingClientToolCallIds []string `protobuf:"bytes,6,rep,name=pending_client_tool_call_ids,json=pendingClientToolCallIds,proto3" json:"pending_client_tool_call_ids,omitempty"`
 	// Opaque, signed continuation to resume the run (AWAITING_INPUT,
 	// SHUTDOWN).

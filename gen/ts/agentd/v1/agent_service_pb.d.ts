@@ -399,7 +399,8 @@ export declare const AgentService: GenService<{
    * error); after it the client may send approval decisions, steers, client
    * tool results, pings and a cancel, in any order and at any time. Every
    * client message after start is answered by an input_ack event before any
-   * event it causes. Half-closing the client side is not a cancel: the run
+   * event it causes, as long as it reaches the server before run_finished
+   * goes out (nothing follows run_finished). Half-closing the client side is not a cancel: the run
    * goes on, and what then needs the client parks it (AWAITING_INPUT). One
    * run per stream.
    *

@@ -28,7 +28,9 @@ export declare const file_agentd_v1_events: GenFile;
  *     message_finished), a tool call (tool_call_started, args deltas,
  *     args_done, approval, tool_execution_started, tool_call_result or
  *     tool_calls_cancelled), an approval (approval_requested,
- *     approval_resolved), a step (step_started ... step_finished).
+ *     approval_resolved), a step (step_started ... step_finished; the step a
+ *     run parks in is ended by run_finished, and the run that resumes it
+ *     reports it again under the same step_id).
  *     Lifecycles of different ids may interleave (parallel tools); no event
  *     names an id after the event that ends its lifecycle.
  *   - Clients ignore event kinds they do not know: new kinds may be added.
@@ -886,7 +888,8 @@ export declare const ToolCallsCancelledSchema: GenMessage<ToolCallsCancelled>;
  */
 export declare type SteerApplied = Message<"agentd.v1.SteerApplied"> & {
   /**
-   * client_seq of the steer message (0 for steers carried in RunSpec).
+   * client_seq of the steer message (0 for RunSpec.input, which enters the
+   * transcript the same way).
    *
    * @generated from field: int64 client_seq = 1;
    */
@@ -1189,8 +1192,10 @@ export declare type RunFinished = Message<"agentd.v1.RunFinished"> & {
   pendingApprovals: ApprovalRequested[];
 
   /**
-   * Client tool calls waiting for a result (AWAITING_INPUT, SHUTDOWN); their
-   * arguments are in new_messages.
+   * Client tool calls waiting for a result (AWAITING_INPUT, SHUTDOWN). Their
+   * arguments came with tool_execution_started; resuming with the
+   * continuation and these calls' results in RunSpec.tool_results completes
+   * them.
    *
    * @generated from field: repeated string pending_client_tool_call_ids = 6;
    */

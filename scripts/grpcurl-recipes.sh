@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Runs the grpcurl recipes of the README ("Talking to agentd with grpcurl") against a
+# running agentd and checks what they print, so that the README and the service cannot
+# drift apart. CI runs it through TestEndToEndGrpcurlRecipes (cmd/agentd/e2e_test.go),
+# which builds and starts agentd on a loopback port first.
+#
+#   go run ./cmd/agentd --demo-delay 0 &       # the built-in demo agent, no API key needed
+#   bash scripts/grpcurl-recipes.sh            # or AGENTD_ADDR=host:port bash scripts/...
+#
+# Needs grpcurl and jq:
+#   go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+#   apt-get install -y jq
+set -euo pipefail
+
+ADDR=${AGENTD_ADDR:-localhost:50051}
+
+if ! command -v grpcurl >/dev/null; then
+	echo "grpcurl-recipes: grpcurl not found on PATH; install it with:" >&2
+	echo "  go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4   (and put \$(go env GOPATH)/bin on PATH)" >&2
+	exit 1
+fi
+if ! command -v jq >/dev/null; then
+	echo "grpcurl-recipes: jq not found on PATH; install it with: apt-get install -y jq (brew install jq on macOS)" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+
+step=0
+trap 'echo "FAIL (recipe $step): the command at line $LINENO of $0 exited with status $? (its error is above)" >&2' ERR
+# header prints the line that opens a recipe.
+header() {
+	step=$((step + 1))
+	printf '\n=== %d. %s\n' "$step" "$*"
+}
+
+# fail reports a failed check, with the output it was about, and ends the script.
+fail() {
+	echo "FAIL (recipe $step): $1" >&2
+	if [[ -n ${2:-} && -f $2 ]]; then
+		echo "--- $2:" >&2
+		cat "$2" >&2
+	fi
+	exit 1
+}
+
+# expect_line <what> <file> <line>: file holds line exactly.
+expect_line() {
+	grep -qxF -- "$3" "$2" || fail "$1: no line \"$3\"" "$2"
+	echo "ok: $1"
+}
+
+# expect <what> <file> <jq filter>: the filter is true of the response in file.
+expect() {
+	jq -e "$3" "$2" >/dev/null || fail "$1: jq -e '$3' is not true" "$2"
+	echo "ok: $1"
+}
+
+# expect_events <what> <file> <jq filter>: the filter is true of the array of the events
+# of a stream in file (grpcurl prints one JSON object per message).
+expect_events() {
+	jq -e -s "$3" "$2" >/dev/null || fail "$1: jq -e -s '$3' is not true" "$2"
+	echo "ok: $1"
+}
+
+# A well-formed stream: seq is 1, 2, 3, … with no gaps, there is one run_started and one
+# run_finished, run_started comes first and run_finished last, and every event names the
+# same run.
+well_formed='
+	(map(.event.seq | tonumber) == [range(1; length + 1)])
+	and (map(select(.event | has("runStarted"))) | length == 1)
+	and (map(select(.event | has("runFinished"))) | length == 1)
+	and (.[0].event | has("runStarted"))
+	and (.[-1].event | has("runFinished"))
+	and (map(.event.runId) | unique | length == 1)'
+
+header "list the services (reflection)"
+grpcurl -plaintext "$ADDR" list | tee list.txt
+expect_line "AgentService is served" list.txt agentd.v1.AgentService
+expect_line "health is served" list.txt grpc.health.v1.Health
+expect_line "reflection v1 is served" list.txt grpc.reflection.v1.ServerReflection
+
+header "describe agentd.v1.AgentService"
+grpcurl -plaintext "$ADDR" describe agentd.v1.AgentService | tee describe.txt
+expect_line "Run is a bidi stream" describe.txt "  rpc Run ( stream .agentd.v1.RunRequest ) returns ( stream .agentd.v1.RunResponse );"
+expect_line "StartRun is a server stream" describe.txt "  rpc StartRun ( .agentd.v1.StartRunRequest ) returns ( stream .agentd.v1.StartRunResponse );"
+expect_line "ExecuteRun is unary" describe.txt "  rpc ExecuteRun ( .agentd.v1.ExecuteRunRequest ) returns ( .agentd.v1.ExecuteRunResponse );"
+expect_line "ListAgents is unary" describe.txt "  rpc ListAgents ( .agentd.v1.ListAgentsRequest ) returns ( .agentd.v1.ListAgentsResponse );"
+
+header "health of agentd.v1.AgentService"
+grpcurl -plaintext -d '{"service":"agentd.v1.AgentService"}' "$ADDR" grpc.health.v1.Health/Check | tee health.json
+expect "AgentService is SERVING" health.json '.status == "SERVING"'
+
+header "ListAgents"
+grpcurl -plaintext "$ADDR" agentd.v1.AgentService/ListAgents | tee agents.json
+expect "the demo agent is listed" agents.json 'any(.agents[]; .name == "demo")'
+expect "demo has current_time, calculate and save_note" agents.json \
+	'(.agents[] | select(.name == "demo") | [.tools[].spec.name]) as $t | ["current_time", "calculate", "save_note"] - $t == []'
+expect "save_note requires an approval" agents.json \
+	'.agents[] | select(.name == "demo") | .tools[] | select(.spec.name == "save_note") | .requiresApproval == true'
+
+header "ExecuteRun: one question, the outcome only"
+grpcurl -plaintext -d '{"start":{"input":"what is 12*7?"}}' "$ADDR" agentd.v1.AgentService/ExecuteRun | tee execute.json
+expect "the run completed" execute.json '.result.reason == "RUN_END_REASON_COMPLETED"'
+expect "the model used the calculate tool" execute.json \
+	'[.result.newMessages[].parts[].toolCall.name // empty] == ["calculate"]'
+expect "calculate gave 84" execute.json \
+	'any(.result.newMessages[].parts[].toolResult; .json.result == 84)'
+expect "the answer is 12*7 = 84" execute.json '.result.finalText == "12*7 = 84"'
+
+header "StartRun: a note to save parks the run (AWAITING_INPUT) under the default INTERRUPT policy"
+grpcurl -plaintext -d '{"start":{"input":"save a note: buy milk"}}' "$ADDR" agentd.v1.AgentService/StartRun | tee parked.json
+expect_events "the stream is well formed" parked.json "$well_formed"
+expect_events "save_note asked for an approval" parked.json \
+	'any(.[]; .event.approvalRequested.toolName == "save_note")'
+expect_events "save_note did not run" parked.json \
+	'all(.[]; .event | has("toolExecutionStarted") or has("toolCallResult") | not)'
+expect_events "the run parked AWAITING_INPUT" parked.json \
+	'.[-1].event.runFinished.reason == "RUN_END_REASON_AWAITING_INPUT"'
+expect_events "one approval is pending, for save_note" parked.json \
+	'.[-1].event.runFinished.pendingApprovals | length == 1 and .[0].toolName == "save_note" and (.[0].approvalId | startswith("appr_"))'
+expect_events "the parked run carries a continuation" parked.json \
+	'.[-1].event.runFinished.continuation | type == "string" and length > 0'
+
+header "Run: a bidi stream from a heredoc; the half-close lets the run finish"
+grpcurl -plaintext -d @ "$ADDR" agentd.v1.AgentService/Run <<'EOF' | tee run.json
+{"clientSeq":1,"start":{"input":"what time is it?"}}
+{"clientSeq":2,"ping":{}}
+EOF
+expect_events "the stream is well formed" run.json "$well_formed"
+expect_events "the model called current_time and got its result" run.json \
+	'any(.[]; .event.toolCallResult.name == "current_time" and (.event.toolCallResult.isError | not))'
+expect_events "the answer streamed as text deltas that make the final text" run.json \
+	'([.[].event.textDelta.delta // empty] | join("")) as $streamed | $streamed != "" and $streamed == .[-1].event.runFinished.finalText'
+expect_events "the run completed" run.json '.[-1].event.runFinished.reason == "RUN_END_REASON_COMPLETED"'
+# JSON leaves false out: a refused ack has no "accepted" at all.
+expect_events "no client message was refused" run.json \
+	'all(.[].event | select(has("inputAck")) | .inputAck; .accepted == true)'
+# The ping is acked when the server reads it before the run ends; with an instant model
+# the run may end first, and then agentd acks nothing more.
+if jq -e -s 'any(.[]; .event.inputAck.clientSeq == "2")' run.json >/dev/null; then
+	expect_events "the ping (clientSeq 2) was accepted" run.json \
+		'any(.[]; .event.inputAck | .clientSeq == "2" and .accepted == true)'
+else
+	echo "note: the run finished before the ping was read, so it got no input_ack"
+fi
+
+header "ExecuteRun: resume the parked run with an approval, from StartRun's run_finished"
+jq -s '.[-1].event.runFinished | {start: {
+	messages: .newMessages,
+	continuation: .continuation,
+	decisions: [{approvalId: .pendingApprovals[0].approvalId, outcome: "APPROVAL_OUTCOME_APPROVED"}]
+}}' parked.json |
+	grpcurl -plaintext -d @ "$ADDR" agentd.v1.AgentService/ExecuteRun | tee resumed.json
+expect "the resumed run stays on the parked run's thread" resumed.json \
+	".threadId == $(jq -s '.[0].event.runStarted.threadId' parked.json)"
+expect "the resumed run completed" resumed.json '.result.reason == "RUN_END_REASON_COMPLETED"'
+expect "save_note ran and saved the note" resumed.json \
+	'any(.result.newMessages[].parts[].toolResult; .name == "save_note" and .json.saved == true and .json.title == "Buy milk" and (.isError | not))'
+expect "the answer says the note was saved" resumed.json '.result.finalText | startswith("Saved your note \"Buy milk\"")'
+
+printf '\nall %d grpcurl recipes passed against %s\n' "$step" "$ADDR"
