@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -187,9 +188,10 @@ type Request struct {
 	Approve func(ctx context.Context, req ApprovalRequest) (Decision, error)
 	// Steer drains queued steers without blocking. Nil means none.
 	Steer func() []Steer
-	// Interrupt receives a value whenever an interrupting steer is queued: the current
-	// model call stops, calls not yet run are cancelled, and the steer is applied.
-	Interrupt <-chan struct{}
+	// Interrupt, when set, lets the code that queues steers interrupt the current step:
+	// queue the steer where Steer will find it, then call Interrupt.Interrupt. The model
+	// call stops, calls not yet run are cancelled, and the steer is applied.
+	Interrupt *Interrupter
 	// Hooks run before the agent's own hooks.
 	Hooks Hooks
 	// Resume continues a parked run from RunFinished.Pending: Messages is the history up
@@ -227,12 +229,65 @@ type Decision struct {
 	DecidedBy DecidedBy
 }
 
+// Interrupter interrupts a run's current step from another goroutine, without the run
+// holding a goroutine to watch for it. Its zero value is ready to use; it is safe for
+// concurrent use, and serves one run.
+type Interrupter struct {
+	mu     sync.Mutex
+	n      uint64                  // interrupts so far
+	cancel context.CancelCauseFunc // the current step's, while one runs
+}
+
+// Interrupt stops the current step: call it after queuing the interrupting steer. Between
+// steps, it stops the next one unless that step already took the steer.
+func (i *Interrupter) Interrupt() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.n++
+	if i.cancel != nil {
+		i.cancel(errInterrupted)
+	}
+}
+
+// seen returns the number of interrupts so far; taken before the step takes its steers.
+func (i *Interrupter) seen() uint64 {
+	if i == nil {
+		return 0
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.n
+}
+
+// attach makes Interrupt cancel the step; an interrupt since seen cancels it at once.
+func (i *Interrupter) attach(cancel context.CancelCauseFunc, seen uint64) {
+	if i == nil {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.cancel = cancel
+	if i.n != seen {
+		cancel(errInterrupted)
+	}
+}
+
+// detach ends the step.
+func (i *Interrupter) detach() {
+	if i == nil {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.cancel = nil
+}
+
 // Steer is user input added while the run goes on.
 type Steer struct {
 	// Seq identifies the steer in SteerApplied (the client's sequence number).
 	Seq     int64
 	Message Message
-	// Interrupt marks an interrupting steer (signalled through Request.Interrupt).
+	// Interrupt marks an interrupting steer (announced through Request.Interrupt).
 	Interrupt bool
 }
 

@@ -249,16 +249,6 @@ func (r *run) endOnContext(pending *Pending) {
 
 // takeSteers moves queued steers out of the request.
 func (r *run) takeSteers() {
-	if r.req.Interrupt != nil {
-		// The steers we are about to take are the ones these signals announced.
-		for drained := false; !drained; {
-			select {
-			case <-r.req.Interrupt:
-			default:
-				drained = true
-			}
-		}
-	}
 	if r.req.Steer != nil {
 		r.queued = append(r.queued, r.req.Steer()...)
 	}
@@ -272,6 +262,7 @@ func (r *run) runStep() (done bool) {
 		return true
 	}
 	// 2. Queued steers start a new turn with a fresh step budget.
+	seen := r.req.Interrupt.seen()
 	r.takeSteers()
 	steers := r.queued
 	r.queued = nil
@@ -304,9 +295,9 @@ func (r *run) runStep() (done bool) {
 	}
 
 	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
+	defer r.endStep(stepCancel)
 	r.stepCancel = stepCancel
-	stopWatch := r.watchInterrupt(stepCtx, stepCancel)
-	defer stopWatch()
+	r.req.Interrupt.attach(stepCancel, seen)
 
 	// 3. BeforeModel hooks may rewrite the call.
 	mreq := &ModelRequest{Messages: r.transcript[:len(r.transcript):len(r.transcript)], Tools: r.specs, Settings: r.a.cfg.Settings}
@@ -401,10 +392,11 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	if !r.emit(&StepStarted{StepID: stepID, Index: r.step, Turn: r.turn, IndexInTurn: r.stepInTurn}) {
 		return true
 	}
+	seen := r.req.Interrupt.seen()
 	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
+	defer r.endStep(stepCancel)
 	r.stepCancel = stepCancel
-	stopWatch := r.watchInterrupt(stepCtx, stepCancel)
-	defer stopWatch()
+	r.req.Interrupt.attach(stepCancel, seen)
 	// The parked step's assistant message joins the transcript now, as it finally runs.
 	msg := p.Message
 	msg.Parts = slices.Clone(msg.Parts)
@@ -426,25 +418,11 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	return r.toolStep(stepCtx, stepID, FinishToolCalls, []Message{msg}, msg, pcs, true)
 }
 
-// watchInterrupt cancels the step when an interrupting steer is signalled. The returned
-// func ends the step and waits for the watcher.
-func (r *run) watchInterrupt(stepCtx context.Context, stepCancel context.CancelCauseFunc) func() {
-	if r.req.Interrupt == nil {
-		return func() { stepCancel(nil) }
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-r.req.Interrupt:
-			stepCancel(errInterrupted)
-		case <-stepCtx.Done():
-		}
-	}()
-	return func() {
-		stepCancel(nil)
-		<-done
-	}
+// endStep detaches the step from the request's Interrupter and releases its context.
+func (r *run) endStep(stepCancel context.CancelCauseFunc) {
+	r.req.Interrupt.detach()
+	r.stepCancel = nil
+	stepCancel(nil)
 }
 
 // checkInterrupt takes the steers queued so far and cancels the step if one of them

@@ -14,20 +14,17 @@ import (
 type steerQueue struct {
 	mu        sync.Mutex
 	q         []runtime.Steer
-	interrupt chan struct{}
+	interrupt runtime.Interrupter
 }
 
-func newSteerQueue() *steerQueue { return &steerQueue{interrupt: make(chan struct{}, 1)} }
+func newSteerQueue() *steerQueue { return &steerQueue{} }
 
 func (s *steerQueue) push(seq int64, text string, interrupt bool) {
 	s.mu.Lock()
 	s.q = append(s.q, runtime.Steer{Seq: seq, Message: runtime.UserMessage(text), Interrupt: interrupt})
 	s.mu.Unlock()
 	if interrupt {
-		select {
-		case s.interrupt <- struct{}{}:
-		default:
-		}
+		s.interrupt.Interrupt()
 	}
 }
 
@@ -41,7 +38,7 @@ func (s *steerQueue) drain() []runtime.Steer {
 
 func (s *steerQueue) attach(req *runtime.Request) *runtime.Request {
 	req.Steer = s.drain
-	req.Interrupt = s.interrupt
+	req.Interrupt = &s.interrupt
 	return req
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
@@ -84,13 +83,7 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 
 // executeStreaming runs the session with heartbeats and go_away.
 func (ss *session) executeStreaming(req *runtime.Request) (*agentdv1.RunFinished, error) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { ss.keepAlive(done) })
-	defer func() {
-		close(done)
-		wg.Wait()
-	}()
+	defer ss.keepAlive()()
 	return ss.execute(req)
 }
 
@@ -127,7 +120,6 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		inputDoneCh: make(chan struct{}),
 		approvals:   map[string]*approvalSlot{},
 		clientCalls: map[string]*clientSlot{},
-		interrupt:   make(chan struct{}, 1),
 		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
 		toolParams:  map[string]runtime.ToolSpec{},
 		hasher:      newTranscriptHasher(),
@@ -147,7 +139,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	}
 
 	var fe fieldErrors
-	req := &runtime.Request{RunID: ss.runID, ThreadID: ss.thread, Steer: ss.drainSteers, Interrupt: ss.interrupt, Approve: ss.approve}
+	req := &runtime.Request{RunID: ss.runID, ThreadID: ss.thread, Steer: ss.drainSteers, Interrupt: &ss.interrupt, Approve: ss.approve}
 	req.Messages = messagesFromProto(spec.GetMessages(), "start.messages", &fe)
 
 	// Client tools.

@@ -61,11 +61,12 @@ type Server struct {
 	active atomic.Int64   // runs in progress
 	runs   sync.WaitGroup // one per run in progress
 
-	drainOnce  sync.Once
-	drainCh    chan struct{} // closed when draining starts
-	drainUntil atomic.Int64  // unix nanos when running runs are shut down
-	stopRuns   context.Context
-	stopCancel context.CancelCauseFunc
+	drainOnce   sync.Once
+	drainCtx    context.Context // done when draining starts
+	drainCancel context.CancelFunc
+	drainUntil  atomic.Int64 // unix nanos when running runs are shut down
+	stopRuns    context.Context
+	stopCancel  context.CancelCauseFunc
 }
 
 // New returns a Server.
@@ -113,13 +114,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("no continuation key configured: a random one is used, so parked runs resume only on this process (set AGENTD_CONTINUATION_KEY on every replica)")
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		health:  health.NewServer(),
-		agents:  cfg.Agents,
-		codec:   newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
-		drainCh: make(chan struct{}),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		health: health.NewServer(),
+		agents: cfg.Agents,
+		codec:  newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
 	}
+	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
 	return s, nil
 }
@@ -146,20 +147,11 @@ func (s *Server) Drain(period time.Duration) {
 		s.drainUntil.Store(s.now().Add(period).UnixNano())
 		s.log.Info("draining: health is NOT_SERVING, new runs are refused", "period", period.String())
 		s.health.Shutdown()
-		close(s.drainCh)
+		s.drainCancel()
 	})
 }
 
-func (s *Server) draining() <-chan struct{} { return s.drainCh }
-
-func (s *Server) isDraining() bool {
-	select {
-	case <-s.drainCh:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) isDraining() bool { return s.drainCtx.Err() != nil }
 
 func (s *Server) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Load()) }
 

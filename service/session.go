@@ -65,7 +65,7 @@ type session struct {
 	approvals       map[string]*approvalSlot
 	clientCalls     map[string]*clientSlot
 	steers          []runtime.Steer
-	interrupt       chan struct{}
+	interrupt       runtime.Interrupter
 	steerLimit      *rate.Limiter
 	clientCancelled bool
 	preDecisions    map[string]runtime.Decision
@@ -270,10 +270,7 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 	ss.ackLocked(seq, nil)
 	ss.steers = append(ss.steers, runtime.Steer{Seq: seq, Message: m, Interrupt: interrupt})
 	if interrupt {
-		select {
-		case ss.interrupt <- struct{}{}:
-		default:
-		}
+		ss.interrupt.Interrupt()
 	}
 }
 
@@ -383,34 +380,42 @@ func (ss *session) clientTool(spec runtime.ToolSpec) runtime.Tool {
 }
 
 // keepAlive sends a heartbeat after each interval of silence, and go_away when the server
-// starts draining, until done is closed.
-func (ss *session) keepAlive(done <-chan struct{}) {
+// starts draining, until the returned stop is called. It holds no goroutine while idle:
+// a parked run costs what its state costs, not a goroutine's stack.
+func (ss *session) keepAlive() (stop func()) {
 	interval := ss.srv.cfg.HeartbeatInterval
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	drain := ss.srv.draining()
-	for {
-		select {
-		case <-done:
+	stopped := false
+	var t *time.Timer
+	beat := func() {
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if stopped || ss.ended {
 			return
-		case <-drain:
-			drain = nil
-			left := max(time.Until(ss.srv.drainDeadline()), 0)
-			ss.mu.Lock()
-			if !ss.ended {
-				ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_GoAway{GoAway: &agentdv1.GoAway{TimeLeft: durationpb.New(left)}}}, true)
-			}
-			ss.mu.Unlock()
-		case <-t.C:
-			ss.mu.Lock()
-			silent := ss.srv.now().Sub(ss.lastSent)
-			if !ss.ended && silent >= interval {
-				ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: ss.seq}}}, false)
-				silent = 0
-			}
-			ss.mu.Unlock()
-			t.Reset(interval - silent)
 		}
+		silent := ss.srv.now().Sub(ss.lastSent)
+		if silent >= interval {
+			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: ss.seq}}}, false)
+			silent = 0
+		}
+		t.Reset(interval - silent)
+	}
+	ss.mu.Lock()
+	t = time.AfterFunc(interval, beat)
+	ss.mu.Unlock()
+	stopDrain := context.AfterFunc(ss.srv.drainCtx, func() {
+		left := max(ss.srv.drainDeadline().Sub(ss.srv.now()), 0)
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if !stopped && !ss.ended {
+			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_GoAway{GoAway: &agentdv1.GoAway{TimeLeft: durationpb.New(left)}}}, true)
+		}
+	})
+	return func() {
+		ss.mu.Lock()
+		stopped = true
+		ss.mu.Unlock()
+		t.Stop()
+		stopDrain()
 	}
 }
 
