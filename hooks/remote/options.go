@@ -1,0 +1,87 @@
+package remote
+
+import (
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Option configures a [Hook] made by [New] or [Dial].
+type Option func(*options)
+
+type options struct {
+	points     Point
+	timeout    time.Duration
+	failClosed bool
+	log        *slog.Logger
+	name       string
+	dialOpts   []grpc.DialOption
+}
+
+// DefaultTimeout bounds each call of the hook server unless [WithTimeout] says otherwise.
+const DefaultTimeout = 2 * time.Second
+
+func evaluate(opts []Option) options {
+	o := options{points: BeforeTool | AfterTool, timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	return o
+}
+
+// WithPoints sets the hook points at which the hook server is called, replacing the
+// default of [BeforeTool] and [AfterTool]. At any other point the hook does nothing.
+// WithPoints() with no points calls the server nowhere.
+func WithPoints(points ...Point) Option {
+	return func(o *options) {
+		o.points = 0
+		for _, p := range points {
+			o.points |= p
+		}
+	}
+}
+
+// WithTimeout bounds each call of the hook server, from the moment the hook point is
+// reached to the response; a call past it is a failure handled by the fail mode. The
+// default is [DefaultTimeout]; d <= 0 keeps it. The run's own context bounds the call too.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
+}
+
+// WithFailClosed chooses what a failed call does to the run (an error status, a timeout,
+// an unreachable server, a response that cannot be applied). With false, the default
+// (fail-open), the run goes on as if the hook had allowed everything, and a warning is
+// logged. With true (fail-closed), the hook returns a *runtime.StopError and the run
+// finishes stopped; at AfterRun, which cannot stop a run, the failure is only logged.
+func WithFailClosed(failClosed bool) Option {
+	return func(o *options) { o.failClosed = failClosed }
+}
+
+// WithLogger sets the logger that receives failed calls; nil means slog.Default(). Tool
+// arguments, messages and outputs are never logged.
+func WithLogger(log *slog.Logger) Option {
+	return func(o *options) { o.log = log }
+}
+
+// WithName names the hook in logs and in the StopError it returns, whose Hook is
+// "remote:<name>". The default is the connection's target when it has one
+// (a *grpc.ClientConn, or the target given to [Dial]), "remote" otherwise.
+func WithName(name string) Option {
+	return func(o *options) { o.name = name }
+}
+
+// WithDialOptions sets the options [Dial] creates its connection with (transport
+// credentials, a stats handler for tracing, keepalives). Without them Dial connects
+// with insecure credentials, fit for a hook server on localhost or a Unix socket.
+// [New] ignores them.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
