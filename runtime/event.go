@@ -249,3 +249,19 @@ const (
 	DecidedByTimeout
 	DecidedByRunEnd
 )
+
+func (d DecidedBy) String() string {
+	switch d {
+	case DecidedByClient:
+		return "client"
+	case DecidedByPolicy:
+		return "policy"
+	case DecidedByHook:
+		return "hook"
+	case DecidedByTimeout:
+		return "timeout"
+	case DecidedByRunEnd:
+		return "run_end"
+	}
+	return "unspecified"
+}

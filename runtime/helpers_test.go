@@ -82,6 +82,18 @@ func checkEventRules(t *testing.T, evs []runtime.Event) {
 		t.Errorf("last event is %T, want *RunFinished", evs[len(evs)-1])
 	}
 	ended := map[string]bool{}
+	defer func() {
+		// Every call the model made ends with a result or a cancel, unless the run parked.
+		fin, _ := evs[len(evs)-1].(*runtime.RunFinished)
+		if fin == nil || fin.Reason == runtime.EndAwaitingInput || fin.Reason == runtime.EndShutdown {
+			return
+		}
+		for _, ev := range evs {
+			if s, ok := ev.(*runtime.ToolCallStarted); ok && !ended[s.CallID] {
+				t.Errorf("call %s never got a result or a cancel", s.CallID)
+			}
+		}
+	}()
 	see := func(id string, ev runtime.Event) {
 		if ended[id] {
 			t.Errorf("event after the end of %s: %s", id, rt.RenderEvent(ev))

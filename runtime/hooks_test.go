@@ -268,3 +268,67 @@ func TestShutdownParksTheRunWithItsCallsPending(t *testing.T) {
 		t.Error("a call ran during shutdown")
 	}
 }
+
+func TestHooks_AStoppedStepLeavesEveryCallAResult(t *testing.T) {
+	stop := runtime.Stop("test", "enough")
+	tests := []struct {
+		name  string
+		hooks *funcHooks
+		ran   int
+	}{
+		{"BeforeTool on the second call, after an answered first", &funcHooks{beforeTool: func(in *runtime.ToolCallInput) error {
+			if in.Call.ID == "call_0_0" {
+				in.Answer = &runtime.Output{Text: "cached"}
+				return nil
+			}
+			return stop
+		}}, 0},
+		{"AfterTool on the first call: later calls do not run", &funcHooks{afterTool: func(*runtime.ToolCallOutput) error { return stop }}, 1},
+		{"AfterModel", &funcHooks{afterModel: func(*runtime.ModelResponse) error { return stop }}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := newRecorder()
+			m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{"n":1}`, "t", `{"n":2}`, "t", `{"n":3}`)}}
+			a := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{rec.tool("t")}})
+			evs, fin := run(t, a, t.Context(), &runtime.Request{Hooks: tt.hooks})
+			if fin.Reason != runtime.EndStopped {
+				t.Fatalf("finished %v", fin.Reason)
+			}
+			if n := len(rec.got()); n != tt.ran {
+				t.Errorf("%d calls ran, want %d", n, tt.ran)
+			}
+			last := fin.NewMessages[len(fin.NewMessages)-1]
+			if last.Role != runtime.RoleTool || len(last.Parts) != 3 {
+				t.Fatalf("last new message %s, want a result for each of the 3 calls", rt.RenderMessage(last))
+			}
+			ended := map[string]bool{}
+			for _, r := range eventsOf[*runtime.ToolCallResult](evs) {
+				ended[r.Result.CallID] = true
+			}
+			for _, c := range eventsOf[*runtime.ToolCallsCancelled](evs) {
+				for _, id := range c.CallIDs {
+					ended[id] = true
+				}
+			}
+			if len(ended) != 3 {
+				t.Errorf("%d calls got a terminal event, want 3", len(ended))
+			}
+		})
+	}
+}
+
+func TestHooks_AfterRunRunsWhenTheConsumerStopsReading(t *testing.T) {
+	var got *runtime.RunFinished
+	h := &funcHooks{afterRun: func(fin *runtime.RunFinished) { got = fin }}
+	m := &rt.Model{Steps: []rt.Step{rt.Say("a", "b", "c")}}
+	a := newAgent(t, m, runtime.Config{Hooks: h})
+	for ev := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("x")}}) {
+		if _, ok := ev.(*runtime.TextDelta); ok {
+			break
+		}
+	}
+	if got == nil || got.Reason != runtime.EndCancelled {
+		t.Errorf("AfterRun saw %+v, want cancelled", got)
+	}
+}

@@ -42,6 +42,7 @@ type run struct {
 	queued     []Steer // drained from the request, not yet applied
 	finalText  string
 
+	finished      bool                    // finish ran
 	stopAfterTool *StopError              // a stop returned by an AfterTool hook
 	stepCancel    context.CancelCauseFunc // cancels the current step
 }
@@ -219,6 +220,8 @@ func (r *run) execute() {
 			return
 		}
 	}
+	// However the run unwinds (its consumer stopped reading, say), it finishes once.
+	defer r.finish(EndCancelled, nil, nil)
 	if p := r.req.Resume; p != nil {
 		r.step, r.turn, r.stepInTurn = p.Step, p.Turn, p.StepInTurn
 		if len(p.Calls) > 0 {
@@ -351,10 +354,17 @@ func (r *run) runStep() (done bool) {
 			return true
 		}
 		if se := stopErr(err); se != nil {
-			r.cancelUnrun(msg.ToolCalls(), "the run was stopped")
-			r.finishStep(stepID, reason, stepMsgs)
-			r.finish(EndStopped, se, nil)
-			return true
+			calls := msg.ToolCalls()
+			if len(calls) == 0 {
+				r.finishStep(stepID, reason, stepMsgs)
+				r.finish(EndStopped, se, nil)
+				return true
+			}
+			pcs := make([]*pcall, len(calls))
+			for i, c := range calls {
+				pcs[i] = &pcall{PendingCall: PendingCall{Call: c}, entry: r.tools[c.Name]}
+			}
+			return r.stopStep(stepID, reason, stepMsgs, pcs, se)
 		}
 	}
 
@@ -583,7 +593,16 @@ func (r *run) unknownTool(name string) string {
 // finish reports the end of the run: steers still queued are reported dropped, AfterRun
 // sees the outcome, and RunFinished goes out last.
 func (r *run) finish(reason EndReason, err error, pending *Pending) {
+	if r.finished {
+		return
+	}
+	r.finished = true
 	if r.gone {
+		// Nobody reads the events any more, but the hooks learn how the run ended.
+		if r.hooks != nil {
+			fin := &RunFinished{Reason: EndCancelled, Err: context.Cause(r.ctx), NewMessages: slices.Clip(r.added), Usage: r.usage}
+			r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
+		}
 		return
 	}
 	r.takeSteers()

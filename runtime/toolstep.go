@@ -45,10 +45,7 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 	if !prepared {
 		for _, c := range pcs {
 			if stop := r.prepare(c); stop != nil {
-				r.cancelCalls(pcs, "the run was stopped")
-				r.finishStep(stepID, reason, stepMsgs)
-				r.finish(EndStopped, stop, nil)
-				return true
+				return r.stopStep(stepID, reason, stepMsgs, pcs, stop)
 			}
 			if r.gone {
 				return true
@@ -83,12 +80,7 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 		}
 	}
 	if se := r.stopAfterTool; se != nil {
-		toolMsg := r.toolMessage(pcs)
-		r.transcript = append(r.transcript, toolMsg)
-		r.added = append(r.added, toolMsg)
-		r.finishStep(stepID, reason, append(stepMsgs, toolMsg))
-		r.finish(EndStopped, se, nil)
-		return true
+		return r.stopStep(stepID, reason, stepMsgs, pcs, se)
 	}
 	toolMsg := r.toolMessage(pcs)
 	r.transcript = append(r.transcript, toolMsg)
@@ -350,7 +342,7 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 			break // a client tool parked the run: later calls wait for the resume
 		}
 		r.checkInterrupt()
-		if stepCtx.Err() != nil || !ok {
+		if stepCtx.Err() != nil || !ok || r.stopAfterTool != nil {
 			cancelled = append(cancelled, c)
 			continue
 		}
@@ -359,7 +351,7 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 			collect()
 		}
 		r.checkInterrupt()
-		if stepCtx.Err() != nil || !ok {
+		if stepCtx.Err() != nil || !ok || r.stopAfterTool != nil {
 			cancelled = append(cancelled, c)
 			continue
 		}
@@ -381,20 +373,35 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 	if !ok {
 		return false
 	}
-	if len(cancelled) > 0 {
-		why := r.endReason(stepCtx)
-		ids := make([]string, len(cancelled))
-		for i, c := range cancelled {
-			ids[i] = c.Call.ID
-			c.resolve(ErrorOutput(fmt.Sprintf("the call of %s did not run: %s", c.Call.Name, why)))
-			c.cancelled, c.cancelledFrom = true, CallReady
-		}
-		if !r.emit(&ToolCallsCancelled{CallIDs: ids, Reason: why}) {
-			return false
-		}
+	why := r.endReason(stepCtx)
+	if r.stopAfterTool != nil {
+		why = "the run was stopped"
+	}
+	for _, c := range cancelled {
+		c.resolve(ErrorOutput(fmt.Sprintf("the call of %s did not run: %s", c.Call.Name, why)))
+		c.cancelled, c.cancelledFrom = true, CallReady
+	}
+	if !r.reportCancelled(pcs, why) {
+		return false
 	}
 	flush()
 	return ok
+}
+
+// reportCancelled ends the lifecycle of every call cancelled and not yet reported with
+// one ToolCallsCancelled event.
+func (r *run) reportCancelled(pcs []*pcall, why string) bool {
+	var ids []string
+	for _, c := range pcs {
+		if c.cancelled && !c.reported {
+			c.reported = true
+			ids = append(ids, c.Call.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return true
+	}
+	return r.emit(&ToolCallsCancelled{CallIDs: ids, Reason: why})
 }
 
 func (r *run) toolTimeout(c *pcall) time.Duration {
@@ -473,15 +480,33 @@ func (r *run) reportResult(c *pcall) bool {
 	return r.emit(&ToolCallResult{Result: ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Output: c.Result}, Duration: c.duration})
 }
 
-// cancelCalls cancels every call that has no result yet (a stop).
-func (r *run) cancelCalls(pcs []*pcall, why string) {
-	var calls []ToolCall
+// stopStep ends a step a hook stopped, and the run with it. Every call keeps a result,
+// so the transcript stays one a provider accepts: results already known are reported,
+// calls that did not run are cancelled with a result saying so.
+func (r *run) stopStep(stepID string, reason FinishReason, stepMsgs []Message, pcs []*pcall, stop *StopError) bool {
+	const why = "the run was stopped"
 	for _, c := range pcs {
-		if c.State != CallDone {
-			calls = append(calls, c.Call)
+		if c.State != CallDone || c.parked {
+			c.resolve(ErrorOutput(fmt.Sprintf("the call of %s did not run: %s", c.Call.Name, why)))
+			c.cancelled, c.parked = true, false
 		}
 	}
-	r.cancelUnrun(calls, why)
+	for _, c := range pcs {
+		if !c.reported && !c.cancelled && !r.reportResult(c) {
+			return true
+		}
+	}
+	if !r.reportCancelled(pcs, why) {
+		return true
+	}
+	toolMsg := r.toolMessage(pcs)
+	r.transcript = append(r.transcript, toolMsg)
+	r.added = append(r.added, toolMsg)
+	if !r.finishStep(stepID, reason, append(stepMsgs, toolMsg)) {
+		return true
+	}
+	r.finish(EndStopped, stop, nil)
+	return true
 }
 
 // toolMessage is the transcript entry holding the step's results, in call order.
@@ -528,6 +553,9 @@ func (r *run) endToolStep(stepID string, reason FinishReason, stepMsgs []Message
 			}
 		}
 		r.endOnContext(r.pending(stepID, msg, pcs))
+		return true
+	}
+	if !r.reportCancelled(pcs, r.endReason(r.ctx)) {
 		return true
 	}
 	toolMsg := r.toolMessage(pcs)

@@ -1,0 +1,263 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/hooks/audit"
+	"github.com/agentd/agentd/hooks/errorbreaker"
+	"github.com/agentd/agentd/hooks/internal/hooktest"
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// logBuffer collects JSON log records, without times; a duration reads ">0" or "0".
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newLogger() (*slog.Logger, *logBuffer) {
+	var b logBuffer
+	return slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Key {
+		case slog.TimeKey:
+			return slog.Attr{}
+		case "duration":
+			if a.Value.Duration() > 0 {
+				return slog.String("duration", ">0")
+			}
+			return slog.String("duration", "0")
+		}
+		return a
+	}})), &b
+}
+
+type record = map[string]any
+
+func (b *logBuffer) records(t *testing.T) []record {
+	t.Helper()
+	var out []record
+	dec := json.NewDecoder(strings.NewReader(b.String()))
+	for {
+		var r record
+		if err := dec.Decode(&r); err == io.EOF {
+			return out
+		} else if err != nil {
+			t.Fatalf("log is not JSON lines: %v\n%s", err, b)
+		}
+		out = append(out, r)
+	}
+}
+
+// base returns the fields every record of the test runs has, plus kv.
+func base(msg string, kv ...any) record {
+	r := record{"level": "INFO", "msg": msg, "run_id": "run_1", "thread_id": "thread_1", "agent": "clerk"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r[kv[i].(string)] = kv[i+1]
+	}
+	return r
+}
+
+const secretArgs = `{"card":"4111 1111 1111 1111"}`
+
+func TestHook_OneRecordPerToolCallWithArgumentsAndOutputsRedacted(t *testing.T) {
+	log, buf := newLogger()
+	h := audit.New(log)
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pay", secretArgs, "nope", `{}`), rt.Say("done")}}
+	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{rt.Tool("pay", rt.Echo)}, Hooks: h})
+	hooktest.Run(t, a, nil)
+	unknown := `unknown tool "nope"; the available tools are: pay`
+	want := []record{
+		base("tool call", "tool", "pay", "call_id", "call_0_0", "executed", true, "is_error", false, "duration", ">0",
+			"arguments", "[redacted]", "arguments_bytes", float64(len(secretArgs)), "output", "[redacted]", "output_bytes", float64(len(secretArgs))),
+		base("tool call", "tool", "nope", "call_id", "call_0_1", "executed", false, "is_error", true, "duration", "0",
+			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(len(unknown))),
+	}
+	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+	if strings.Contains(buf.String(), "4111") {
+		t.Errorf("the log holds the arguments:\n%s", buf)
+	}
+	if h.Runs() != 0 {
+		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
+	}
+}
+
+func TestHook_WithArgumentsAndOutputs(t *testing.T) {
+	log, buf := newLogger()
+	h := audit.New(log, audit.WithArguments(true), audit.WithOutputs(true))
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pay", secretArgs), rt.Say("done")}}
+	tool := rt.Tool("pay", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		return runtime.Output{Text: "paid"}, nil
+	})
+	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{tool}, Hooks: h})
+	hooktest.Run(t, a, nil)
+	want := []record{base("tool call", "tool", "pay", "call_id", "call_0_0", "executed", true, "is_error", false, "duration", ">0",
+		"arguments", secretArgs, "arguments_bytes", float64(len(secretArgs)), "output", "paid", "output_bytes", float64(4))}
+	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+}
+
+func TestHook_ApprovalDecisions(t *testing.T) {
+	log, buf := newLogger()
+	h := audit.New(log, audit.WithArguments(true))
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pay", `{"amount":5}`, "pay", `{"amount":500}`), rt.Say("done")}}
+	a := hooktest.Agent(t, m, runtime.Config{
+		Name: "clerk", Tools: []runtime.Tool{rt.Tool("pay", rt.Echo)}, Hooks: h,
+		Policy: runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}},
+	})
+	approve := func(_ context.Context, req runtime.ApprovalRequest) (runtime.Decision, error) {
+		if req.Call.ID == "call_0_0" {
+			return runtime.Decision{Outcome: runtime.OutcomeApproved, EditedArguments: `{"amount":4}`}, nil
+		}
+		return runtime.Decision{Outcome: runtime.OutcomeDenied, Reason: "too much"}, nil
+	}
+	hooktest.Run(t, a, &runtime.Request{Approve: approve})
+	denied := "the call of pay was denied: too much"
+	want := []record{
+		base("tool call decision", "tool", "pay", "call_id", "call_0_0", "approval_id", "appr_1", "decision", "approved", "decided_by", "client", "reason", "",
+			"arguments", `{"amount":4}`, "arguments_bytes", float64(12)),
+		base("tool call decision", "tool", "pay", "call_id", "call_0_1", "approval_id", "appr_2", "decision", "denied", "decided_by", "client", "reason", "too much",
+			"arguments", `{"amount":500}`, "arguments_bytes", float64(14)),
+		base("tool call", "tool", "pay", "call_id", "call_0_0", "executed", true, "is_error", false, "duration", ">0",
+			"arguments", `{"amount":4}`, "arguments_bytes", float64(12), "output", "[redacted]", "output_bytes", float64(12)),
+		base("tool call", "tool", "pay", "call_id", "call_0_1", "executed", false, "is_error", true, "duration", "0",
+			"arguments", `{"amount":500}`, "arguments_bytes", float64(14), "output", "[redacted]", "output_bytes", float64(len(denied))),
+	}
+	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+}
+
+// gate answers calls of "cached", denies calls of "rm" and stops the run at "halt".
+type gate struct{ runtime.NoHooks }
+
+func (gate) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
+	switch in.Call.Name {
+	case "cached":
+		in.Answer = &runtime.Output{Text: "42"}
+	case "rm":
+		in.Deny = "not here"
+	case "halt":
+		return runtime.Stop("gate", "halt")
+	}
+	return nil
+}
+
+func TestHook_DecisionsOfEarlierHooksAndCancelledCalls(t *testing.T) {
+	log, buf := newLogger()
+	h := audit.New(log)
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Call(0, "cached", `{}`, "rm", `{}`),
+		rt.Call(1, "cached", `{}`, "halt", `{}`, "rm", `{}`),
+	}}
+	var ts []runtime.Tool
+	for _, n := range []string{"cached", "rm", "halt"} {
+		ts = append(ts, rt.Tool(n, rt.Echo))
+	}
+	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: ts, Hooks: hooks.Chain(gate{}, h)})
+	_, fin := hooktest.Run(t, a, nil)
+	if fin.Reason != runtime.EndStopped {
+		t.Fatalf("run ended %v, want stopped", fin.Reason)
+	}
+	denied := "tool rm was denied: not here"
+	want := []record{
+		base("tool call decision", "tool", "cached", "call_id", "call_0_0", "decision", "answered", "decided_by", "hook", "output", "[redacted]", "output_bytes", float64(2)),
+		base("tool call decision", "tool", "rm", "call_id", "call_0_1", "decision", "denied", "decided_by", "hook", "reason", "not here"),
+		base("tool call", "tool", "cached", "call_id", "call_0_0", "executed", false, "is_error", false, "duration", "0",
+			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(2)),
+		base("tool call", "tool", "rm", "call_id", "call_0_1", "executed", false, "is_error", true, "duration", "0",
+			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(len(denied))),
+		base("tool call decision", "tool", "cached", "call_id", "call_1_0", "decision", "answered", "decided_by", "hook", "output", "[redacted]", "output_bytes", float64(2)),
+		// The stop at halt reports the answered call's result and cancels every call
+		// without one: the halted one and the one after it.
+		base("tool call", "tool", "cached", "call_id", "call_1_0", "executed", false, "is_error", false, "duration", "0",
+			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(2)),
+		base("tool call cancelled", "tool", "halt", "call_id", "call_1_1", "reason", "the run was stopped"),
+		base("tool call cancelled", "tool", "rm", "call_id", "call_1_2", "reason", "the run was stopped"),
+	}
+	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+	if h.Runs() != 0 {
+		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
+	}
+}
+
+func TestHook_RecordsACallWhoseAfterToolStoppedTheRun(t *testing.T) {
+	log, buf := newLogger()
+	h := audit.New(log)
+	failing := rt.Tool("t", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		return runtime.ErrorOutput("broken"), nil
+	})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("never")}}
+	// The breaker comes first and stops the chain at AfterTool; audit still records the call.
+	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{failing}, Hooks: hooks.Chain(errorbreaker.New(errorbreaker.WithThreshold(1)), h)})
+	_, fin := hooktest.Run(t, a, nil)
+	if fin.Reason != runtime.EndStopped {
+		t.Fatalf("run ended %v, want stopped", fin.Reason)
+	}
+	recs := buf.records(t)
+	if len(recs) != 1 || recs[0]["msg"] != "tool call" || recs[0]["is_error"] != true {
+		t.Errorf("records %v, want the failed call", recs)
+	}
+}
+
+func TestHook_ConcurrentRuns(t *testing.T) {
+	log, buf := newLogger()
+	h := audit.New(log)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`, "t", `{"a":1}`), rt.Say("done")}}
+			a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}, Hooks: h, ParallelTools: 2})
+			hooktest.Run(t, a, nil)
+		})
+	}
+	wg.Wait()
+	if n := len(buf.records(t)); n != 16 {
+		t.Errorf("%d records, want 16", n)
+	}
+	if h.Runs() != 0 {
+		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
+	}
+}
+
+func TestNew_NilLoggerUsesTheDefault(t *testing.T) {
+	log, buf := newLogger()
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(log)
+	h := audit.New(nil)
+	h.OnEvent(t.Context(), &runtime.RunInfo{RunID: "r"}, &runtime.ToolCallResult{Result: runtime.ToolResult{CallID: "c", Name: "t"}, Duration: time.Second})
+	if !strings.Contains(buf.String(), `"msg":"tool call"`) {
+		t.Errorf("default log %q, want the record", buf)
+	}
+}
