@@ -72,6 +72,8 @@ type AgentConfig struct {
 	// AllowModelOverride lets a client name another model for its run
 	// (RunConfig.model), resolved by [Registry.ResolveModel].
 	AllowModelOverride bool `yaml:"allow_model_override,omitempty"`
+	// Hooks enables and tunes the agent's built-in and remote hooks.
+	Hooks HooksConfig `yaml:"hooks,omitempty"`
 }
 
 // PolicyConfig is an agent's tool policy.
@@ -663,6 +665,25 @@ type AgentEntry struct {
 	Runtime *runtime.Agent
 	// Tools are the agent's server tools, in order, with their policies.
 	Tools []ToolInfo
+
+	closers []func() error // the agent's remote hook connections
+}
+
+// Close releases what the registry's agents hold: their remote hook connections.
+func (r *Registry) Close() error {
+	var errs []error
+	for _, e := range r.agents {
+		errs = append(errs, closeAll(e.closers))
+	}
+	return errors.Join(errs...)
+}
+
+func closeAll(closers []func() error) error {
+	var errs []error
+	for _, c := range closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
 }
 
 // ToolInfo describes one server tool of an agent, as ListAgents shows it.
@@ -719,6 +740,7 @@ func NewRegistry(cfg *AgentsConfig, opts RegistryOptions) (*Registry, error) {
 		}
 	}
 	if len(errs) > 0 {
+		r.Close()
 		return nil, errors.Join(errs...)
 	}
 	slices.SortFunc(r.agents, func(a, b *AgentEntry) int { return strings.Compare(a.Name, b.Name) })
@@ -780,23 +802,38 @@ func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts
 		return nil, errors.Join(errs...)
 	}
 
+	agentHooks, closers, err := a.Hooks.build(opts.Logger)
+	if err != nil {
+		return nil, c.errorf(i, cfgPath{"hooks"}, "%v", err)
+	}
+	var hooks runtime.Hooks
+	switch {
+	case opts.Hooks != nil && agentHooks != nil:
+		hooks = runtime.Chain(opts.Logger, opts.Hooks, agentHooks)
+	case agentHooks != nil:
+		hooks = agentHooks
+	default:
+		hooks = opts.Hooks
+	}
 	rt, err := runtime.New(runtime.Config{
 		Name:          a.Name,
 		Model:         model,
 		System:        system,
 		Tools:         tools,
 		Policy:        policy,
-		Hooks:         opts.Hooks,
+		Hooks:         hooks,
 		MaxSteps:      maxSteps,
 		ParallelTools: a.ParallelTools,
 		ToolTimeout:   time.Duration(a.ToolTimeout),
 		Logger:        opts.Logger,
 	})
 	if err != nil {
+		closeAll(closers)
 		return nil, c.errorf(i, nil, "%v", err)
 	}
 	timeout := cmp.Or(time.Duration(a.ToolTimeout), defaultToolTimeout)
 	e := &AgentEntry{
+		closers:            closers,
 		Name:               a.Name,
 		Description:        a.Description,
 		Model:              model.Name(),

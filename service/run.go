@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -140,6 +141,11 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 
 	var fe fieldErrors
 	req := &runtime.Request{RunID: ss.runID, ThreadID: ss.thread, Steer: ss.drainSteers, Interrupt: &ss.interrupt, Approve: ss.approve}
+	// The hooks the server's interceptors put on the RPC's context run first, in the
+	// order they were installed; the agent's own hooks follow (runtime.Config.Hooks).
+	if hs := hooks.FromContext(ctx); len(hs) > 0 {
+		req.Hooks = runtime.Chain(s.log, hs...)
+	}
 	req.Messages = messagesFromProto(spec.GetMessages(), "start.messages", &fe)
 
 	// Client tools.
