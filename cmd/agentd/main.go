@@ -21,6 +21,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -45,10 +47,17 @@ type config struct {
 	shutdownTimeout time.Duration
 	drainPeriod     time.Duration
 	logLevel        slog.Level
+	audit           bool
 	maxRuns         int
 	maxMessageBytes int
 	keyFile         string
 	key             string // AGENTD_CONTINUATION_KEY: never a flag, so it stays out of ps
+	authTokensFile  string
+	tlsCert         string
+	tlsKey          string
+	clientCA        string
+	rateLimit       float64
+	rateBurst       int
 }
 
 // parseConfig reads flags from args, then fills every flag not given on the command line
@@ -66,7 +75,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
 	fs.StringVar(&cfg.keyFile, "continuation-key-file", "", "`file` holding the key that signs continuations (or set AGENTD_CONTINUATION_KEY); every replica needs the same")
+	fs.StringVar(&cfg.authTokensFile, "auth-tokens-file", "", "`file` of bearer tokens, one a line (# comments): every call but health and reflection then needs \"authorization: Bearer <token>\"; without one there is no auth")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "PEM certificate `file` to serve TLS with (needs --tls-key)")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "PEM private key `file` of --tls-cert")
+	fs.StringVar(&cfg.clientCA, "client-ca", "", "PEM CA certificates `file`: with it clients must present a certificate one of them signed (mTLS; needs --tls-cert)")
+	fs.Float64Var(&cfg.rateLimit, "rate-limit", 50, "calls a second per caller (bearer token, client certificate or peer IP; health is exempt); beyond it RESOURCE_EXHAUSTED; 0 turns the limit off")
+	fs.IntVar(&cfg.rateBurst, "rate-burst", 100, "calls a caller may make at once, before --rate-limit paces it (the token bucket's size)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
+	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and approval decision of every run (arguments redacted)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: agentd [flags]\n\nagentd runs AI agents behind gRPC (agentd.v1.AgentService).\n"+
 			"Each flag may also be set as AGENTD_<FLAG> in the environment (--listen: AGENTD_LISTEN).\n\nFlags:\n")
@@ -96,6 +112,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if cfg.shutdownTimeout <= cfg.drainPeriod {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-period (%s)", cfg.shutdownTimeout, cfg.drainPeriod))
 	}
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together: give both or neither"))
+	}
+	if cfg.clientCA != "" && cfg.tlsCert == "" {
+		errs = append(errs, errors.New("--client-ca (mTLS) needs TLS: give --tls-cert and --tls-key too"))
+	}
+	if cfg.rateLimit < 0 {
+		errs = append(errs, fmt.Errorf("--rate-limit (%g) must not be negative; 0 turns the limit off", cfg.rateLimit))
+	}
+	if cfg.rateLimit > 0 && cfg.rateBurst < 1 {
+		errs = append(errs, fmt.Errorf("--rate-burst (%d) must be at least 1 when --rate-limit is set", cfg.rateBurst))
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -122,17 +150,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // SHUTDOWN with a continuation, and whatever is still open after cfg.shutdownTimeout is
 // closed.
 func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) error {
+	// Server-wide hooks: serverOptions puts their interceptors after auth and rate
+	// limiting and before recovery; the first one's hook runs first, then each agent's
+	// own hooks (from the agents file).
+	var (
+		hookUnary  []grpc.UnaryServerInterceptor
+		hookStream []grpc.StreamServerInterceptor
+	)
+	if cfg.audit {
+		h := audit.New(log)
+		hookUnary = append(hookUnary, hooks.UnaryServerInterceptor(h))
+		hookStream = append(hookStream, hooks.StreamServerInterceptor(h))
+	}
+	opts, err := serverOptions(cfg, log, hookUnary, hookStream)
+	if err != nil {
+		lis.Close()
+		return err
+	}
 	srv, err := newServer(cfg, log)
 	if err != nil {
 		lis.Close()
 		return err
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.maxMessageBytes))
+	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
-	log.Info("agentd listening", "addr", lis.Addr().String())
+	log.Info("agentd listening", "addr", lis.Addr().String(),
+		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "", "rate_limit", cfg.rateLimit)
+	if cfg.authTokensFile == "" && cfg.clientCA == "" && !isLoopback(lis.Addr()) {
+		log.Warn("no authentication: anyone who reaches " + lis.Addr().String() + " can run agents; set --auth-tokens-file (AGENTD_AUTH_TOKENS_FILE) or --client-ca, or listen on loopback")
+	}
 
 	select {
 	case err := <-served:

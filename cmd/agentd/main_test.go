@@ -35,6 +35,64 @@ func TestConfigDefaults(t *testing.T) {
 	if cfg.listen != "localhost:50051" || cfg.shutdownTimeout != 30*time.Second || cfg.logLevel != slog.LevelInfo {
 		t.Errorf("defaults = %+v", cfg)
 	}
+	if cfg.authTokensFile != "" || cfg.tlsCert != "" || cfg.tlsKey != "" || cfg.clientCA != "" || cfg.rateLimit != 50 || cfg.rateBurst != 100 {
+		t.Errorf("security defaults = %+v, want no auth, no TLS, 50 calls a second with bursts of 100", cfg)
+	}
+}
+
+func TestConfigSecurityFlagsFromEnvironment(t *testing.T) {
+	cfg, err := parseConfig(nil, env(map[string]string{
+		"AGENTD_AUTH_TOKENS_FILE": "/etc/agentd/tokens",
+		"AGENTD_TLS_CERT":         "/etc/agentd/cert.pem",
+		"AGENTD_TLS_KEY":          "/etc/agentd/key.pem",
+		"AGENTD_CLIENT_CA":        "/etc/agentd/ca.pem",
+		"AGENTD_RATE_LIMIT":       "2.5",
+		"AGENTD_RATE_BURST":       "7",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.authTokensFile != "/etc/agentd/tokens" || cfg.tlsCert != "/etc/agentd/cert.pem" || cfg.tlsKey != "/etc/agentd/key.pem" || cfg.clientCA != "/etc/agentd/ca.pem" || cfg.rateLimit != 2.5 || cfg.rateBurst != 7 {
+		t.Errorf("from environment = %+v", cfg)
+	}
+	cfg, err = parseConfig([]string{"--rate-limit=0", "--auth-tokens-file=/run/tokens"}, env(map[string]string{"AGENTD_RATE_LIMIT": "9", "AGENTD_AUTH_TOKENS_FILE": "/etc/agentd/tokens"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.rateLimit != 0 || cfg.authTokensFile != "/run/tokens" {
+		t.Errorf("flags over environment = %+v, want the flags' values", cfg)
+	}
+}
+
+func TestConfigRejectsIncompleteSecurity(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"--tls-cert=c.pem"}, want: "--tls-key"},
+		{args: []string{"--tls-key=k.pem"}, want: "--tls-cert"},
+		{env: map[string]string{"AGENTD_TLS_CERT": "c.pem"}, want: "--tls-key"},
+		{args: []string{"--client-ca=ca.pem"}, want: "--client-ca"},
+		{args: []string{"--client-ca=ca.pem", "--tls-key=k.pem"}, want: "--client-ca"},
+		{args: []string{"--rate-limit=-1"}, want: "--rate-limit"},
+		{args: []string{"--rate-burst=0"}, want: "--rate-burst"},
+		{env: map[string]string{"AGENTD_RATE_LIMIT": "fast"}, want: "AGENTD_RATE_LIMIT"},
+	} {
+		_, err := parseConfig(tc.args, env(tc.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseConfig(%q, %v) error = %v, want one mentioning %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--tls-cert=c.pem", "--tls-key=k.pem"},
+		{"--tls-cert=c.pem", "--tls-key=k.pem", "--client-ca=ca.pem"},
+		{"--rate-limit=0", "--rate-burst=0"},
+	} {
+		if _, err := parseConfig(args, env(nil), io.Discard); err != nil {
+			t.Errorf("parseConfig(%q) = %v, want it accepted", args, err)
+		}
+	}
 }
 
 func TestConfigEnvironmentFallback(t *testing.T) {
@@ -134,5 +192,35 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 	err = run(t.Context(), []string{"--listen", lis.Addr().String()}, env(nil), io.Discard)
 	if err == nil {
 		t.Fatal("run on a busy address succeeded")
+	}
+}
+
+func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig([]string{"--audit", "--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `"tool":"calculate"`) || strings.Contains(logs.String(), "2+2") {
+		t.Errorf("audit log lacks the calculate call, or shows its arguments:\n%s", logs.String())
 	}
 }
