@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures an [Agent].
@@ -48,6 +51,16 @@ type Config struct {
 	// NewID returns a fresh id with the given prefix ("run", "msg", "call", …); nil means
 	// a random one.
 	NewID func(prefix string) string
+	// TracerProvider makes the spans of every run (see "Telemetry" in the package doc);
+	// nil means otel.GetTracerProvider(), a no-op unless the program installs an SDK.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the runtime's metrics; nil means otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// RecordContent puts message content, tool arguments and tool results on the spans
+	// (gen_ai.input.messages, gen_ai.output.messages, gen_ai.tool.call.arguments,
+	// gen_ai.tool.call.result, hook event values). Off by default: they may hold personal
+	// data, so only an operator should turn it on.
+	RecordContent bool
 }
 
 // Agent runs the agent loop. It holds configuration only and keeps nothing between runs;
@@ -61,6 +74,7 @@ type Agent struct {
 	newID   func(string) string
 	retries int
 	backoff time.Duration
+	tel     *telemetry
 }
 
 type toolEntry struct {
@@ -102,6 +116,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.newID == nil {
 		a.newID = RandomID
 	}
+	a.tel = newTelemetry(cfg, a.log)
 	for _, t := range cfg.Tools {
 		e, err := newToolEntry(t)
 		if err != nil {
@@ -200,6 +215,10 @@ type Request struct {
 	Resume *Pending
 	// Metadata is passed to hooks.
 	Metadata map[string]any
+	// SpanLinks are added to the run's span, invoke_agent; the service links the span of
+	// the RPC that carries the run. The run's span is a child of the span in the context
+	// given to Run, or the root of a new trace when that context has none.
+	SpanLinks []trace.Link
 }
 
 // ApprovalRequest asks for a decision on a call.
@@ -357,6 +376,9 @@ func (a *Agent) Run(ctx context.Context, req *Request) iter.Seq2[Event, error] {
 			return
 		}
 		defer r.cancel(nil)
+		// A run that unwinds before finish (its consumer stopped reading) still ends its
+		// span and its metrics.
+		defer r.endTelemetry(EndCancelled, nil)
 		r.execute()
 	}
 }

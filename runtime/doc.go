@@ -60,4 +60,31 @@
 //
 // [Hooks] observe and steer a run; [Chain] folds several into one. See [Hooks] for the
 // rules.
+//
+// # Telemetry
+//
+// A run reports itself through OpenTelemetry, to [Config.TracerProvider] and
+// [Config.MeterProvider] (the global providers when nil, no-ops unless the program
+// installs an SDK). Its spans, named and attributed after the GenAI semantic conventions:
+//
+//	invoke_agent {agent}            the run; a child of the span in Run's context, or a
+//	│                               new trace's root; links: Request.SpanLinks
+//	├── chat {model}                one per model call attempt (a retry is a span of its own)
+//	├── await_approval {tool}       Request.Approve: the time a person takes to decide
+//	└── execute_tool {tool}         one per execution; gen_ai.tool.type is "function" for
+//	    └── await_client_tool {tool}  a client tool, whose Execute is the wait for the client
+//
+// Steers applied or dropped, interrupts, cancellation, cancelled calls, hook events and
+// hook stops are events of the run's span. A failed model call, a failed run (including
+// the step limit) and a failed tool call set status Error and error.type; a cancel, an
+// interrupt or a stop does not. The run's span also carries the usage and the end reason;
+// [RunStarted] carries its trace id.
+//
+// Message content, tool arguments and results, and hook event values go on spans only with
+// [Config.RecordContent]. Nothing is recorded per delta: a model call costs one span.
+//
+// Metrics: gen_ai.client.token.usage and gen_ai.client.operation.duration per model call,
+// agentd.runs.active, agentd.runs by agentd.run.end_reason, agentd.tool.duration and
+// agentd.approval.wait.duration. Client tools share the tool name "_client" in metrics, so
+// that clients cannot grow their series without bound.
 package runtime

@@ -43,6 +43,7 @@ type run struct {
 	finalText  string
 
 	finished      bool                    // finish ran
+	tel           runTelemetry            // the run's span and metric attributes
 	stopAfterTool *StopError              // a stop returned by an AfterTool hook
 	stepCancel    context.CancelCauseFunc // cancels the current step
 }
@@ -96,7 +97,6 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		}
 	}
 
-	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	runID, threadID := req.RunID, req.ThreadID
 	if runID == "" {
 		runID = a.newID("run")
@@ -106,14 +106,20 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	}
 	r.info = &RunInfo{RunID: runID, ThreadID: threadID, Agent: a.cfg.Name, Model: r.model.Name(), Metadata: req.Metadata}
 	r.info.emit = func(name string, value any) { r.hookQueue = append(r.hookQueue, &HookEvent{Name: name, Value: value}) }
-	switch {
-	case req.Hooks != nil && a.cfg.Hooks != nil:
-		r.hooks = Chain(a.log, req.Hooks, a.cfg.Hooks)
-	case req.Hooks != nil:
-		r.hooks = Chain(a.log, req.Hooks)
-	case a.cfg.Hooks != nil:
-		r.hooks = Chain(a.log, a.cfg.Hooks)
+	if req.Hooks != nil || a.cfg.Hooks != nil {
+		// Hook failures are logged with the run's id (and, through ctx, its trace).
+		log := a.log.With("run_id", runID)
+		switch {
+		case req.Hooks != nil && a.cfg.Hooks != nil:
+			r.hooks = Chain(log, req.Hooks, a.cfg.Hooks)
+		case req.Hooks != nil:
+			r.hooks = Chain(log, req.Hooks)
+		default:
+			r.hooks = Chain(log, a.cfg.Hooks)
+		}
 	}
+	// The run's span: everything below, hooks included, runs in its context.
+	r.ctx, r.cancel = context.WithCancelCause(r.startTelemetry(ctx))
 	r.transcript = make([]Message, 0, len(req.Messages)+8)
 	if a.cfg.System != "" {
 		r.transcript = append(r.transcript, SystemMessage(a.cfg.System))
@@ -193,6 +199,13 @@ func (r *run) flushHookEvents() bool {
 	for len(r.hookQueue) > 0 {
 		ev := r.hookQueue[0]
 		r.hookQueue = r.hookQueue[1:]
+		if r.tel.span.IsRecording() {
+			if r.a.tel.content {
+				r.event(eventHookEvent, attrHookEventName.String(ev.Name), attrHookEventValue.String(hookEventValue(ev.Value)))
+			} else {
+				r.event(eventHookEvent, attrHookEventName.String(ev.Name))
+			}
+		}
 		if !r.emit(ev) {
 			return false
 		}
@@ -207,7 +220,7 @@ func stopErr(err error) *StopError {
 }
 
 func (r *run) execute() {
-	if !r.emit(&RunStarted{RunID: r.info.RunID, ThreadID: r.info.ThreadID, Agent: r.a.cfg.Name, Model: r.info.Model, Resumed: r.req.Resume != nil}) {
+	if !r.emit(&RunStarted{RunID: r.info.RunID, ThreadID: r.info.ThreadID, Agent: r.a.cfg.Name, Model: r.info.Model, TraceID: r.traceID(), Resumed: r.req.Resume != nil}) {
 		return
 	}
 	if r.hooks != nil {
@@ -292,6 +305,7 @@ func (r *run) runStep() (done bool) {
 		r.transcript = append(r.transcript, m)
 		r.added = append(r.added, m)
 		stepMsgs = append(stepMsgs, m)
+		r.event(eventSteerApplied, attrSteerSeq.Int64(s.Seq), attrSteerInterrupt.Bool(s.Interrupt), attrStepID.String(stepID), attrMessageID.String(m.ID))
 		if !r.emit(&SteerApplied{Seq: s.Seq, StepID: stepID, MessageID: m.ID}) {
 			return true
 		}
@@ -335,6 +349,7 @@ func (r *run) runStep() (done bool) {
 			r.endOnContext(nil)
 			return true
 		case stepCtx.Err() != nil: // an interrupting steer: next step, new turn
+			r.event(eventInterrupted, attrStepID.String(stepID))
 			if !r.finishStep(stepID, FinishInterrupted, stepMsgs) {
 				return true
 			}
@@ -457,12 +472,16 @@ func (r *run) finishStep(stepID string, reason FinishReason, msgs []Message) boo
 }
 
 // callModel streams one model call, retrying failed calls that emitted nothing while
-// the hooks (or the error itself) ask for it and the budget allows.
+// the hooks (or the error itself) ask for it and the budget allows. Each attempt is a
+// chat span of its own; the deltas in between touch no telemetry.
 func (r *run) callModel(ctx context.Context, stepID string, mreq *ModelRequest) (Message, Usage, FinishReason, error) {
 	msgID := r.a.newID("msg")
 	for attempt := 1; ; attempt++ {
 		asm := newAssembler(r.emit, r.a.newID, r.executorOf, msgID, stepID)
-		msg, u, reason, err := r.streamOnce(ctx, asm, mreq)
+		cctx, span := r.startChat(ctx, mreq, attempt)
+		start := r.a.now()
+		msg, u, reason, err := r.streamOnce(cctx, asm, mreq)
+		r.endChat(ctx, span, start, msg, u, reason, err)
 		if err == nil || r.gone || ctx.Err() != nil {
 			return msg, u, reason, err
 		}
@@ -603,10 +622,12 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 			fin := &RunFinished{Reason: EndCancelled, Err: context.Cause(r.ctx), NewMessages: slices.Clip(r.added), Usage: r.usage}
 			r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
 		}
+		r.endTelemetry(EndCancelled, context.Cause(r.ctx))
 		return
 	}
 	r.takeSteers()
 	for _, s := range r.queued {
+		r.event(eventSteerDropped, attrSteerSeq.Int64(s.Seq), attrReason.String(reason.String()))
 		if !r.emit(&SteerApplied{Seq: s.Seq, Dropped: true, DropReason: "the run ended (" + reason.String() + ") before the steer could be applied"}) {
 			return
 		}
@@ -619,5 +640,8 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 			return
 		}
 	}
+	// The span ends before the consumer learns the run ended, so that whoever reads
+	// RunFinished finds the run's trace complete.
+	r.endTelemetry(reason, err)
 	r.emit(fin)
 }

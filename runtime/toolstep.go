@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // pcall is one tool call of a step on its way through preparation, approval and execution.
@@ -190,17 +192,23 @@ func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
 			c.parked = true
 			continue
 		}
-		d, err := r.askApproval(stepCtx, c, expires[c])
+		actx, span := r.startApproval(stepCtx, c)
+		start := r.a.now()
+		d, err := r.askApproval(actx, c, expires[c])
+		wait := r.a.now().Sub(start)
 		switch {
 		case errors.Is(err, ErrInterrupt):
+			r.endApproval(span, c, wait, "parked", DecidedByUnspecified, nil)
 			c.parked = true
 			continue
 		case stepCtx.Err() != nil:
+			r.endApproval(span, c, wait, OutcomeCancelled.String(), DecidedByRunEnd, nil)
 			if !r.resolveApproval(c, OutcomeCancelled, DecidedByRunEnd, "", r.endReason(stepCtx)) {
 				return false
 			}
 			continue
 		case errors.Is(err, context.DeadlineExceeded):
+			r.endApproval(span, c, wait, OutcomeExpired.String(), DecidedByTimeout, nil)
 			if !r.resolveApproval(c, OutcomeExpired, DecidedByTimeout, "", "nobody decided within "+r.req.ApprovalTimeout.String()) {
 				return false
 			}
@@ -221,6 +229,7 @@ func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
 		if d.Outcome != OutcomeApproved && d.Outcome != OutcomeDenied {
 			d = Decision{Outcome: OutcomeDenied, DecidedBy: d.DecidedBy, Reason: fmt.Sprintf("the decision had no valid outcome (%v)", d.Outcome)}
 		}
+		r.endApproval(span, c, wait, d.Outcome.String(), d.DecidedBy, err)
 		if !r.resolveApproval(c, d.Outcome, d.DecidedBy, c.Call.Arguments, d.Reason) {
 			return false
 		}
@@ -401,6 +410,7 @@ func (r *run) reportCancelled(pcs []*pcall, why string) bool {
 	if len(ids) == 0 {
 		return true
 	}
+	r.event(eventToolCallsCancelled, attrCallIDs.StringSlice(ids), attrReason.String(why))
 	return r.emit(&ToolCallsCancelled{CallIDs: ids, Reason: why})
 }
 
@@ -415,23 +425,32 @@ func (r *run) toolTimeout(c *pcall) time.Duration {
 // lets running calls finish). An error or a panic becomes an error result. A tool that
 // ignores its context past the timeout is abandoned: its goroutine ends when it returns,
 // and the run goes on without it.
+//
+// The call is an execute_tool span; a client tool's Execute, which is the wait for the
+// client's result, is also an await_client_tool span inside it.
 func (r *run) runTool(c *pcall) execDone {
-	ctx, cancel := context.WithTimeout(r.ctx, r.toolTimeout(c))
+	sctx, span := r.startTool(c)
+	ctx, cancel := context.WithTimeout(sctx, r.toolTimeout(c))
 	defer cancel()
+	var wait trace.Span
+	if c.entry.spec.Executor == ExecutorClient {
+		ctx, wait = r.startClientWait(ctx, c)
+	}
 	type ret struct {
-		out Output
-		err error
+		out      Output
+		err      error
+		panicked bool
 	}
 	ch := make(chan ret, 1)
 	start := r.a.now()
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				ch <- ret{err: fmt.Errorf("panic: %v", p)}
+				ch <- ret{err: fmt.Errorf("panic: %v", p), panicked: true}
 			}
 		}()
 		out, err := c.entry.tool.Execute(ctx, c.Call)
-		ch <- ret{out, err}
+		ch <- ret{out: out, err: err}
 	}()
 	var res ret
 	select {
@@ -448,18 +467,34 @@ func (r *run) runTool(c *pcall) execDone {
 	}
 	d := execDone{c: c, duration: r.a.now().Sub(start)}
 	name := c.Call.Name
+	var o toolOutcome
 	switch {
 	case errors.Is(res.err, ErrInterrupt):
 		d.parked = true
+		o.parked = true
 	case res.err == nil:
 		d.out = res.out
+		if res.out.IsError {
+			o.errType, o.errText = "tool_error", "the tool returned an error result"
+		}
 	case r.ctx.Err() != nil:
 		d.out = ErrorOutput(fmt.Sprintf("tool %s was cancelled: %s", name, r.endReason(r.ctx)))
+		o.cancelled = true
 	case errors.Is(res.err, context.DeadlineExceeded) && ctx.Err() != nil:
 		d.out = ErrorOutput(fmt.Sprintf("tool %s timed out after %s", name, r.toolTimeout(c)))
+		o.errType, o.errText = "timeout", d.out.Text
 	default:
 		d.out = ErrorOutput(fmt.Sprintf("tool %s failed: %v", name, res.err))
+		o.errType, o.errText = "tool_error", d.out.Text
+		if res.panicked {
+			o.errType = "panic"
+		}
 	}
+	if wait != nil {
+		r.endToolSpan(wait, d, o, false)
+	}
+	r.endToolSpan(span, d, o, true)
+	r.recordTool(c, d, o)
 	return d
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentd/agentd/runtime"
@@ -641,6 +643,12 @@ type RegistryOptions struct {
 	Logger *slog.Logger
 	// Hooks, if not nil, are every agent's own hooks (runtime.Config.Hooks).
 	Hooks runtime.Hooks
+	// TracerProvider, MeterProvider and RecordContent are every agent's telemetry
+	// (runtime.Config); nil providers mean the global ones, and content stays off the
+	// spans unless RecordContent is set.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	RecordContent  bool
 }
 
 // Registry holds the agents a server offers. It is immutable after [NewRegistry] and safe
@@ -826,6 +834,10 @@ func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts
 		ParallelTools: a.ParallelTools,
 		ToolTimeout:   time.Duration(a.ToolTimeout),
 		Logger:        opts.Logger,
+
+		TracerProvider: opts.TracerProvider,
+		MeterProvider:  opts.MeterProvider,
+		RecordContent:  opts.RecordContent,
 	})
 	if err != nil {
 		closeAll(closers)

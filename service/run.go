@@ -75,7 +75,7 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, Result: rf}
+	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, TraceId: ss.traceID, Result: rf}
 	if err := runStatus(rf.GetError(), resp); err != nil {
 		return nil, err
 	}
@@ -291,6 +291,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		return nil, nil, statusError(codes.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
 	}
 	s.runs.Add(1)
+	ctx, req.SpanLinks = s.runTraceContext(ctx)
 	ss.ctx, ss.cancel = context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.stopRuns, func() { ss.cancel(context.Cause(s.stopRuns)) })
 	ss.stopAfter = stop

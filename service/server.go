@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -46,6 +49,14 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// TracerProvider and MeterProvider are the runtime's (runtime.Config) for the agents of
+	// the registry New builds when Agents is nil; [NewRegistry] takes them from
+	// [RegistryOptions]. Nil means the global ones.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// Propagator reads the trace context a caller sends in the RPC's metadata, so that a
+	// run joins the caller's trace; nil means otel.GetTextMapPropagator().
+	Propagator propagation.TextMapPropagator
 }
 
 // Server implements agentdv1.AgentServiceServer. It is safe for concurrent use.
@@ -99,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.HeartbeatInterval = 15 * time.Second
 	}
 	if cfg.Agents == nil {
-		reg, err := NewRegistry(DefaultAgentsConfig(), RegistryOptions{Logger: cfg.Logger})
+		reg, err := NewRegistry(DefaultAgentsConfig(), RegistryOptions{Logger: cfg.Logger, TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider})
 		if err != nil {
 			return nil, err
 		}

@@ -49,6 +49,8 @@ type session struct {
 	stopAfter func() bool
 	// started, if set, is called once run_started has been sent.
 	started func()
+	// traceID is the run's trace id, from run_started; set on the run's goroutine.
+	traceID string
 
 	// Set up before the run starts, read-only after.
 	startMsgs  []*agentdv1.Message         // the client's history, normalised
@@ -424,6 +426,7 @@ func (ss *session) emit(ev runtime.Event) error {
 	pe := eventToProto(ev)
 	switch e := ev.(type) {
 	case *runtime.RunStarted:
+		ss.traceID = e.TraceID
 		pe.GetRunStarted().RequestId = ss.reqID
 		if err := ss.sendEvent(pe); err != nil {
 			return err

@@ -58,6 +58,8 @@ type config struct {
 	clientCA        string
 	rateLimit       float64
 	rateBurst       int
+	metricsListen   string
+	recordContent   bool
 }
 
 // parseConfig reads flags from args, then fills every flag not given on the command line
@@ -83,6 +85,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 100, "calls a caller may make at once, before --rate-limit paces it (the token bucket's size)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
 	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and approval decision of every run (arguments redacted)")
+	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
+	fs.BoolVar(&cfg.recordContent, "record-content", false, "record prompts, model output, tool arguments and tool results on trace spans (gen_ai.input.messages, …); off by default, as they may hold personal data")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: agentd [flags]\n\nagentd runs AI agents behind gRPC (agentd.v1.AgentService).\n"+
 			"Each flag may also be set as AGENTD_<FLAG> in the environment (--listen: AGENTD_LISTEN).\n\nFlags:\n")
@@ -137,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	log := slog.New(traceHandler{slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel})})
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return err
@@ -150,6 +154,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // SHUTDOWN with a continuation, and whatever is still open after cfg.shutdownTimeout is
 // closed.
 func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) error {
+	// Telemetry first, so the stats handler and the agents find it; it is flushed last,
+	// once every run and RPC has ended.
+	tel, err := setupTelemetry(ctx, cfg, log)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	defer tel.shutdown(log)
 	// Server-wide hooks: serverOptions puts their interceptors after auth and rate
 	// limiting and before recovery; the first one's hook runs first, then each agent's
 	// own hooks (from the agents file).
@@ -167,7 +179,7 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 		lis.Close()
 		return err
 	}
-	srv, err := newServer(cfg, log)
+	srv, err := newServer(cfg, log, tel)
 	if err != nil {
 		lis.Close()
 		return err
@@ -204,8 +216,11 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	return nil
 }
 
-// newServer builds the service from the configuration.
-func newServer(cfg config, log *slog.Logger) (*service.Server, error) {
+// newServer builds the service from the configuration; tel may be nil.
+func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, error) {
+	if tel == nil {
+		tel = &telemetry{}
+	}
 	agents := service.DefaultAgentsConfig()
 	if cfg.config != "" {
 		var err error
@@ -213,7 +228,10 @@ func newServer(cfg config, log *slog.Logger) (*service.Server, error) {
 			return nil, err
 		}
 	}
-	reg, err := service.NewRegistry(agents, service.RegistryOptions{ModelOverride: cfg.model, DemoDelay: cfg.demoDelay, Logger: log})
+	reg, err := service.NewRegistry(agents, service.RegistryOptions{
+		ModelOverride: cfg.model, DemoDelay: cfg.demoDelay, Logger: log,
+		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider, RecordContent: cfg.recordContent,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -221,5 +239,8 @@ func newServer(cfg config, log *slog.Logger) (*service.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return service.New(service.Config{Agents: reg, Logger: log, ContinuationKey: key, MaxConcurrentRuns: cfg.maxRuns})
+	return service.New(service.Config{
+		Agents: reg, Logger: log, ContinuationKey: key, MaxConcurrentRuns: cfg.maxRuns,
+		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider,
+	})
 }

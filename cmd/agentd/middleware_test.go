@@ -101,7 +101,7 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newServer(cfg, log)
+	srv, err := newServer(cfg, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
