@@ -76,6 +76,17 @@ type AgentConfig struct {
 	AllowModelOverride bool `yaml:"allow_model_override,omitempty"`
 	// Hooks enables and tunes the agent's built-in and remote hooks.
 	Hooks HooksConfig `yaml:"hooks,omitempty"`
+	// BaseURL is the provider's server for this agent (an OpenAI-compatible server such
+	// as Ollama, vLLM or OpenRouter); empty means OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
+	BaseURL string `yaml:"base_url,omitempty"`
+	// APIKeyEnv names the environment variable holding this agent's key; empty means
+	// OPENAI_API_KEY / ANTHROPIC_API_KEY. Keys never appear in the file.
+	APIKeyEnv string `yaml:"api_key_env,omitempty"`
+	// Settings tunes the agent's model calls.
+	Settings ModelSettings `yaml:"settings,omitempty"`
+	// FallbackModels are tried in order when the model fails before it streams anything
+	// and its retries are spent.
+	FallbackModels []string `yaml:"fallback_models,omitempty"`
 }
 
 // PolicyConfig is an agent's tool policy.
@@ -724,7 +735,7 @@ func NewRegistry(cfg *AgentsConfig, opts RegistryOptions) (*Registry, error) {
 	}
 	resolve := opts.Resolve
 	if resolve == nil {
-		resolve = NewModelResolver(BuiltinModelProviders(opts.DemoDelay)...)
+		resolve = NewModelResolver(append(BuiltinModelProviders(opts.DemoDelay), ProviderModelProviders()...)...)
 	}
 	r := &Registry{byName: map[string]*AgentEntry{}, models: map[string]runtime.Model{}, resolve: resolve}
 	defIdx := cfg.defaultIndex()
@@ -762,7 +773,7 @@ func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts
 	if spec == "" {
 		return nil, c.errorf(i, nil, "model: required (for example demo or workload:medium)")
 	}
-	model, err := resolve(spec)
+	model, err := a.resolveModel(spec, resolve)
 	if err != nil {
 		if override != "" {
 			return nil, fmt.Errorf("model override %q for the default agent %q: %w", override, a.Name, err)
@@ -833,6 +844,7 @@ func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts
 		MaxSteps:      maxSteps,
 		ParallelTools: a.ParallelTools,
 		ToolTimeout:   time.Duration(a.ToolTimeout),
+		Settings:      a.Settings.callSettings(),
 		Logger:        opts.Logger,
 
 		TracerProvider: opts.TracerProvider,

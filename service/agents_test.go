@@ -240,7 +240,7 @@ func registryFromFile(path string) (*service.Registry, error) {
 }
 
 func TestLoadAgentsFileErrors(t *testing.T) {
-	supported := "supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large (openai:… and anthropic:… arrive with the provider adapters)"
+	supported := "supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large, openai:<model>, anthropic:<model>"
 	tests := []struct {
 		file string
 		want []string // the error's lines, after the file name
@@ -254,7 +254,7 @@ func TestLoadAgentsFileErrors(t *testing.T) {
 		{"unknown_policy_tool.yaml", []string{`:6: agent "ops": policy.tools.delete_everything: unknown tool "delete_everything"; known tools: current_time, calculate, save_note, echo, add`}},
 		{"policy_tool_not_in_agent.yaml", []string{`:7: agent "ops": policy.tools.save_note: tool "save_note" is not one of the agent's tools (calculate)`}},
 		{"bad_approval.yaml", []string{`:5: agent "ops": policy.approval: invalid approval "sometimes": want auto, ask or always`}},
-		{"unknown_model.yaml", []string{`:6: agent "writer": model "openai:gpt-4.1-mini": unknown model: no provider "openai"; ` + supported}},
+		{"unknown_model.yaml", []string{`:6: agent "writer": model "gemini:gemini-2.5-pro": unknown model: no provider "gemini"; ` + supported}},
 		{"bad_workload_size.yaml", []string{`:3: agent "bench": model "workload:huge": unknown model: workload: no workload size "huge"; ` + supported}},
 		{"missing_model.yaml", []string{`:2: agent "ops": model: required (for example demo or workload:medium)`}},
 		{"bad_duration.yaml", []string{`:4: agent "ops": tool_timeout: invalid duration "thirty seconds": want a duration such as 30s, 2m or 1m30s`}},
@@ -332,8 +332,8 @@ func TestNewRegistryConfigErrors(t *testing.T) {
 		{
 			"bad override",
 			*service.DefaultAgentsConfig(),
-			service.RegistryOptions{ModelOverride: "openai:gpt-4.1-mini"},
-			`model override "openai:gpt-4.1-mini" for the default agent "demo": model "openai:gpt-4.1-mini": unknown model: no provider "openai"; supported models: `,
+			service.RegistryOptions{ModelOverride: "gemini:gemini-2.5-pro"},
+			`model override "gemini:gemini-2.5-pro" for the default agent "demo": model "gemini:gemini-2.5-pro": unknown model: no provider "gemini"; supported models: `,
 		},
 		{
 			"bad tool policy approval",
@@ -383,7 +383,7 @@ func TestRegistryResolveModel(t *testing.T) {
 		{spec: "workload", wantErr: `model "workload": unknown model: workload: no workload size ""`},
 		{spec: "workload:huge", wantErr: `model "workload:huge": unknown model: workload: no workload size "huge"`},
 		{spec: "demo:gpt", wantErr: `model "demo:gpt": unknown model: the demo provider has one model, demo:agentd-demo`},
-		{spec: "openai:gpt-4.1-mini", wantErr: `no provider "openai"; supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large (openai:… and anthropic:… arrive with the provider adapters)`},
+		{spec: "gemini:gemini-2.5-pro", wantErr: `no provider "gemini"; supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large, openai:<model>, anthropic:<model>`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

@@ -1,0 +1,167 @@
+package anthropic
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"os"
+	"time"
+
+	ant "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/retry"
+)
+
+// Provider is the provider part of the names of this package's models.
+const Provider = "anthropic"
+
+// DefaultMaxTokens is max_tokens when neither the request nor the Config sets it.
+const DefaultMaxTokens = 8192
+
+// Config configures a [Model].
+type Config struct {
+	// Model is the model's name: "claude-sonnet-4-5", "claude-opus-4-1"; required.
+	Model string
+	// APIKey authenticates the calls; empty means ANTHROPIC_API_KEY, else the SDK's
+	// credential chain (ANTHROPIC_AUTH_TOKEN, ANTHROPIC_PROFILE, …).
+	APIKey string
+	// BaseURL is the API's root; empty means ANTHROPIC_BASE_URL, else
+	// https://api.anthropic.com.
+	BaseURL string
+	// HTTPClient makes the requests; nil means the SDK's default, with a connection pool
+	// of the Model's own. Its timeout, if any, bounds a whole streamed call.
+	HTTPClient *http.Client
+
+	// MaxTokens is each call's max_tokens; 0 means DefaultMaxTokens, plus the thinking
+	// budget. A request's CallSettings.MaxOutputTokens takes precedence.
+	MaxTokens int64
+	// ThinkingBudget, when positive, turns extended thinking on with that many tokens
+	// (thinking.type "enabled"); it must be less than max_tokens.
+	ThinkingBudget int64
+	// AdaptiveThinking lets the model decide how much to think (thinking.type
+	// "adaptive"), on models that support it; it takes precedence over ThinkingBudget.
+	AdaptiveThinking bool
+
+	// MaxRetries bounds the retries of a call that failed before its first event: 0
+	// means 2, negative none (see package openai's documentation, which this package
+	// follows).
+	MaxRetries int
+	// RetryBackoff is the wait before the first retry, doubled for each next one, with
+	// jitter, at most 30 s; a server's retry-after replaces it. 0 means 500 ms.
+	RetryBackoff time.Duration
+}
+
+// Model is a Messages API model. It is safe for concurrent use.
+type Model struct {
+	cfg    Config
+	name   string
+	client ant.Client
+	policy retry.Policy
+	// sleep waits between retries; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var _ runtime.Model = (*Model)(nil)
+
+// New returns a model for cfg. The API key and base URL left empty in cfg are read from
+// ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL now.
+func New(cfg Config) (*Model, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("anthropic: Config.Model is required")
+	}
+	if cfg.MaxTokens == 0 {
+		cfg.MaxTokens = DefaultMaxTokens + max(cfg.ThinkingBudget, 0)
+	}
+	if cfg.ThinkingBudget > 0 && !cfg.AdaptiveThinking && cfg.ThinkingBudget >= cfg.MaxTokens {
+		return nil, fmt.Errorf("anthropic: ThinkingBudget %d must be less than MaxTokens %d", cfg.ThinkingBudget, cfg.MaxTokens)
+	}
+	key := cmp.Or(cfg.APIKey, os.Getenv("ANTHROPIC_API_KEY"))
+	base := cmp.Or(cfg.BaseURL, os.Getenv("ANTHROPIC_BASE_URL"))
+	// Retries are the adapter's, not the SDK's, so that they stop at the first delta
+	// and are under test.
+	opts := []option.RequestOption{option.WithMaxRetries(0)}
+	if key != "" {
+		opts = append(opts, option.WithAPIKey(key))
+	}
+	if base != "" {
+		opts = append(opts, option.WithBaseURL(base))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Model{
+		cfg:    cfg,
+		name:   Provider + ":" + cfg.Model,
+		client: ant.NewClient(opts...),
+		policy: retry.NewPolicy(cfg.MaxRetries, cfg.RetryBackoff),
+		sleep:  retry.Sleep,
+	}, nil
+}
+
+// Name returns "anthropic:<model>".
+func (m *Model) Name() string { return m.name }
+
+// Stream calls the model, retrying as the package documentation says. The sequence ends
+// with a ModelFinish event, or with an error: a [*ProviderError], or ctx's error when ctx
+// is done. It is single-use and starts no goroutine; breaking out of it closes the HTTP
+// stream.
+func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+	return func(yield func(runtime.ModelEvent, error) bool) {
+		if req == nil {
+			req = &runtime.ModelRequest{}
+		}
+		params, err := m.params(req)
+		if err != nil {
+			yield(runtime.ModelEvent{}, &ProviderError{Err: err})
+			return
+		}
+		for attempt := 1; ; attempt++ {
+			emitted, stopped, pe := m.streamOnce(ctx, params, yield)
+			if pe == nil || stopped {
+				return
+			}
+			if ctx.Err() != nil {
+				yield(runtime.ModelEvent{}, ctx.Err())
+				return
+			}
+			pe.Emitted, pe.Attempts = emitted, attempt
+			if pe.Transient && !emitted {
+				if d, ok := m.policy.Delay(attempt, pe.RetryAfter); ok {
+					if err := m.sleep(ctx, d); err != nil {
+						yield(runtime.ModelEvent{}, err)
+						return
+					}
+					continue
+				}
+				// Without retries of its own, the adapter leaves them to the runtime.
+				pe.retryable = m.cfg.MaxRetries < 0 && (pe.RetryAfter == 0 || pe.RetryAfter <= m.policy.MaxRetryAfter)
+			}
+			yield(runtime.ModelEvent{}, pe)
+			return
+		}
+	}
+}
+
+// streamOnce makes one call and yields its events. It reports whether it yielded any,
+// and whether the consumer stopped.
+func (m *Model) streamOnce(ctx context.Context, params ant.MessageNewParams, yield func(runtime.ModelEvent, error) bool) (emitted, stopped bool, err *ProviderError) {
+	var res *http.Response
+	stream := m.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	defer stream.Close()
+	d := decoder{yield: yield}
+	for stream.Next() {
+		if !d.event(stream.Current()) {
+			return true, true, nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return d.emitted, false, classify(err, res)
+	}
+	ok, err := d.finish()
+	return d.emitted, !ok, err
+}

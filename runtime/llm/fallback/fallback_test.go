@@ -1,0 +1,150 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/fallback"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// model is a fake model whose Stream yields events, then err if it is not nil, and
+// counts its calls.
+type model struct {
+	name   string
+	events []runtime.ModelEvent
+	err    error
+	calls  int
+}
+
+func (m *model) Name() string { return m.name }
+
+func (m *model) Stream(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+	m.calls++
+	return func(yield func(runtime.ModelEvent, error) bool) {
+		for _, ev := range m.events {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if m.err != nil {
+			yield(runtime.ModelEvent{}, m.err)
+		}
+	}
+}
+
+type retryableErr struct{ retry bool }
+
+func (e retryableErr) Error() string   { return "overloaded" }
+func (e retryableErr) Retryable() bool { return e.retry }
+
+func collect(ctx context.Context, m runtime.Model) ([]runtime.ModelEvent, error) {
+	var evs []runtime.ModelEvent
+	for ev, err := range m.Stream(ctx, &runtime.ModelRequest{}) {
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+var answer = []runtime.ModelEvent{rt.Text("hi"), rt.Finish(runtime.FinishStop)}
+
+func TestFallsBackBeforeEmitting(t *testing.T) {
+	a := &model{name: "openai:gpt-4.1", err: retryableErr{}}
+	b := &model{name: "anthropic:claude", err: errors.New("down")}
+	c := &model{name: "openai:llama3.2", events: answer}
+	m := fallback.New(a, b, c)
+	if got := m.Name(); got != "openai:gpt-4.1" {
+		t.Errorf("Name() = %q, want the first model's", got)
+	}
+	got, err := collect(t.Context(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(answer, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if a.calls != 1 || b.calls != 1 || c.calls != 1 {
+		t.Errorf("calls = %d, %d, %d; want one each", a.calls, b.calls, c.calls)
+	}
+}
+
+func TestPassesThroughOnceEmitted(t *testing.T) {
+	broken := errors.New("connection dropped")
+	a := &model{name: "a", events: []runtime.ModelEvent{rt.Text("par")}, err: broken}
+	b := &model{name: "b", events: answer}
+	got, err := collect(t.Context(), fallback.New(a, b))
+	if !errors.Is(err, broken) {
+		t.Errorf("error %v, want the first model's", err)
+	}
+	if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("par")}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if b.calls != 0 {
+		t.Error("the fallback was called after the first model had emitted")
+	}
+}
+
+func TestAllFail(t *testing.T) {
+	e1, e2 := retryableErr{retry: true}, retryableErr{retry: false}
+	_, err := collect(t.Context(), fallback.New(&model{name: "a", err: e1}, &model{name: "b", err: e2}))
+	fe, ok := errors.AsType[*fallback.Error](err)
+	if !ok {
+		t.Fatalf("error %v (%T), want a *fallback.Error", err, err)
+	}
+	if len(fe.Errors) != 2 || fe.Errors[0].Model != "a" || fe.Errors[1].Model != "b" {
+		t.Errorf("Errors = %+v", fe.Errors)
+	}
+	if got, want := err.Error(), "every model failed: a: overloaded; b: overloaded"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if fe.Retryable() {
+		t.Error("Retryable() with a model that says no")
+	}
+	if !errors.Is(err, e2) {
+		t.Error("errors.Is does not see the models' errors")
+	}
+	_, err = collect(t.Context(), fallback.New(&model{name: "a", err: e1}, &model{name: "b", err: e1}))
+	if fe, _ := errors.AsType[*fallback.Error](err); fe == nil || !fe.Retryable() {
+		t.Error("not Retryable() when every model says yes")
+	}
+}
+
+func TestCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	b := &model{name: "b", events: answer}
+	_, err := collect(ctx, fallback.New(&model{name: "a", err: context.Canceled}, b))
+	if !errors.Is(err, context.Canceled) || b.calls != 0 {
+		t.Errorf("error %v after %d fallback calls; want context.Canceled and none", err, b.calls)
+	}
+}
+
+func TestBreak(t *testing.T) {
+	b := &model{name: "b", events: answer}
+	for range fallback.New(&model{name: "a", err: errors.New("down")}, b).Stream(t.Context(), &runtime.ModelRequest{}) {
+		break
+	}
+	if b.calls != 1 {
+		t.Errorf("%d calls of the fallback, want 1", b.calls)
+	}
+}
+
+func TestOne(t *testing.T) {
+	a := &model{name: "a"}
+	if fallback.New(a) != runtime.Model(a) {
+		t.Error("New of one model did not return it")
+	}
+}

@@ -1,0 +1,50 @@
+// Package openai adapts the Chat Completions API to [runtime.Model], with OpenAI's
+// official Go SDK (github.com/openai/openai-go/v3). It speaks to the OpenAI API and to
+// every OpenAI-compatible server (Ollama, vLLM, the llama.cpp server, OpenRouter,
+// LM Studio) through [Config.BaseURL].
+//
+// A call streams (stream_options.include_usage set) and is normalised to the runtime's
+// model events:
+//
+//   - delta.content and delta.refusal become text deltas; delta.reasoning_content (or
+//     delta.reasoning), where a compatible server streams one, becomes reasoning deltas.
+//   - delta.tool_calls become tool-call deltas carrying the server's id, name, argument
+//     fragment and index. The index is -1 when the server leaves it out. The runtime joins
+//     fragments by id, falling back to the index: a server that numbers every parallel
+//     call 0 (Ollama) but sends a fresh id with each is handled, and so is one that sends
+//     no index at all.
+//   - The usage of the final chunk becomes one usage event; the finish reason
+//     (stop, length, tool_calls, content_filter) becomes the finish event, sent when the
+//     stream ends. A "stop" after tool calls is reported as tool calls. A stream that
+//     ends without a finish reason fails with an error that wraps
+//     [runtime.ErrMissingFinishReason].
+//
+// The transcript converts to Chat Completions messages: system messages as system
+// messages; user text and media (images as image_url parts, PDFs as file parts); an
+// assistant message's text as its content, its tool calls with their exact argument
+// text, and its reasoning as reasoning_content (see [Config.OmitReasoning]); each tool
+// result as a tool message, its output's text or JSON as the content, prefixed with
+// "Error: " when it failed. Images a tool returned follow the tool messages in a user
+// message, since tool messages carry text only.
+//
+// # Retries
+//
+// A call that fails before its first event (HTTP 408, 409, 429 and 5xx, an error event
+// at the start of the stream, a refused, reset or dropped connection) is retried inside
+// [Model.Stream], up to [Config.MaxRetries] times (2 by default), after the server's
+// Retry-After (or retry-after-ms) when it sends one, else after an exponential backoff
+// with jitter from [Config.RetryBackoff]. The SDK's own retries are off, so these are the
+// only ones. Nothing is retried once an event has been yielded: a failure then ends the
+// sequence with a [*ProviderError] whose Emitted field is set.
+//
+// The final error is a [*ProviderError] whose Retryable method reports false once the
+// adapter has retried, so that the runtime does not retry the call a second time. With
+// MaxRetries negative the adapter does not retry, and Retryable reports whether a retry
+// may help, leaving retries to the runtime (which does not read Retry-After).
+//
+// # Cancellation and keys
+//
+// Cancelling the context, or breaking out of the sequence, closes the HTTP stream at
+// once. The API key comes from [Config.APIKey] or OPENAI_API_KEY and is sent in the
+// Authorization header only; no error or log line of this package contains it.
+package openai

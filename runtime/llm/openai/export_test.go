@@ -1,0 +1,10 @@
+package openai
+
+import (
+	"context"
+	"time"
+)
+
+// SetSleep replaces the wait between retries, so that tests see the waits without
+// waiting.
+func SetSleep(m *Model, sleep func(ctx context.Context, d time.Duration) error) { m.sleep = sleep }

@@ -1,0 +1,164 @@
+package openai
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"os"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/retry"
+)
+
+// Provider is the provider part of the names of this package's models.
+const Provider = "openai"
+
+// Config configures a [Model].
+type Config struct {
+	// Model is the model's name at the server: "gpt-4.1-mini", "llama3.2"; required.
+	Model string
+	// APIKey authenticates the calls; empty means OPENAI_API_KEY. The OpenAI API needs
+	// one; a local server such as Ollama takes any, or none.
+	APIKey string
+	// BaseURL is the API's root, such as "http://localhost:11434/v1" for Ollama; empty
+	// means OPENAI_BASE_URL, else the OpenAI API (https://api.openai.com/v1).
+	BaseURL string
+	// HTTPClient makes the requests; nil means the SDK's default, with a connection pool
+	// of the Model's own. Its timeout, if any, bounds a whole streamed call.
+	HTTPClient *http.Client
+
+	// MaxTokens bounds each call's output (max_completion_tokens); 0 leaves it to the
+	// server. A request's CallSettings.MaxOutputTokens takes precedence.
+	MaxTokens int64
+	// Temperature and TopP, when set, are each call's; a request's CallSettings take
+	// precedence.
+	Temperature, TopP *float64
+	// ReasoningEffort ("minimal", "low", "medium", "high") is sent to reasoning models;
+	// empty leaves it out.
+	ReasoningEffort string
+	// OmitReasoning leaves the transcript's reasoning out of requests. By default an
+	// assistant message's reasoning goes back as its reasoning_content, the field in
+	// which compatible servers (vLLM, llama.cpp, DeepSeek) stream it and read it back.
+	OmitReasoning bool
+
+	// MaxRetries bounds the retries of a call that failed before its first event: 0
+	// means 2, negative none (see the package documentation).
+	MaxRetries int
+	// RetryBackoff is the wait before the first retry, doubled for each next one, with
+	// jitter, at most 30 s; a server's Retry-After replaces it. 0 means 500 ms.
+	RetryBackoff time.Duration
+}
+
+// Model is a Chat Completions model. It is safe for concurrent use.
+type Model struct {
+	cfg    Config
+	name   string
+	client oai.Client
+	policy retry.Policy
+	// sleep waits between retries; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var _ runtime.Model = (*Model)(nil)
+
+// New returns a model for cfg. The API key and base URL left empty in cfg are read
+// from OPENAI_API_KEY and OPENAI_BASE_URL now; with neither a key nor a base URL, New
+// fails, since the OpenAI API would refuse every call.
+func New(cfg Config) (*Model, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("openai: Config.Model is required")
+	}
+	key := cmp.Or(cfg.APIKey, os.Getenv("OPENAI_API_KEY"))
+	base := cmp.Or(cfg.BaseURL, os.Getenv("OPENAI_BASE_URL"))
+	if key == "" && base == "" {
+		return nil, errors.New("openai: no API key: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server")
+	}
+	// Retries are the adapter's, not the SDK's, so that they stop at the first delta
+	// and are under test.
+	opts := []option.RequestOption{option.WithMaxRetries(0)}
+	if key != "" {
+		opts = append(opts, option.WithAPIKey(key))
+	}
+	if base != "" {
+		opts = append(opts, option.WithBaseURL(base))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Model{
+		cfg:    cfg,
+		name:   Provider + ":" + cfg.Model,
+		client: oai.NewClient(opts...),
+		policy: retry.NewPolicy(cfg.MaxRetries, cfg.RetryBackoff),
+		sleep:  retry.Sleep,
+	}, nil
+}
+
+// Name returns "openai:<model>".
+func (m *Model) Name() string { return m.name }
+
+// Stream calls the model, retrying as the package documentation says. The sequence ends
+// with a ModelFinish event, or with an error: a [*ProviderError], or ctx's error when ctx
+// is done. It is single-use and starts no goroutine; breaking out of it closes the HTTP
+// stream.
+func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+	return func(yield func(runtime.ModelEvent, error) bool) {
+		if req == nil {
+			req = &runtime.ModelRequest{}
+		}
+		params, err := m.params(req)
+		if err != nil {
+			yield(runtime.ModelEvent{}, &ProviderError{Err: err})
+			return
+		}
+		for attempt := 1; ; attempt++ {
+			emitted, stopped, pe := m.streamOnce(ctx, params, yield)
+			if pe == nil || stopped {
+				return
+			}
+			if ctx.Err() != nil {
+				yield(runtime.ModelEvent{}, ctx.Err())
+				return
+			}
+			pe.Emitted, pe.Attempts = emitted, attempt
+			if pe.Transient && !emitted {
+				if d, ok := m.policy.Delay(attempt, pe.RetryAfter); ok {
+					if err := m.sleep(ctx, d); err != nil {
+						yield(runtime.ModelEvent{}, err)
+						return
+					}
+					continue
+				}
+				// Without retries of its own, the adapter leaves them to the runtime.
+				pe.retryable = m.cfg.MaxRetries < 0 && (pe.RetryAfter == 0 || pe.RetryAfter <= m.policy.MaxRetryAfter)
+			}
+			yield(runtime.ModelEvent{}, pe)
+			return
+		}
+	}
+}
+
+// streamOnce makes one call and yields its events. It reports whether it yielded any,
+// and whether the consumer stopped.
+func (m *Model) streamOnce(ctx context.Context, params oai.ChatCompletionNewParams, yield func(runtime.ModelEvent, error) bool) (emitted, stopped bool, err *ProviderError) {
+	var res *http.Response
+	stream := m.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	defer stream.Close()
+	d := decoder{yield: yield}
+	for stream.Next() {
+		if !d.chunk(stream.Current()) {
+			return true, true, nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return d.emitted, false, classify(err, res)
+	}
+	ok, err := d.finish()
+	return d.emitted, !ok, err
+}
