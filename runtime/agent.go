@@ -39,6 +39,9 @@ type Config struct {
 	ParallelTools int
 	// ToolTimeout bounds a call whose tool names no timeout; 0 means one minute.
 	ToolTimeout time.Duration
+	// MaxToolOutput bounds the bytes of a tool's output the model reads (text or JSON);
+	// a longer one is cut, with a note saying so. 0 means 64 KiB, negative no limit.
+	MaxToolOutput int
 	// MaxModelRetries bounds the retries of a failed model call; 0 means 2, negative none.
 	MaxModelRetries int
 	// RetryBackoff is the wait before the first retry, doubled for each next one (with
@@ -96,6 +99,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if a.cfg.ToolTimeout <= 0 {
 		a.cfg.ToolTimeout = time.Minute
+	}
+	if a.cfg.MaxToolOutput == 0 {
+		a.cfg.MaxToolOutput = 64 << 10
 	}
 	switch {
 	case cfg.MaxModelRetries == 0:

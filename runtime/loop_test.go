@@ -720,3 +720,25 @@ func TestRule4_DeltasNeverSplitACharacter(t *testing.T) {
 		t.Errorf("final text %q", got)
 	}
 }
+
+func TestToolOutputLongerThanTheLimitIsCutWithANote(t *testing.T) {
+	big := rt.Tool("big", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		return runtime.Output{Text: strings.Repeat("é", 100)}, nil // 200 bytes
+	})
+	bigJSON := rt.Tool("bigjson", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		return runtime.Output{JSON: []byte(`{"rows":"` + strings.Repeat("x", 200) + `"}`)}, nil
+	})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "big", `{}`, "bigjson", `{}`), rt.Say("ok")}}
+	a := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{big, bigJSON}, MaxToolOutput: 51})
+	evs, _ := run(t, a, t.Context(), &runtime.Request{})
+	res := eventsOf[*runtime.ToolCallResult](evs)
+	if got := res[0].Result.Output.Text; !strings.HasPrefix(got, strings.Repeat("é", 25)+"\n\n[the output was 200 bytes; only the first 50 are shown") {
+		t.Errorf("text output %q, want it cut at a character boundary with a note", got)
+	}
+	if o := res[1].Result.Output; o.JSON != nil || !strings.Contains(o.Text, "only the first 51 are shown") {
+		t.Errorf("JSON output %+v, want it cut to text with a note", o)
+	}
+	if got := m.Requests()[1].Messages; !strings.Contains(got[len(got)-1].Parts[0].ToolResult.Output.Text, "the output was 200 bytes") {
+		t.Error("the model did not read the note")
+	}
+}

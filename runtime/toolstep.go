@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -512,6 +513,7 @@ func (r *run) reportResult(c *pcall) bool {
 			r.stopAfterTool = se
 		}
 	}
+	c.Result = limitOutput(c.Result, r.a.cfg.MaxToolOutput)
 	return r.emit(&ToolCallResult{Result: ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Output: c.Result}, Duration: c.duration})
 }
 
@@ -599,4 +601,27 @@ func (r *run) endToolStep(stepID string, reason FinishReason, stepMsgs []Message
 	r.finishStep(stepID, FinishInterrupted, stepMsgs)
 	r.endOnContext(nil)
 	return true
+}
+
+// limitOutput cuts an output longer than max bytes (text, or JSON, which then becomes
+// text since cut JSON is no JSON), on a character boundary, and says so in words the
+// model can act on. A negative max is no limit.
+func limitOutput(o Output, max int) Output {
+	if max < 0 {
+		return o
+	}
+	full := o.Text
+	if o.JSON != nil {
+		full = string(o.JSON)
+	}
+	if len(full) <= max {
+		return o
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(full[cut]) {
+		cut--
+	}
+	o.JSON = nil
+	o.Text = full[:cut] + fmt.Sprintf("\n\n[the output was %d bytes; only the first %d are shown. Ask the tool for less, or for a narrower part.]", len(full), cut)
+	return o
 }
