@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// dial returns a client of agentd at c.addr. The connection is made lazily, at the first
+// call; close ends it.
+func dial(c connConfig) (client agentdv1.AgentServiceClient, close func(), err error) {
+	creds := insecure.NewCredentials()
+	if !c.plaintext {
+		cfg, err := clientTLS(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.authority != "" {
+		opts = append(opts, grpc.WithAuthority(c.authority))
+	}
+	conn, err := grpc.NewClient(c.addr, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--addr %s: %w", c.addr, err)
+	}
+	return agentdv1.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+// clientTLS builds the TLS configuration the connection flags describe.
+func clientTLS(c connConfig) (*tls.Config, error) {
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         c.servername,
+		InsecureSkipVerify: c.insecure, //nolint:gosec // asked for with --insecure, as in grpcurl
+	}
+	if c.cacert != "" {
+		pem, err := os.ReadFile(c.cacert)
+		if err != nil {
+			return nil, fmt.Errorf("--cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--cacert %s: no PEM certificates in it", c.cacert)
+		}
+		cfg.RootCAs = pool
+	}
+	if c.cert != "" {
+		pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert/--key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// outgoingHeaders puts the -H metadata on ctx, expanding ${NAME} from the environment
+// when --expand-headers says so.
+func outgoingHeaders(ctx context.Context, c connConfig, getenv func(string) string) (context.Context, error) {
+	if len(c.headers) == 0 {
+		return ctx, nil
+	}
+	md := metadata.MD{}
+	var missing []string
+	for _, h := range c.headers {
+		name, value, err := parseHeader(h)
+		if err != nil {
+			return ctx, err
+		}
+		if c.expandHeaders {
+			value = os.Expand(value, func(k string) string {
+				v := getenv(k)
+				if v == "" {
+					missing = append(missing, k)
+				}
+				return v
+			})
+		}
+		md.Append(name, value)
+	}
+	if len(missing) > 0 {
+		return ctx, fmt.Errorf("--expand-headers: %s not set in the environment", strings.Join(missing, ", "))
+	}
+	return metadata.NewOutgoingContext(ctx, md), nil
+}
+
+// describeErr turns an RPC error into a line for a person: code, agentd's reason, message,
+// and a hint where a flag would fix it.
+func describeErr(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := st.Code().String()
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() != "" {
+			msg += " (" + ei.GetReason() + ")"
+		}
+	}
+	msg += ": " + st.Message()
+	switch {
+	case strings.Contains(st.Message(), "first record does not look like a TLS handshake"):
+		msg += "\n  the server does not speak TLS: add --plaintext"
+	case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "tls:"):
+		msg += "\n  the TLS handshake failed: check --cacert, --servername, or --insecure to skip verification"
+	case st.Code() == codes.Unauthenticated:
+		msg += "\n  send a token with -H 'authorization: Bearer <token>'"
+	}
+	return msg
+}
+
+// isCanceled reports whether err is the end of a call agentctl cancelled itself.
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled
+}

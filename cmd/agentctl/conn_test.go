@@ -1,0 +1,165 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+)
+
+func TestBearerTokenHeader(t *testing.T) {
+	t.Parallel()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("# agentctl's test\ns3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := startAgentd(agentdBinary(t), insecureCreds(), "--auth-tokens-file", tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := []string{"--addr", addr, "--plaintext"}
+
+	r := ctl{}.run(t, args(conn, "agents")...)
+	if r.code != exitFailed || !strings.Contains(r.stderr, "Unauthenticated") || !strings.Contains(r.stderr, "-H 'authorization: Bearer <token>'") {
+		t.Errorf("no token: %s", r)
+	}
+	r = ctl{}.run(t, args(conn, "-H", "Authorization: Bearer wrong", "agents")...)
+	if r.code != exitFailed || !strings.Contains(r.stderr, "Unauthenticated") {
+		t.Errorf("wrong token: %s", r)
+	}
+	r = ctl{}.run(t, args(conn, "-H", "authorization: Bearer s3cret-token", "agents")...)
+	wantOutput(t, r, exitOK, "demo  demo:agentd-demo")
+
+	// The token from the environment, kept off the command line; the run stream carries it too.
+	c := ctl{env: map[string]string{"AGENTD_TOKEN": "s3cret-token", "AGENTCTL_ADDR": addr, "AGENTCTL_PLAINTEXT": "true"}}
+	r = c.run(t, "run", "--expand-headers", "-H", "authorization: Bearer ${AGENTD_TOKEN}", "what is 12*7?")
+	wantOutput(t, r, exitOK, "12*7 = 84")
+	r = ctl{}.run(t, args(conn, "--expand-headers", "-H", "authorization: Bearer ${NOT_SET}", "agents")...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "NOT_SET not set") {
+		t.Errorf("unset variable: %s", r)
+	}
+}
+
+func TestTLSFlags(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	addr, err := startAgentd(agentdBinary(t), credentials.NewTLS(&tls.Config{
+		RootCAs:      pki.pool,
+		ServerName:   "agentd.test",
+		Certificates: []tls.Certificate{pki.clientPair},
+	}), "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls := []string{"--addr", addr, "--cacert", pki.caCert, "--servername", "agentd.test", "--cert", pki.clientCert, "--key", pki.clientKey}
+
+	r := ctl{}.run(t, args(mtls, "run", "what is 12*7?")...)
+	wantOutput(t, r, exitOK, "12*7 = 84")
+
+	// --insecure skips verifying the server, not presenting the client's certificate.
+	r = ctl{}.run(t, "--addr", addr, "--insecure", "--cert", pki.clientCert, "--key", pki.clientKey, "agents")
+	wantOutput(t, r, exitOK, "demo  demo:agentd-demo")
+
+	for name, flags := range map[string][]string{
+		"unknown CA":           {"--addr", addr, "--servername", "agentd.test", "--cert", pki.clientCert, "--key", pki.clientKey},
+		"wrong name":           {"--addr", addr, "--cacert", pki.caCert, "--cert", pki.clientCert, "--key", pki.clientKey},
+		"no client cert":       {"--addr", addr, "--cacert", pki.caCert, "--servername", "agentd.test"},
+		"plaintext to TLS":     {"--addr", addr, "--plaintext"},
+		"not a PEM CA":         {"--addr", addr, "--cacert", pki.clientKey + ".missing"},
+		"cert without its key": {"--addr", addr, "--cert", pki.clientCert},
+	} {
+		r := ctl{}.run(t, args(flags, "agents")...)
+		if r.code == exitOK {
+			t.Errorf("%s: agents succeeded: %s", name, r)
+		}
+	}
+	r = ctl{}.run(t, "--addr", sharedAgentd(t), "agents") // TLS to a plain-text agentd
+	if r.code != exitFailed || !strings.Contains(r.stderr, "add --plaintext") {
+		t.Errorf("TLS to plain text: %s, want the --plaintext hint", r)
+	}
+}
+
+// testPKI is a CA with a server certificate for agentd.test and a client certificate, in
+// PEM files.
+type testPKI struct {
+	caCert, serverCert, serverKey, clientCert, clientKey string
+	pool                                                 *x509.CertPool
+	clientPair                                           tls.Certificate
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := newKey()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "agentctl test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(serial int64, name string, usage x509.ExtKeyUsage, dns []string) (certPath, keyPath string) {
+		k := newKey()
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: name},
+			DNSNames:     dns,
+			NotBefore:    time.Now().Add(-time.Hour),
+			NotAfter:     time.Now().Add(time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)
+	}
+	p := &testPKI{caCert: write("ca.pem", "CERTIFICATE", caDER), pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.serverCert, p.serverKey = issue(2, "server", x509.ExtKeyUsageServerAuth, []string{"agentd.test"})
+	p.clientCert, p.clientKey = issue(3, "client", x509.ExtKeyUsageClientAuth, nil)
+	if p.clientPair, err = tls.LoadX509KeyPair(p.clientCert, p.clientKey); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

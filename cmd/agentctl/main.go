@@ -1,0 +1,381 @@
+// Command agentctl is the client a person uses in a terminal to talk to agentd. It lists
+// the agents a server offers, and runs one: the answer streams in as the model writes it,
+// tool calls show their arguments filling in, each approval is asked at the prompt, a line
+// typed while the run goes on steers it, and Ctrl-C cancels it.
+//
+// Usage:
+//
+//	agentctl [connection flags] agents [--json]
+//	agentctl [connection flags] run [flags] PROMPT...
+//	agentctl [connection flags] run [flags] --resume FILE
+//
+// The connection flags mirror grpcurl's (--plaintext, -H, --cacert, …), and may come
+// before or after the command. Run agentctl -h for all flags and the exit codes.
+//
+// agentctl speaks agentd.v1.AgentService through the generated stubs alone: it imports
+// nothing of agentd's server or runtime.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0   // the run completed, or agents listed them
+	exitFailed = 1   // the run failed (or stopped, or hit its step limit), or agentctl could not run it
+	exitUsage  = 2   // bad flags or arguments
+	exitParked = 3   // the run parked (AWAITING_INPUT, SHUTDOWN): its continuation was saved
+	exitCancel = 130 // cancelled or quit with Ctrl-C
+)
+
+// defaultSave is where a parked run's continuation goes when --save does not say.
+const defaultSave = "agentctl-parked.json"
+
+const usageText = `Usage:
+  agentctl [connection flags] agents [--json]
+  agentctl [connection flags] run [flags] PROMPT...
+  agentctl [connection flags] run [flags] --resume FILE
+
+agentctl talks to agentd (agentd.v1.AgentService).
+
+  agents   lists the agents the server offers, with their tools and policies.
+  run      runs an agent on PROMPT. Its answer streams in; tool calls show their
+           arguments as the model writes them. Each approval is asked at the prompt:
+           y approves, n denies (you may give a reason), e edits the arguments in
+           $VISUAL or $EDITOR (as pretty JSON), or inline on one line when neither is
+           set. A line typed while the run goes on is sent as a steer, taken before
+           the next model call; a line starting with "!" interrupts the current step
+           instead. Ctrl-C cancels the run; a second Ctrl-C quits at once. End of input
+           (Ctrl-D) leaves the run to go on: if it then needs an approval it parks.
+           When stdin is not a terminal, agentctl reads it only to answer approvals,
+           one line per answer, so answers can be piped in.
+           A parked run (AWAITING_INPUT, or SHUTDOWN when the server drained) is saved
+           to --save FILE with its history and continuation; --resume FILE continues it
+           on any replica that shares the server's continuation key, asking the
+           pending approvals first. A resumed file is removed once the run it resumed
+           has finished, so that an approved call cannot run twice.
+
+Flags take one dash or two. Connection flags are grpcurl's, and like grpcurl agentctl
+speaks TLS unless given --plaintext, which agentd's default (no --tls-cert) needs. Each
+connection flag but -H may also be set as AGENTCTL_<FLAG> in the environment, such as
+AGENTCTL_ADDR=host:port or AGENTCTL_PLAINTEXT=true; a flag on the command line wins.
+
+Connection flags:
+%s
+Run flags:
+%s
+Agents flags:
+  --json   print the ListAgents response as JSON
+
+Exit codes: 0 completed, 1 failed, 2 usage, 3 parked (continuation saved), 130 Ctrl-C.
+`
+
+// env is what a command runs with: main passes the process's, tests their own.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// stdinTTY says stdin is a terminal: agentctl then reads lines as they are typed, so
+	// that they can steer the run; otherwise only to answer approvals.
+	stdinTTY bool
+	// stdoutTTY turns on colours (unless NO_COLOR is set).
+	stdoutTTY bool
+	// stderrTTY turns on the status line while agentctl waits for the model or a tool.
+	stderrTTY bool
+	// interrupts delivers Ctrl-C.
+	interrupts <-chan os.Signal
+}
+
+func main() {
+	interrupts := make(chan os.Signal, 2)
+	signal.Notify(interrupts, os.Interrupt)
+	os.Exit(run(context.Background(), os.Args[1:], env{
+		stdin:      os.Stdin,
+		stdout:     os.Stdout,
+		stderr:     os.Stderr,
+		getenv:     os.Getenv,
+		stdinTTY:   term.IsTerminal(int(os.Stdin.Fd())),
+		stdoutTTY:  term.IsTerminal(int(os.Stdout.Fd())),
+		stderrTTY:  term.IsTerminal(int(os.Stderr.Fd())),
+		interrupts: interrupts,
+	}))
+}
+
+// run runs agentctl with args and returns its exit code.
+func run(ctx context.Context, args []string, e env) int {
+	cmd, err := parseCommand(args, e.getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(e.stdout, usageText, flagHelp(connFlagSet(&connConfig{})), flagHelp(runFlagSet(&runConfig{})))
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl: %v\nRun agentctl -h for usage.\n", err)
+		return exitUsage
+	}
+	client, closeConn, err := dial(cmd.conn)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl: %v\n", err)
+		return exitUsage
+	}
+	defer closeConn()
+	ctx, err = outgoingHeaders(ctx, cmd.conn, e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "agentctl: %v\n", err)
+		return exitUsage
+	}
+	if cmd.conn.maxTime > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cmd.conn.maxTime)
+		defer cancel()
+	}
+	switch cmd.name {
+	case "agents":
+		return listAgents(ctx, client, cmd.agentsJSON, e)
+	default:
+		return runAgent(ctx, client, cmd.run, e)
+	}
+}
+
+// command is a parsed command line.
+type command struct {
+	name       string // "agents" or "run"
+	conn       connConfig
+	run        runConfig
+	agentsJSON bool
+}
+
+// connConfig is how agentctl reaches agentd.
+type connConfig struct {
+	addr          string
+	plaintext     bool
+	insecure      bool
+	cacert        string
+	cert          string
+	key           string
+	servername    string
+	authority     string
+	headers       headerFlags
+	expandHeaders bool
+	maxTime       time.Duration
+}
+
+// runConfig is what `agentctl run` runs, and how.
+type runConfig struct {
+	prompt      string
+	agent       string
+	thread      string
+	json        bool
+	autoApprove bool
+	resume      string
+	save        string
+	approve     bool
+	deny        string
+	denySet     bool
+}
+
+// headerFlags collects -H values.
+type headerFlags []string
+
+func (h *headerFlags) String() string { return strings.Join(*h, ", ") }
+
+func (h *headerFlags) Set(v string) error {
+	if _, _, err := parseHeader(v); err != nil {
+		return err
+	}
+	*h = append(*h, v)
+	return nil
+}
+
+// parseHeader splits "name: value" as grpcurl does: the name is lower-cased, spaces around
+// both are dropped.
+func parseHeader(h string) (name, value string, err error) {
+	name, value, ok := strings.Cut(h, ":")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !ok || name == "" {
+		return "", "", fmt.Errorf("header %q: want \"name: value\"", h)
+	}
+	return name, strings.TrimSpace(value), nil
+}
+
+// connFlagSet returns a flag set with the connection flags, bound to c.
+func connFlagSet(c *connConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentctl", flag.ContinueOnError)
+	addConnFlags(fs, c)
+	return fs
+}
+
+func addConnFlags(fs *flag.FlagSet, c *connConfig) {
+	fs.StringVar(&c.addr, "addr", "localhost:50051", "`host:port` of agentd")
+	fs.BoolVar(&c.plaintext, "plaintext", false, "use plain-text HTTP/2 (no TLS), as agentd serves by default")
+	fs.BoolVar(&c.insecure, "insecure", false, "use TLS but skip verifying the server's certificate and host name")
+	fs.StringVar(&c.cacert, "cacert", "", "PEM `file` of CA certificates to verify the server with (default: the system's)")
+	fs.StringVar(&c.cert, "cert", "", "PEM certificate `file` to present to the server (mTLS; needs --key)")
+	fs.StringVar(&c.key, "key", "", "PEM private key `file` of --cert")
+	fs.StringVar(&c.servername, "servername", "", "`name` to verify the server's certificate against, instead of the host in --addr")
+	fs.StringVar(&c.authority, "authority", "", "`value` of the :authority pseudo-header (default: --addr)")
+	fs.Var(&c.headers, "H", "metadata `'name: value'` sent with every call, such as 'authorization: Bearer <token>'; repeatable")
+	fs.BoolVar(&c.expandHeaders, "expand-headers", false, "expand ${NAME} in -H values from the environment, to keep secrets off the command line")
+	fs.DurationVar(&c.maxTime, "max-time", 0, "longest the whole command may take, such as 5m (default: no limit)")
+}
+
+// runFlagSet returns a flag set with the run flags, bound to r.
+func runFlagSet(r *runConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentctl run", flag.ContinueOnError)
+	fs.StringVar(&r.agent, "agent", "", "`name` of the agent to run (default: the server's default agent)")
+	fs.StringVar(&r.thread, "thread", "", "`id` of the conversation the run belongs to (default: a new one)")
+	fs.BoolVar(&r.json, "json", false, "print every event as one JSON line (NDJSON) and ask nothing: approvals park the run (unless --auto-approve lets the server approve them)")
+	fs.BoolVar(&r.autoApprove, "auto-approve", false, "run with APPROVAL_POLICY_AUTO_APPROVE: the server approves the calls its policy lets be approved without a person; the others are still asked")
+	fs.StringVar(&r.resume, "resume", "", "continue the parked run saved in `file`")
+	fs.StringVar(&r.save, "save", "", "`file` to save a parked run's history and continuation in (default: the --resume file, or "+defaultSave+")")
+	fs.BoolVar(&r.approve, "approve", false, "with --resume: approve every pending approval without asking")
+	fs.Func("deny", "with --resume: deny every pending approval without asking, telling the model `reason`", func(s string) error {
+		r.deny, r.denySet = s, true
+		return nil
+	})
+	return fs
+}
+
+// flagHelp renders a flag set's defaults.
+func flagHelp(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
+}
+
+// parseCommand reads the command line: connection flags, the command, its flags (the
+// connection flags again among them) and its arguments, in any order after the command.
+// Connection flags not given take their AGENTCTL_<FLAG> variable.
+func parseCommand(args []string, getenv func(string) string) (command, error) {
+	var cmd command
+	// Every flag set is made before any is parsed: making one sets its flags' defaults,
+	// and the connection flags are shared.
+	global := connFlagSet(&cmd.conn)
+	agents := flag.NewFlagSet("agentctl agents", flag.ContinueOnError)
+	agents.BoolVar(&cmd.agentsJSON, "json", false, "print the response as JSON")
+	addConnFlags(agents, &cmd.conn)
+	runFS := runFlagSet(&cmd.run)
+	addConnFlags(runFS, &cmd.conn)
+	for _, fs := range []*flag.FlagSet{global, agents, runFS} {
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+	}
+
+	if err := global.Parse(args); err != nil {
+		return cmd, err
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		return cmd, errors.New("no command: want agents or run")
+	}
+	cmd.name, rest = rest[0], rest[1:]
+	var fs *flag.FlagSet
+	switch cmd.name {
+	case "agents":
+		fs = agents
+	case "run":
+		fs = runFS
+	case "help":
+		return cmd, flag.ErrHelp
+	default:
+		return cmd, fmt.Errorf("unknown command %q: want agents or run", cmd.name)
+	}
+	pos, err := parseInterspersed(fs, rest)
+	if err != nil {
+		return cmd, err
+	}
+
+	set := map[string]bool{}
+	global.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	global.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || f.Name == "H" {
+			return
+		}
+		name := "AGENTCTL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return cmd, err
+	}
+	if err := cmd.conn.check(); err != nil {
+		return cmd, err
+	}
+
+	switch cmd.name {
+	case "agents":
+		if len(pos) > 0 {
+			return cmd, fmt.Errorf("agents takes no arguments, got %q", pos)
+		}
+	case "run":
+		cmd.run.prompt = strings.TrimSpace(strings.Join(pos, " "))
+		if err := cmd.run.check(); err != nil {
+			return cmd, err
+		}
+	}
+	return cmd, nil
+}
+
+// parseInterspersed parses fs from args, letting flags and positional arguments mix (Go's
+// flag package stops at the first positional one); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func (c connConfig) check() error {
+	var errs []error
+	if c.addr == "" {
+		errs = append(errs, errors.New("--addr must not be empty"))
+	}
+	if c.plaintext && (c.insecure || c.cacert != "" || c.cert != "" || c.key != "" || c.servername != "") {
+		errs = append(errs, errors.New("--plaintext goes with none of the TLS flags (--insecure, --cacert, --cert, --key, --servername)"))
+	}
+	if (c.cert == "") != (c.key == "") {
+		errs = append(errs, errors.New("--cert and --key go together: give both or neither"))
+	}
+	return errors.Join(errs...)
+}
+
+func (r runConfig) check() error {
+	switch {
+	case r.resume == "" && r.prompt == "":
+		return errors.New("run needs a prompt, as in: agentctl run \"what is 12*7?\" (or --resume FILE)")
+	case r.resume != "" && r.prompt != "":
+		return errors.New("--resume takes no prompt: a resumed run continues where it parked")
+	case r.resume == "" && (r.approve || r.denySet):
+		return errors.New("--approve and --deny decide a parked run's approvals: use them with --resume (in a live run, answer at the prompt, or use --auto-approve)")
+	case r.approve && r.denySet:
+		return errors.New("--approve and --deny exclude each other")
+	}
+	return nil
+}

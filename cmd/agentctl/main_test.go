@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// pkgDir is the package's folder, where go test starts; tests may change the working
+// folder.
+var pkgDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if pkgDir, err = os.Getwd(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stopAgentds()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// ctl says how agentctl runs in a test.
+type ctl struct {
+	stdin      io.Reader         // default: empty
+	stdinTTY   bool              // read lines as typed, so that they steer
+	env        map[string]string // the environment agentctl sees (EDITOR, …); nothing else
+	interrupts chan os.Signal
+	stdout     *syncBuffer // default: a new one
+}
+
+// result is what agentctl printed and its exit code.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// agentctl runs agentctl with args, in process, and returns what it printed.
+func (c ctl) run(t *testing.T, args ...string) result {
+	t.Helper()
+	if c.stdin == nil {
+		c.stdin = strings.NewReader("")
+	}
+	if c.stdout == nil {
+		c.stdout = &syncBuffer{}
+	}
+	stderr := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	code := run(ctx, args, env{
+		stdin:      c.stdin,
+		stdout:     c.stdout,
+		stderr:     stderr,
+		getenv:     func(k string) string { return c.env[k] },
+		stdinTTY:   c.stdinTTY,
+		interrupts: c.interrupts,
+	})
+	return result{stdout: c.stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// syncBuffer is a bytes.Buffer that one goroutine writes while another waits for text.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// waitFor waits until the buffer holds s, and fails the test after a while.
+func (b *syncBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output after 10s:\n%s", s, b.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

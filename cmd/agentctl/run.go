@@ -1,0 +1,712 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// statusTick is how often the status line's spinner turns.
+const statusTick = 100 * time.Millisecond
+
+// runAgent is `agentctl run`: it starts (or resumes) a run on a Run stream and shows it
+// until it finishes.
+func runAgent(ctx context.Context, client agentdv1.AgentServiceClient, cfg runConfig, e env) int {
+	s := newSession(cfg, e)
+	defer s.lines.stop()
+	spec := &agentdv1.RunSpec{
+		Agent:    cfg.agent,
+		ThreadId: cfg.thread,
+		Input:    cfg.prompt,
+		Config:   &agentdv1.RunConfig{ApprovalPolicy: s.policy()},
+	}
+	if cfg.resume != "" {
+		var code int
+		if spec, code = s.resumeSpec(ctx, cfg.resume); spec == nil {
+			return code
+		}
+	}
+	return s.run(ctx, client, spec)
+}
+
+// stage is where a person is in answering an approval.
+type stage int
+
+const (
+	stageNone   stage = iota // no approval is being asked: a line is a steer
+	stageDecide              // approve? [y]es/[n]o/[e]dit
+	stageReason              // the reason of a denial
+	stageInline              // edited arguments, typed on one line
+)
+
+// session is one `agentctl run`: the stream, the terminal, and what the run showed so far.
+// Everything but the receiving goroutine runs on the goroutine of run, so nothing in it is
+// locked.
+type session struct {
+	cfg    runConfig
+	e      env
+	scr    *screen
+	status *statusLine
+	lines  *lineReader // nil with --json: nothing is read
+
+	stream     agentdv1.AgentService_RunClient
+	clientSeq  int64
+	sendClosed bool // half-closed (or broken): nothing more goes out
+	inputEnded bool // stdin ended
+	cancelled  bool // Ctrl-C sent a cancel
+
+	// queue holds the approvals waiting for the person's answer; the first is being asked.
+	queue     []*agentdv1.ApprovalRequested
+	stage     stage
+	decide    func(*agentdv1.ApprovalRequested, *agentdv1.ApprovalDecision)
+	requested map[string]*agentdv1.ApprovalRequested // every approval seen, by id
+	// answeredIDs holds the approvals the person decided; a resumed run announces its
+	// pending approvals again before it applies the decisions it was resumed with.
+	answeredIDs map[string]bool
+	sent        map[int64]sent // decisions and steers awaiting their input_ack
+
+	calls   map[string]*call  // tool calls by id
+	running map[string]string // tool calls executing, id to name
+	history []*agentdv1.Message
+	started *agentdv1.RunStarted
+	begin   time.Time
+}
+
+// sent is a client message whose input_ack is still to come.
+type sent struct {
+	approval *agentdv1.ApprovalRequested // a decision on it
+	steer    string                      // a steer with this text
+}
+
+// call is what the screen knows of a tool call.
+type call struct {
+	name      string
+	argsShown bool
+}
+
+func newSession(cfg runConfig, e env) *session {
+	st := &statusLine{w: e.stderr, enabled: e.stderrTTY && !cfg.json, now: time.Now}
+	color := e.stdoutTTY && e.getenv("NO_COLOR") == "" && e.getenv("TERM") != "dumb"
+	s := &session{
+		cfg:         cfg,
+		e:           e,
+		status:      st,
+		scr:         newScreen(e.stdout, color, st),
+		requested:   map[string]*agentdv1.ApprovalRequested{},
+		answeredIDs: map[string]bool{},
+		sent:        map[int64]sent{},
+		calls:       map[string]*call{},
+		running:     map[string]string{},
+	}
+	s.decide = s.sendDecision
+	if !cfg.json {
+		s.lines = newLineReader(e.stdin)
+	}
+	return s
+}
+
+// policy is the approval policy the run asks for: ASK (the Run default) when a person
+// answers, INTERRUPT with --json, AUTO_APPROVE with --auto-approve.
+func (s *session) policy() agentdv1.ApprovalPolicy {
+	switch {
+	case s.cfg.autoApprove:
+		return agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_APPROVE
+	case s.cfg.json:
+		return agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT
+	}
+	return agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED
+}
+
+// run holds the Run stream: one goroutine receives events, this one shows them, reads the
+// terminal, sends decisions, steers and the cancel, and turns the spinner.
+func (s *session) run(ctx context.Context, client agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.Run(ctx)
+	if err != nil {
+		fmt.Fprintf(s.e.stderr, "agentctl: run: %s\n", describeErr(err))
+		return exitFailed
+	}
+	s.stream = stream
+	s.history = spec.GetMessages()
+	s.begin = time.Now()
+	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+
+	events := make(chan *agentdv1.RunEvent)
+	var recvErr error
+	go func() {
+		defer close(events)
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				recvErr = err
+				return
+			}
+			events <- resp.GetEvent() // taken until close: run drains the channel as it returns
+		}
+	}()
+	defer func() {
+		cancel()
+		for range events { // join the receiving goroutine: the cancel ends its Recv
+		}
+	}()
+
+	var tick <-chan time.Time
+	if s.status.enabled {
+		t := time.NewTicker(statusTick)
+		defer t.Stop()
+		tick = t.C
+	}
+	s.wantLine()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return s.broken(recvErr)
+			}
+			if code, done := s.onEvent(ctx, ev); done {
+				return code
+			}
+		case l := <-s.lines.recv():
+			s.lines.took(l)
+			s.onLine(ctx, l)
+		case <-s.e.interrupts:
+			if s.onInterrupt() {
+				return exitCancel
+			}
+		case <-tick:
+			if s.scr.col0 {
+				s.status.tick()
+			}
+		}
+	}
+}
+
+// send sends a client message numbered with the next client_seq and returns the number,
+// or 0 when nothing can be sent any more (the stream's end says why, on the receive side).
+func (s *session) send(req *agentdv1.RunRequest) int64 {
+	if s.sendClosed {
+		return 0
+	}
+	s.clientSeq++
+	req.ClientSeq = s.clientSeq
+	if err := s.stream.Send(req); err != nil {
+		s.sendClosed = true
+		return 0
+	}
+	return s.clientSeq
+}
+
+// halfClose tells agentd that nothing more comes: the run goes on, and parks when it
+// needs an answer.
+func (s *session) halfClose() {
+	if s.stream == nil || s.sendClosed {
+		return
+	}
+	s.sendClosed = true
+	_ = s.stream.CloseSend()
+}
+
+// onInterrupt handles Ctrl-C: the first cancels the run, the next quits. It reports
+// whether to quit.
+func (s *session) onInterrupt() (quit bool) {
+	if s.cancelled || s.sendClosed {
+		s.status.set("")
+		s.scr.newline()
+		fmt.Fprintln(s.e.stderr, "agentctl: quit")
+		return true
+	}
+	s.cancelled = true
+	s.queue, s.stage, s.scr.prompt = nil, stageNone, ""
+	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "Ctrl-C in agentctl"}}})
+	if s.cfg.json {
+		fmt.Fprintln(s.e.stderr, "agentctl: cancelling the run (Ctrl-C again quits)")
+	} else {
+		s.status.set("")
+		s.scr.line(s.scr.yellow("cancelling the run (Ctrl-C again quits)"))
+	}
+	return false
+}
+
+// broken reports a stream that ended without run_finished.
+func (s *session) broken(err error) int {
+	s.status.set("")
+	s.scr.newline()
+	switch {
+	case s.started == nil && err != nil:
+		fmt.Fprintf(s.e.stderr, "agentctl: run: %s\n", describeErr(err))
+	case err == nil || errors.Is(err, io.EOF):
+		fmt.Fprintln(s.e.stderr, "agentctl: the stream ended before the run finished")
+	default:
+		fmt.Fprintf(s.e.stderr, "agentctl: the stream ended before the run finished: %s\n", describeErr(err))
+	}
+	return exitFailed
+}
+
+// onEvent shows one event and reacts to it; done says the run finished, with its exit
+// code.
+func (s *session) onEvent(ctx context.Context, ev *agentdv1.RunEvent) (code int, done bool) {
+	if s.cfg.json {
+		return s.onEventJSON(ev)
+	}
+	sc := s.scr
+	switch k := ev.GetKind().(type) {
+	case *agentdv1.RunEvent_RunStarted:
+		r := k.RunStarted
+		s.started = r
+		what := "run"
+		if r.GetResumed() {
+			what = "resumed run"
+		}
+		sc.line(sc.dim(fmt.Sprintf("● %s %s · agent %s · model %s · thread %s", what, r.GetRunId(), r.GetAgent(), r.GetModel(), r.GetThreadId())))
+	case *agentdv1.RunEvent_StepStarted:
+		s.status.set("waiting for the model")
+	case *agentdv1.RunEvent_MessageStarted:
+		s.status.set("")
+	case *agentdv1.RunEvent_TextDelta:
+		s.status.set("")
+		sc.continueLine("text:"+k.TextDelta.GetMessageId(), "")
+		sc.write(k.TextDelta.GetDelta())
+	case *agentdv1.RunEvent_ReasoningDelta:
+		s.status.set("")
+		sc.continueLine("reasoning:"+k.ReasoningDelta.GetMessageId(), sc.dim("thinking: "))
+		sc.write(sc.dim(k.ReasoningDelta.GetDelta()))
+	case *agentdv1.RunEvent_MessageFinished:
+		m := k.MessageFinished
+		if sc.owner == "text:"+m.GetMessageId() || sc.owner == "reasoning:"+m.GetMessageId() {
+			if m.GetPartial() {
+				sc.write(sc.dim(" (cut short)"))
+			}
+			sc.newline()
+		}
+	case *agentdv1.RunEvent_ToolCallStarted:
+		c := k.ToolCallStarted
+		s.calls[c.GetToolCallId()] = &call{name: c.GetName()}
+		s.status.set("")
+		sc.continueLine("call:"+c.GetToolCallId(), sc.cyan("⚙ "+c.GetName())+" ")
+	case *agentdv1.RunEvent_ToolCallArgsDelta:
+		d := k.ToolCallArgsDelta
+		c := s.call(d.GetToolCallId())
+		sc.continueLine("call:"+d.GetToolCallId(), sc.cyan("⚙ "+c.name)+" "+sc.dim("… "))
+		sc.write(d.GetDelta())
+		c.argsShown = true
+	case *agentdv1.RunEvent_ToolCallArgsDone:
+		d := k.ToolCallArgsDone
+		if c := s.call(d.GetToolCallId()); !c.argsShown {
+			sc.continueLine("call:"+d.GetToolCallId(), sc.cyan("⚙ "+c.name)+" ")
+			sc.write(d.GetArgumentsJson())
+			c.argsShown = true
+		}
+		sc.newline()
+	case *agentdv1.RunEvent_ApprovalRequested:
+		s.onApprovalRequested(k.ApprovalRequested)
+	case *agentdv1.RunEvent_ApprovalResolved:
+		s.onApprovalResolved(k.ApprovalResolved)
+	case *agentdv1.RunEvent_ToolExecutionStarted:
+		x := k.ToolExecutionStarted
+		s.running[x.GetToolCallId()] = x.GetName()
+		s.showRunning()
+	case *agentdv1.RunEvent_ToolCallResult:
+		r := k.ToolCallResult
+		delete(s.running, r.GetToolCallId())
+		s.showRunning()
+		out := clip(resultText(r), 200)
+		took := ""
+		if d := r.GetDuration().AsDuration(); r.GetDuration() != nil && d >= time.Millisecond {
+			took = sc.dim(" (" + d.Round(time.Millisecond).String() + ")")
+		}
+		if r.GetIsError() {
+			sc.line("  " + sc.red("✗ "+out) + took)
+		} else {
+			sc.line("  " + sc.green("→") + " " + out + took)
+		}
+	case *agentdv1.RunEvent_ToolCallsCancelled:
+		c := k.ToolCallsCancelled
+		var names []string
+		for _, id := range c.GetToolCallIds() {
+			names = append(names, s.call(id).name)
+			delete(s.running, id)
+		}
+		s.showRunning()
+		sc.line(sc.yellow("⊘ not run: "+strings.Join(names, ", ")) + sc.dim(parens(c.GetReason())))
+	case *agentdv1.RunEvent_SteerApplied:
+		a := k.SteerApplied
+		switch {
+		case a.GetClientSeq() == 0: // the prompt itself
+		case a.GetDropped():
+			sc.line(sc.yellow("↳ steer dropped: " + a.GetDropReason()))
+		default:
+			sc.line(sc.dim("↳ steer taken"))
+		}
+	case *agentdv1.RunEvent_StepFinished:
+		if len(s.running) == 0 {
+			s.status.set("")
+		}
+	case *agentdv1.RunEvent_InputAck:
+		s.onAck(k.InputAck)
+	case *agentdv1.RunEvent_GoAway:
+		sc.line(sc.yellow(fmt.Sprintf("! the server is shutting down: the run has %s to finish, else it parks (SHUTDOWN)", k.GoAway.GetTimeLeft().AsDuration().Round(time.Second))))
+	case *agentdv1.RunEvent_HookEvent:
+		h := k.HookEvent
+		v := ""
+		if h.GetValue() != nil {
+			b, _ := json.Marshal(h.GetValue().AsInterface())
+			v = " " + clip(string(b), 200)
+		}
+		sc.line(sc.yellow("⚑ " + h.GetName() + v))
+	case *agentdv1.RunEvent_RunFinished:
+		return s.finish(k.RunFinished), true
+	}
+	if s.stage != stageNone {
+		sc.reprompt()
+	}
+	return 0, false
+}
+
+// onEventJSON prints an event as one line of JSON.
+func (s *session) onEventJSON(ev *agentdv1.RunEvent) (int, bool) {
+	b, err := protojson.Marshal(ev)
+	if err != nil {
+		fmt.Fprintf(s.e.stderr, "agentctl: event %d: %v\n", ev.GetSeq(), err)
+	} else {
+		_, _ = s.e.stdout.Write(append(b, '\n'))
+	}
+	switch k := ev.GetKind().(type) {
+	case *agentdv1.RunEvent_RunStarted:
+		s.started = k.RunStarted
+	case *agentdv1.RunEvent_ApprovalRequested:
+		s.halfClose() // nobody answers: the run parks (under --auto-approve, the server asks only what it may not approve)
+	case *agentdv1.RunEvent_RunFinished:
+		return s.finish(k.RunFinished), true
+	}
+	return 0, false
+}
+
+func (s *session) call(id string) *call {
+	c := s.calls[id]
+	if c == nil {
+		c = &call{name: id}
+		s.calls[id] = c
+	}
+	return c
+}
+
+// showRunning puts the executing tools on the status line.
+func (s *session) showRunning() {
+	if len(s.running) == 0 {
+		s.status.set("")
+		return
+	}
+	var names []string
+	for _, n := range s.running {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	s.status.set("running " + strings.Join(names, ", "))
+}
+
+func (s *session) onApprovalRequested(a *agentdv1.ApprovalRequested) {
+	s.requested[a.GetApprovalId()] = a
+	s.status.set("")
+	if s.answeredIDs[a.GetApprovalId()] {
+		return
+	}
+	s.printApproval(a)
+	switch {
+	case s.lines == nil || s.inputEnded || s.sendClosed || s.cancelled:
+		s.scr.line(s.scr.dim("  nobody can answer here: the run parks"))
+	default:
+		s.queue = append(s.queue, a)
+		s.showPrompt()
+	}
+}
+
+// printApproval shows what an approval is asked for.
+func (s *session) printApproval(a *agentdv1.ApprovalRequested) {
+	sc := s.scr
+	why := ""
+	if a.GetReason() != "" {
+		why = sc.dim(" (" + a.GetReason() + ")")
+	}
+	sc.line(sc.yellow("? ") + sc.bold(a.GetToolName()) + " needs your approval" + why)
+	sc.line("  " + a.GetArgumentsJson())
+	if t := a.GetExpiresAt(); t != nil {
+		sc.line(sc.dim(fmt.Sprintf("  expires in %s if not answered", time.Until(t.AsTime()).Round(time.Second))))
+	}
+}
+
+func (s *session) onApprovalResolved(r *agentdv1.ApprovalResolved) {
+	sc := s.scr
+	for i, a := range s.queue {
+		if a.GetApprovalId() != r.GetApprovalId() {
+			continue
+		}
+		s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+		if i == 0 && s.stage != stageNone {
+			s.stage, sc.prompt = stageNone, ""
+		}
+		break
+	}
+	name := r.GetApprovalId()
+	req := s.requested[r.GetApprovalId()]
+	if req != nil {
+		name = req.GetToolName()
+	}
+	by := ""
+	switch r.GetDecidedBy() {
+	case agentdv1.DecidedBy_DECIDED_BY_POLICY:
+		by = " by the approval policy"
+	case agentdv1.DecidedBy_DECIDED_BY_HOOK:
+		by = " by a hook"
+	}
+	switch r.GetOutcome() {
+	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED:
+		edited := ""
+		if req != nil && r.GetArgumentsJson() != "" && r.GetArgumentsJson() != req.GetArgumentsJson() {
+			edited = " with " + r.GetArgumentsJson()
+		}
+		sc.line(sc.green("✓ "+name+" approved") + by + edited)
+	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED:
+		sc.line(sc.red("✗ "+name+" denied") + by + parens(r.GetReason()))
+	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED:
+		sc.line(sc.red("✗ " + name + ": nobody decided in time, so it was denied"))
+	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED:
+		sc.line(sc.yellow("⊘ " + name + ": approval cancelled" + parens(r.GetReason())))
+	}
+	s.showPrompt()
+}
+
+func (s *session) onAck(ack *agentdv1.InputAck) {
+	m, ok := s.sent[ack.GetClientSeq()]
+	delete(s.sent, ack.GetClientSeq())
+	if !ok || ack.GetAccepted() {
+		return
+	}
+	e := ack.GetError()
+	what := "message"
+	switch {
+	case m.approval != nil:
+		what = "decision on " + m.approval.GetToolName()
+	case m.steer != "":
+		what = "steer"
+	}
+	s.scr.line(s.scr.red(fmt.Sprintf("✗ %s refused: %s", what, joinNonEmpty(": ", e.GetReason(), e.GetMessage()))))
+	if m.approval != nil && !s.cancelled && !s.sendClosed {
+		// Ask again; unless the request is gone, in which case approval_resolved said so.
+		if e.GetReason() != "UNKNOWN_APPROVAL" && e.GetReason() != "ALREADY_DECIDED" {
+			if s.stage != stageNone {
+				s.stage, s.scr.prompt = stageNone, ""
+			}
+			s.queue = append([]*agentdv1.ApprovalRequested{m.approval}, s.queue...)
+			s.showPrompt()
+		}
+	}
+}
+
+// finish shows how the run ended, saves a parked run, and returns the exit code.
+func (s *session) finish(f *agentdv1.RunFinished) int {
+	s.status.set("")
+	s.scr.newline()
+	sc := s.scr
+	reason := f.GetReason()
+	parked := reason == agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT || reason == agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN
+	code := exitFailed
+	switch reason {
+	case agentdv1.RunEndReason_RUN_END_REASON_COMPLETED:
+		code = exitOK
+	case agentdv1.RunEndReason_RUN_END_REASON_CANCELLED:
+		if s.cancelled {
+			code = exitCancel
+		}
+	}
+	if parked {
+		code = exitParked
+	}
+
+	if !s.cfg.json {
+		head := endWord(reason)
+		switch {
+		case reason == agentdv1.RunEndReason_RUN_END_REASON_COMPLETED:
+			head = sc.green("✓ " + head)
+		case parked:
+			head = sc.yellow("⏸ " + head)
+		case reason == agentdv1.RunEndReason_RUN_END_REASON_CANCELLED:
+			head = sc.yellow("⊘ " + head)
+		default:
+			head = sc.red("✗ " + head)
+			if e := f.GetError(); e != nil {
+				head += ": " + joinNonEmpty(": ", e.GetReason(), e.GetMessage())
+			}
+		}
+		sc.line(head + sc.dim(" · "+usageSummary(f.GetUsage(), time.Since(s.begin))))
+		if parked {
+			var waits []string
+			for _, a := range f.GetPendingApprovals() {
+				waits = append(waits, "approval of "+a.GetToolName())
+			}
+			for _, id := range f.GetPendingClientToolCallIds() {
+				waits = append(waits, "client tool result for "+id)
+			}
+			if len(waits) > 0 {
+				sc.line("  waiting for: " + strings.Join(waits, ", "))
+			}
+		}
+	}
+
+	saved := ""
+	if parked && len(f.GetContinuation()) > 0 {
+		path := s.savePath()
+		p := &parkedRun{
+			Agent:                    s.started.GetAgent(),
+			ThreadID:                 s.started.GetThreadId(),
+			RunID:                    s.started.GetRunId(),
+			Reason:                   reason,
+			Messages:                 append(append([]*agentdv1.Message(nil), s.history...), f.GetNewMessages()...),
+			Continuation:             f.GetContinuation(),
+			PendingApprovals:         f.GetPendingApprovals(),
+			PendingClientToolCallIDs: f.GetPendingClientToolCallIds(),
+			SavedAt:                  time.Now(),
+		}
+		if err := p.save(path); err != nil {
+			fmt.Fprintf(s.e.stderr, "agentctl: saving the parked run: %v\n", err)
+			return exitFailed
+		}
+		saved = path
+		hint := fmt.Sprintf("saved to %s; resume with: agentctl run --resume %s", path, shellQuote(path))
+		if s.cfg.json {
+			fmt.Fprintln(s.e.stderr, "agentctl: the run parked; "+hint)
+		} else {
+			sc.line("  " + hint)
+		}
+	}
+	if r := s.cfg.resume; r != "" && r != saved {
+		// The continuation in it has been used: resuming it again would run its approved calls again.
+		if err := os.Remove(r); err == nil {
+			note := fmt.Sprintf("removed %s: its run was resumed", r)
+			if s.cfg.json {
+				fmt.Fprintln(s.e.stderr, "agentctl: "+note)
+			} else {
+				sc.line(sc.dim("  " + note))
+			}
+		}
+	}
+	return code
+}
+
+// savePath is where a parked run is saved: --save, else the file it was resumed from,
+// else defaultSave.
+func (s *session) savePath() string {
+	switch {
+	case s.cfg.save != "":
+		return s.cfg.save
+	case s.cfg.resume != "":
+		return s.cfg.resume
+	}
+	return defaultSave
+}
+
+// endWord names a run end reason for a person: "completed", "awaiting input".
+func endWord(r agentdv1.RunEndReason) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(r.String(), "RUN_END_REASON_")), "_", " ")
+}
+
+// usageSummary renders a run's usage: "2 model calls · 1 tool call · 180 tokens in, 12 out · 0.41s".
+func usageSummary(u *agentdv1.Usage, took time.Duration) string {
+	tokens := fmt.Sprintf("%d tokens in, %d out", u.GetInputTokens(), u.GetOutputTokens())
+	var extra []string
+	if n := u.GetReasoningTokens(); n > 0 {
+		extra = append(extra, fmt.Sprintf("%d reasoning", n))
+	}
+	if n := u.GetCacheReadInputTokens(); n > 0 {
+		extra = append(extra, fmt.Sprintf("%d cached", n))
+	}
+	if len(extra) > 0 {
+		tokens += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return strings.Join([]string{
+		plural(u.GetModelCalls(), "model call"),
+		plural(u.GetToolCalls(), "tool call"),
+		tokens,
+		roundDuration(took).String(),
+	}, " · ")
+}
+
+// roundDuration keeps a duration's meaningful digits: 12ms, 1.24s, 2m3s.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// resultText is a tool result's output as one line of text.
+func resultText(r *agentdv1.ToolCallResult) string {
+	switch o := r.GetOutput().(type) {
+	case *agentdv1.ToolCallResult_Text:
+		return o.Text
+	case *agentdv1.ToolCallResult_Json:
+		b, err := json.Marshal(o.Json.AsInterface())
+		if err == nil {
+			return string(b)
+		}
+	}
+	return ""
+}
+
+// clip keeps the first line of s, and at most n characters of it.
+func clip(s string, n int) string {
+	first, rest, more := strings.Cut(strings.TrimSpace(s), "\n")
+	r := []rune(first)
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	if more && strings.TrimSpace(rest) != "" {
+		return first + " …"
+	}
+	return first
+}
+
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

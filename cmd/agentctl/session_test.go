@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// fakeClient serves Run with a fakeStream the test scripts; the other RPCs are not used.
+type fakeClient struct {
+	agentdv1.AgentServiceClient
+	stream *fakeStream
+}
+
+func (c *fakeClient) Run(ctx context.Context, _ ...grpc.CallOption) (agentdv1.AgentService_RunClient, error) {
+	c.stream.ctx = ctx
+	close(c.stream.opened)
+	return c.stream, nil
+}
+
+// fakeStream is the client side of a Run stream: the test sends events on events and
+// reads what agentctl sent from sent.
+type fakeStream struct {
+	grpc.ClientStream
+	ctx    context.Context
+	opened chan struct{}
+	events chan *agentdv1.RunEvent
+	fail   chan error // ends Recv with the error
+	sent   chan *agentdv1.RunRequest
+}
+
+func newFakeStream() *fakeStream {
+	return &fakeStream{opened: make(chan struct{}), events: make(chan *agentdv1.RunEvent), fail: make(chan error, 1), sent: make(chan *agentdv1.RunRequest, 16)}
+}
+
+func (f *fakeStream) Send(r *agentdv1.RunRequest) error {
+	f.sent <- r
+	return nil
+}
+
+func (f *fakeStream) Recv() (*agentdv1.RunResponse, error) {
+	select {
+	case ev := <-f.events:
+		return &agentdv1.RunResponse{Event: ev}, nil
+	case err := <-f.fail:
+		return nil, err
+	case <-f.ctx.Done():
+		return nil, status.FromContextError(f.ctx.Err()).Err()
+	}
+}
+
+func (f *fakeStream) CloseSend() error {
+	f.sent <- nil // nil marks the half-close
+	return nil
+}
+
+// event sends an event, as agentd would.
+func (f *fakeStream) event(t *testing.T, ev *agentdv1.RunEvent) {
+	t.Helper()
+	select {
+	case f.events <- ev:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("agentctl did not take event %v", ev)
+	}
+}
+
+// next returns what agentctl sent next.
+func (f *fakeStream) next(t *testing.T) *agentdv1.RunRequest {
+	t.Helper()
+	select {
+	case r := <-f.sent:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("agentctl sent nothing")
+		return nil
+	}
+}
+
+// fakeRun runs `agentctl run` against a fake stream in the background.
+func fakeRun(t *testing.T, cfg runConfig, e env) (*fakeStream, <-chan int) {
+	t.Helper()
+	fs := newFakeStream()
+	code := make(chan int, 1)
+	go func() { code <- runAgent(t.Context(), &fakeClient{stream: fs}, cfg, e) }()
+	select {
+	case <-fs.opened:
+	case <-time.After(5 * time.Second):
+		t.Fatal("agentctl opened no stream")
+	}
+	if fs.next(t).GetStart() == nil {
+		t.Fatal("the first message is not start")
+	}
+	return fs, code
+}
+
+func exitCode(t *testing.T, code <-chan int) int {
+	t.Helper()
+	select {
+	case c := <-code:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("agentctl did not return")
+		return -1
+	}
+}
+
+func started() *agentdv1.RunEvent {
+	return &agentdv1.RunEvent{Seq: 1, Kind: &agentdv1.RunEvent_RunStarted{RunStarted: &agentdv1.RunStarted{RunId: "run_1", ThreadId: "thread_1", Agent: "demo"}}}
+}
+
+func finished(reason agentdv1.RunEndReason) *agentdv1.RunEvent {
+	return &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: &agentdv1.RunFinished{Reason: reason, Usage: &agentdv1.Usage{ModelCalls: 1}}}}
+}
+
+func TestTypedLinesSteer(t *testing.T) {
+	in, typing := io.Pipe()
+	defer typing.Close()
+	out := &syncBuffer{}
+	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: in, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }, stdinTTY: true})
+	fs.event(t, started())
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepStarted{StepStarted: &agentdv1.StepStarted{StepId: "step_1"}}})
+
+	io.WriteString(typing, "  and then left\n")
+	io.WriteString(typing, "\n") // ignored
+	io.WriteString(typing, "!stop, go right\n")
+	want := []*agentdv1.RunRequest{
+		{ClientSeq: 2, Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "and then left", Mode: agentdv1.SteerMode_STEER_MODE_NEXT_STEP}}},
+		{ClientSeq: 3, Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "stop, go right", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}},
+	}
+	for _, w := range want {
+		if diff := cmp.Diff(w, fs.next(t), protocmp.Transform()); diff != "" {
+			t.Errorf("sent (-want +got):\n%s", diff)
+		}
+	}
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: &agentdv1.InputAck{ClientSeq: 2, Accepted: true}}})
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: &agentdv1.InputAck{ClientSeq: 3, Error: &agentdv1.RunError{Reason: "STEER_RATE_LIMITED", Message: "too many steers"}}}})
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_SteerApplied{SteerApplied: &agentdv1.SteerApplied{ClientSeq: 2, StepId: "step_2"}}})
+	fs.event(t, finished(agentdv1.RunEndReason_RUN_END_REASON_COMPLETED))
+	if c := exitCode(t, code); c != exitOK {
+		t.Errorf("exit code %d, want 0", c)
+	}
+	for _, w := range []string{
+		"↳ steer sent, for the next step\n",
+		"↳ steer sent, interrupting the current step\n",
+		"✗ steer refused: STEER_RATE_LIMITED: too many steers\n",
+		"↳ steer taken\n",
+		"✓ completed · 1 model call · 0 tool calls",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestSecondCtrlCQuits(t *testing.T) {
+	interrupts := make(chan os.Signal, 1)
+	out := &syncBuffer{}
+	stderr := &syncBuffer{}
+	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: strings.NewReader(""), stdout: out, stderr: stderr, getenv: func(string) string { return "" }, interrupts: interrupts})
+	fs.event(t, started())
+	interrupts <- os.Interrupt
+	if c := fs.next(t).GetCancel(); c == nil {
+		t.Fatal("the first Ctrl-C sent no cancel")
+	}
+	// The server is slow to end the run: the second Ctrl-C does not wait for it.
+	interrupts <- os.Interrupt
+	if c := exitCode(t, code); c != exitCancel {
+		t.Errorf("exit code %d, want %d", c, exitCancel)
+	}
+	if !strings.Contains(stderr.String(), "agentctl: quit") {
+		t.Errorf("stderr = %q", stderr)
+	}
+}
+
+func TestExpiredApprovalClosesThePrompt(t *testing.T) {
+	in, answering := io.Pipe()
+	defer answering.Close()
+	out := &syncBuffer{}
+	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: in, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }})
+	fs.event(t, started())
+	for _, id := range []string{"appr_1", "appr_2"} {
+		fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{
+			ApprovalId: id, ToolCallId: "call_" + id, ToolName: "rm_" + id, ArgumentsJson: `{"path":"/"}`,
+		}}})
+	}
+	out.waitFor(t, "approve rm_appr_1? [y]es/[n]o: ")
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
+		ApprovalId: "appr_1", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED, DecidedBy: agentdv1.DecidedBy_DECIDED_BY_TIMEOUT,
+	}}})
+	out.waitFor(t, "approve rm_appr_2? [y]es/[n]o: ")
+	// The line read for the first prompt answers the second, which is the one on screen.
+	io.WriteString(answering, "e\n")
+	out.waitFor(t, "the server does not let this call's arguments be edited\n")
+	io.WriteString(answering, "n\n")
+	io.WriteString(answering, "too risky\n")
+	want := &agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+		ApprovalId: "appr_2", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED, Reason: "too risky",
+	}}}
+	if diff := cmp.Diff(want, fs.next(t), protocmp.Transform()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	fs.event(t, finished(agentdv1.RunEndReason_RUN_END_REASON_FAILED))
+	if c := exitCode(t, code); c != exitFailed {
+		t.Errorf("exit code %d, want %d", c, exitFailed)
+	}
+	if !strings.Contains(out.String(), "✗ rm_appr_1: nobody decided in time, so it was denied\n") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestRefusedRun(t *testing.T) {
+	stderr := &syncBuffer{}
+	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, getenv: func(string) string { return "" }})
+	fs.fail <- status.Error(codes.ResourceExhausted, "too many runs")
+	if c := exitCode(t, code); c != exitFailed {
+		t.Errorf("exit code %d, want %d", c, exitFailed)
+	}
+	if want := "agentctl: run: ResourceExhausted: too many runs\n"; stderr.String() != want {
+		t.Errorf("stderr = %q, want %q", stderr, want)
+	}
+}
