@@ -1,0 +1,108 @@
+from agentd.v1 import events_pb2 as _events_pb2
+from agentd.v1 import run_pb2 as _run_pb2
+from agentd.v1 import transcript_pb2 as _transcript_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Agent(_message.Message):
+    __slots__ = ["description", "max_steps", "model", "model_override_allowed", "name", "tools"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_OVERRIDE_ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    max_steps: int
+    model: str
+    model_override_allowed: bool
+    name: str
+    tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., model: _Optional[str] = ..., model_override_allowed: bool = ..., max_steps: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ...) -> None: ...
+
+class ExecuteRunRequest(_message.Message):
+    __slots__ = ["start"]
+    START_FIELD_NUMBER: _ClassVar[int]
+    start: _run_pb2.RunSpec
+    def __init__(self, start: _Optional[_Union[_run_pb2.RunSpec, _Mapping]] = ...) -> None: ...
+
+class ExecuteRunResponse(_message.Message):
+    __slots__ = ["result", "run_id", "thread_id", "trace_id"]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    result: _events_pb2.RunFinished
+    run_id: str
+    thread_id: str
+    trace_id: str
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., result: _Optional[_Union[_events_pb2.RunFinished, _Mapping]] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ["agents"]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[Agent]
+    def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ...) -> None: ...
+
+class RunRequest(_message.Message):
+    __slots__ = ["approval_decision", "cancel", "client_seq", "ping", "start", "steer", "tool_result"]
+    APPROVAL_DECISION_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PING_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    STEER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    approval_decision: _run_pb2.ApprovalDecision
+    cancel: _run_pb2.Cancel
+    client_seq: int
+    ping: _run_pb2.Ping
+    start: _run_pb2.RunSpec
+    steer: _run_pb2.Steer
+    tool_result: _run_pb2.ToolResult
+    def __init__(self, client_seq: _Optional[int] = ..., start: _Optional[_Union[_run_pb2.RunSpec, _Mapping]] = ..., approval_decision: _Optional[_Union[_run_pb2.ApprovalDecision, _Mapping]] = ..., steer: _Optional[_Union[_run_pb2.Steer, _Mapping]] = ..., tool_result: _Optional[_Union[_run_pb2.ToolResult, _Mapping]] = ..., cancel: _Optional[_Union[_run_pb2.Cancel, _Mapping]] = ..., ping: _Optional[_Union[_run_pb2.Ping, _Mapping]] = ...) -> None: ...
+
+class RunResponse(_message.Message):
+    __slots__ = ["event"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: _events_pb2.RunEvent
+    def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
+
+class StartRunRequest(_message.Message):
+    __slots__ = ["start"]
+    START_FIELD_NUMBER: _ClassVar[int]
+    start: _run_pb2.RunSpec
+    def __init__(self, start: _Optional[_Union[_run_pb2.RunSpec, _Mapping]] = ...) -> None: ...
+
+class StartRunResponse(_message.Message):
+    __slots__ = ["event"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: _events_pb2.RunEvent
+    def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
+
+class ToolInfo(_message.Message):
+    __slots__ = ["completes_run", "enabled", "parallel", "requires_approval", "source", "spec", "timeout"]
+    COMPLETES_RUN_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    REQUIRES_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    completes_run: bool
+    enabled: bool
+    parallel: bool
+    requires_approval: bool
+    source: str
+    spec: _transcript_pb2.ToolSpec
+    timeout: _duration_pb2.Duration
+    def __init__(self, spec: _Optional[_Union[_transcript_pb2.ToolSpec, _Mapping]] = ..., source: _Optional[str] = ..., enabled: bool = ..., requires_approval: bool = ..., completes_run: bool = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., parallel: bool = ...) -> None: ...
