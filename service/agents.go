@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -24,6 +26,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/demo"
 	"github.com/agentd/agentd/runtime/llm/workload"
 	"github.com/agentd/agentd/runtime/tool/builtin"
+	"github.com/agentd/agentd/runtime/tool/mcp"
 )
 
 // AgentsConfig is the agents file (agentd --config, AGENTD_CONFIG): the agents a server
@@ -34,6 +37,9 @@ type AgentsConfig struct {
 	DefaultAgent string `yaml:"default_agent,omitempty"`
 	// Agents are the agents, at least one.
 	Agents []AgentConfig `yaml:"agents"`
+	// MCPServers are the MCP servers agents may take tools from (AgentConfig.MCPServers).
+	// [NewRegistry] starts or reaches those that some agent names, and only those.
+	MCPServers []MCPServerConfig `yaml:"mcp_servers,omitempty"`
 
 	// Where the config was read from, so that errors found later name the line.
 	path string
@@ -56,9 +62,10 @@ type AgentConfig struct {
 	// Tools is nil too; otherwise none.
 	System string `yaml:"system,omitempty"`
 	// Tools names the agent's tools from the catalogue: current_time, calculate,
-	// save_note (source "builtin"), echo, add (source "workload"). Nil (the field left
-	// out) means the model's tools: echo and add for a workload model, the three built-in
-	// tools for any other. An empty list (tools: []) means no tools.
+	// save_note, http_fetch (source "builtin"; http_fetch needs HTTPFetch), echo, add
+	// (source "workload"). Nil (the field left out) means the model's tools: echo and add
+	// for a workload model, current_time, calculate and save_note for any other. An empty
+	// list (tools: []) means no tools. The tools of MCPServers come on top.
 	Tools []string `yaml:"tools,omitempty"`
 	// Policy says which tools may be called and which calls need an approval.
 	Policy PolicyConfig `yaml:"policy,omitempty"`
@@ -87,15 +94,45 @@ type AgentConfig struct {
 	// FallbackModels are tried in order when the model fails before it streams anything
 	// and its retries are spent.
 	FallbackModels []string `yaml:"fallback_models,omitempty"`
+	// MCPServers names servers of the file's mcp_servers whose tools the agent has too,
+	// after its catalogue tools, in order. A tool keeps its MCP name unless it clashes
+	// with one of the agent's catalogue tools or with a tool of another of its servers;
+	// then it is "<server>__<tool>". When a server's tools change, the agent is built
+	// again; runs already going keep the tools they started with.
+	MCPServers []string `yaml:"mcp_servers,omitempty"`
+	// HTTPFetch configures the http_fetch tool; an agent that names http_fetch in Tools
+	// needs it, with at least one allowed host.
+	HTTPFetch *HTTPFetchConfig `yaml:"http_fetch,omitempty"`
+	// MaxToolOutputBytes bounds the bytes of a tool's output the model reads (text or
+	// JSON); a longer output is cut, with a note saying so. 0 means 64 KiB; -1 means no
+	// limit.
+	MaxToolOutputBytes int `yaml:"max_tool_output_bytes,omitempty"`
+}
+
+// HTTPFetchConfig configures an agent's http_fetch tool.
+type HTTPFetchConfig struct {
+	// AllowHosts are the hosts the tool may fetch from, redirects included: host names
+	// ("example.com"), "*.example.com" for every subdomain of example.com (not
+	// example.com itself), IP addresses; each optionally with ":port". Required.
+	AllowHosts []string `yaml:"allow_hosts"`
+	// MaxBytes is how much of a body is read before it is cut; 0 means 1 MiB. The
+	// agent's max_tool_output_bytes still bounds what the model reads.
+	MaxBytes int64 `yaml:"max_bytes,omitempty"`
+	// Timeout bounds one fetch, redirects and body included; 0 means 10s.
+	Timeout Duration `yaml:"timeout,omitempty"`
 }
 
 // PolicyConfig is an agent's tool policy.
 type PolicyConfig struct {
 	// Approval is the approval of every tool not named in Tools, and of client tools:
 	// "auto" (the default), "ask" or "always". A catalogue tool that asks for approval
-	// by itself (save_note) keeps asking unless Tools names it.
+	// by itself (save_note, http_fetch) keeps asking unless Tools names it; so does an
+	// MCP tool whose annotations do not mark it read-only (see package
+	// runtime/tool/mcp), or whose server's approval asks.
 	Approval string `yaml:"approval,omitempty"`
-	// Tools sets the policy of single tools, by name; they must be the agent's tools.
+	// Tools sets the policy of single tools, by name; they must be the agent's tools,
+	// from the catalogue or, under the names the agent exposes them as, from its MCP
+	// servers. An entry replaces the tool's own approval (when it names one).
 	Tools map[string]ToolPolicyConfig `yaml:"tools,omitempty"`
 }
 
@@ -228,6 +265,8 @@ func knownFields(typeName string) string {
 	for _, t := range []reflect.Type{
 		reflect.TypeFor[AgentsConfig](), reflect.TypeFor[AgentConfig](),
 		reflect.TypeFor[PolicyConfig](), reflect.TypeFor[ToolPolicyConfig](),
+		reflect.TypeFor[MCPServerConfig](), reflect.TypeFor[HTTPFetchConfig](),
+		reflect.TypeFor[HooksConfig](), reflect.TypeFor[ModelSettings](),
 	} {
 		if t.String() != typeName {
 			continue
@@ -408,6 +447,7 @@ func (c *AgentsConfig) check() []error {
 	if len(c.Agents) == 0 {
 		add(c.errorf(-1, cfgPath{"agents"}, "no agents; declare at least one"))
 	}
+	servers := c.checkMCPServers(add)
 	seen := map[string]int{}
 	for i, a := range c.Agents {
 		switch {
@@ -435,7 +475,9 @@ func (c *AgentsConfig) check() []error {
 			add(c.errorf(i, cfgPath{"policy", "approval"}, "%v", err))
 		}
 		for _, t := range slices.Sorted(maps.Keys(a.Policy.Tools)) {
-			if catalogue[t] == nil {
+			// The names of MCP tools are known once the servers are connected:
+			// NewRegistry checks them then.
+			if catalogue[t] == nil && len(a.MCPServers) == 0 {
 				add(c.errorf(i, cfgPath{"policy", "tools", t}, "unknown tool %q; known tools: %s", t, strings.Join(catalogueOrder, ", ")))
 			}
 			if _, err := parseApproval(a.Policy.Tools[t].Approval); err != nil {
@@ -451,6 +493,21 @@ func (c *AgentsConfig) check() []error {
 		if a.ToolTimeout < 0 {
 			add(c.errorf(i, cfgPath{"tool_timeout"}, "must not be negative, got %s", a.ToolTimeout))
 		}
+		if a.MaxToolOutputBytes < -1 {
+			add(c.errorf(i, cfgPath{"max_tool_output_bytes"}, "must be -1 (no limit), 0 (the default, 64 KiB) or positive, got %d", a.MaxToolOutputBytes))
+		}
+		dupServer := map[string]bool{}
+		for k, name := range a.MCPServers {
+			_, declared := servers[name]
+			switch {
+			case !declared:
+				add(c.errorf(i, cfgPath{"mcp_servers", k}, "no mcp server named %q in the file's mcp_servers (%s)", name, describe(c.mcpServerNames())))
+			case dupServer[name]:
+				add(c.errorf(i, cfgPath{"mcp_servers", k}, "mcp server %q listed twice", name))
+			}
+			dupServer[name] = true
+		}
+		c.checkHTTPFetch(i, add)
 	}
 	if d := c.DefaultAgent; d != "" && len(c.Agents) > 0 {
 		if _, ok := seen[d]; !ok {
@@ -458,6 +515,40 @@ func (c *AgentsConfig) check() []error {
 		}
 	}
 	return errs
+}
+
+// checkHTTPFetch checks agent i's http_fetch tool and its config, which go together.
+func (c *AgentsConfig) checkHTTPFetch(i int, add func(error)) {
+	a := c.Agents[i]
+	named := slices.Contains(a.Tools, builtin.HTTPFetchName)
+	hf := a.HTTPFetch
+	switch {
+	case named && (hf == nil || len(hf.AllowHosts) == 0):
+		add(c.errorf(i, cfgPath{"tools", slices.Index(a.Tools, builtin.HTTPFetchName)},
+			"http_fetch needs the hosts it may fetch from: add http_fetch: {allow_hosts: [example.com, \"*.example.com\"]} to the agent"))
+	case hf != nil && !named:
+		add(c.errorf(i, cfgPath{"http_fetch"}, "http_fetch is configured but not among the agent's tools; add it to tools"))
+	}
+	if hf == nil {
+		return
+	}
+	if _, err := builtin.HTTPFetch(hf.AllowHosts); err != nil {
+		add(c.errorf(i, cfgPath{"http_fetch", "allow_hosts"}, "%v", err))
+	}
+	if hf.MaxBytes < 0 {
+		add(c.errorf(i, cfgPath{"http_fetch", "max_bytes"}, "must not be negative, got %d", hf.MaxBytes))
+	}
+	if hf.Timeout < 0 {
+		add(c.errorf(i, cfgPath{"http_fetch", "timeout"}, "must not be negative, got %s", hf.Timeout))
+	}
+}
+
+func (c *AgentsConfig) mcpServerNames() []string {
+	names := make([]string, 0, len(c.MCPServers))
+	for _, s := range c.MCPServers {
+		names = append(names, s.Name)
+	}
+	return names
 }
 
 func (c *AgentsConfig) names() []string {
@@ -498,12 +589,14 @@ type catalogueTool struct {
 	make     func(*agentState) runtime.Tool
 }
 
-// agentState is what an agent's tools share: save_note's store.
+// agentState is what an agent's tools share, across rebuilds: save_note's store, and the
+// http_fetch tool made from the agent's config.
 type agentState struct {
 	notes *builtin.Notes
+	fetch runtime.Tool
 }
 
-var catalogueOrder = []string{builtin.CurrentTimeName, builtin.CalculateName, builtin.SaveNoteName, "echo", "add"}
+var catalogueOrder = []string{builtin.CurrentTimeName, builtin.CalculateName, builtin.SaveNoteName, builtin.HTTPFetchName, "echo", "add"}
 
 var catalogue = map[string]*catalogueTool{
 	builtin.CurrentTimeName: {source: "builtin", make: func(*agentState) runtime.Tool { return builtin.CurrentTime() }},
@@ -512,6 +605,11 @@ var catalogue = map[string]*catalogueTool{
 		source:   "builtin",
 		approval: builtin.Policy().For(builtin.SaveNoteName).Approval,
 		make:     func(s *agentState) runtime.Tool { return builtin.SaveNote(s.notes) },
+	},
+	builtin.HTTPFetchName: {
+		source:   "builtin",
+		approval: builtin.Policy().For(builtin.HTTPFetchName).Approval,
+		make:     func(s *agentState) runtime.Tool { return s.fetch },
 	},
 	"echo": {source: "workload", make: workloadTool("echo")},
 	"add":  {source: "workload", make: workloadTool("add")},
@@ -650,7 +748,7 @@ type RegistryOptions struct {
 	DemoDelay time.Duration
 	// Resolve makes models from specs; nil means NewModelResolver(BuiltinModelProviders(DemoDelay)...).
 	Resolve ModelResolver
-	// Logger is every agent's logger; nil means slog.Default().
+	// Logger is every agent's logger, and the MCP servers'; nil means slog.Default().
 	Logger *slog.Logger
 	// Hooks, if not nil, are every agent's own hooks (runtime.Config.Hooks).
 	Hooks runtime.Hooks
@@ -660,16 +758,38 @@ type RegistryOptions struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	RecordContent  bool
+	// MCPConnectTimeout bounds the connecting to the agents' MCP servers, which happens
+	// for all of them at once: starting or reaching each, the handshake and the listing
+	// of its tools. 0 means 30s.
+	MCPConnectTimeout time.Duration
 }
 
-// Registry holds the agents a server offers. It is immutable after [NewRegistry] and safe
-// for concurrent use; callers must not modify the entries it returns.
+// Registry holds the agents a server offers. It is safe for concurrent use; callers must
+// not modify the entries it returns.
+//
+// An entry never changes once returned. When an MCP server says its tools changed, the
+// registry builds the agents that use it again and swaps the new entries in at once:
+// later calls of [Registry.Agent] return them, while a run that already took an entry
+// keeps its tools. [Registry.Close] stops the MCP servers and closes the remote hook
+// connections; call it once the server serves no more runs.
 type Registry struct {
-	agents  []*AgentEntry // by name
-	byName  map[string]*AgentEntry
-	def     *AgentEntry
+	set     atomic.Pointer[agentSet]
 	models  map[string]runtime.Model // the agents' models, by spec and by name
 	resolve ModelResolver
+	log     *slog.Logger
+
+	builders []*agentBuilder // in the file's order
+	sources  map[string]*mcp.Source
+
+	mu     sync.Mutex // held by NewRegistry while it builds, by rebuilds, and by Close to mark closed
+	closed bool
+}
+
+// agentSet is one version of the registry's agents; it is never modified once stored.
+type agentSet struct {
+	agents []*AgentEntry // by name
+	byName map[string]*AgentEntry
+	def    string // the default agent's name
 }
 
 // AgentEntry is one agent of a [Registry].
@@ -682,17 +802,28 @@ type AgentEntry struct {
 	AllowModelOverride bool
 	// Runtime runs the agent.
 	Runtime *runtime.Agent
-	// Tools are the agent's server tools, in order, with their policies.
+	// Tools are the agent's server tools, in order, with their policies: the catalogue
+	// tools first, then those of its MCP servers.
 	Tools []ToolInfo
-
-	closers []func() error // the agent's remote hook connections
 }
 
-// Close releases what the registry's agents hold: their remote hook connections.
+// Close stops the registry's MCP servers (ending their processes or their HTTP
+// sessions) and closes its agents' remote hook connections. Calls of MCP tools made
+// afterwards fail. Close is idempotent.
 func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	// Not under mu: closing a source waits for its goroutine, which may be waiting for mu
+	// to rebuild an agent (and will find the registry closed).
+	closeSources(r.sources)
 	var errs []error
-	for _, e := range r.agents {
-		errs = append(errs, closeAll(e.closers))
+	for _, b := range r.builders {
+		errs = append(errs, closeAll(b.closers))
 	}
 	return errors.Join(errs...)
 }
@@ -709,7 +840,8 @@ func closeAll(closers []func() error) error {
 type ToolInfo struct {
 	// Spec is the tool's spec, as the runtime holds it.
 	Spec runtime.ToolSpec
-	// Source is where the tool comes from: "builtin" or "workload".
+	// Source is where the tool comes from: "builtin", "workload", or "mcp:<server>" for
+	// a tool of the MCP server of that name.
 	Source string
 	// Policy is the tool's policy in the agent.
 	Policy runtime.ToolPolicy
@@ -724,8 +856,11 @@ type ToolInfo struct {
 const defaultToolTimeout = time.Minute
 
 // NewRegistry checks cfg and builds its agents; a nil cfg means [DefaultAgentsConfig].
-// It resolves every agent's model, so an unknown model is an error here. cfg is not
-// modified and not retained.
+// It resolves every agent's model, so an unknown model is an error here. It connects to
+// every MCP server an agent names, bounded by RegistryOptions.MCPConnectTimeout: a server
+// that cannot be started, reached or listed is an error naming it, and so is a
+// policy.tools entry naming a tool that neither the catalogue nor the agent's servers
+// offer. On error nothing is left running. cfg is not modified and not retained.
 func NewRegistry(cfg *AgentsConfig, opts RegistryOptions) (*Registry, error) {
 	if cfg == nil {
 		cfg = DefaultAgentsConfig()
@@ -733,41 +868,133 @@ func NewRegistry(cfg *AgentsConfig, opts RegistryOptions) (*Registry, error) {
 	if errs := cfg.check(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	resolve := opts.Resolve
 	if resolve == nil {
 		resolve = NewModelResolver(append(BuiltinModelProviders(opts.DemoDelay), ProviderModelProviders()...)...)
 	}
-	r := &Registry{byName: map[string]*AgentEntry{}, models: map[string]runtime.Model{}, resolve: resolve}
+	sources, err := cfg.connectMCP(opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{models: map[string]runtime.Model{}, resolve: resolve, log: opts.Logger, sources: sources}
+	// Listen before building: a change from now on rebuilds, and one before is in the
+	// tools the first build reads.
+	for name, src := range sources {
+		src.OnToolsChanged(func() { r.toolsChanged(name) })
+	}
+	r.mu.Lock()
+	err = r.build(cfg, resolve, opts)
+	r.mu.Unlock()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// build builds cfg's agents. r.mu is held.
+func (r *Registry) build(cfg *AgentsConfig, resolve ModelResolver, opts RegistryOptions) error {
 	defIdx := cfg.defaultIndex()
+	set := &agentSet{byName: map[string]*AgentEntry{}, def: cfg.Agents[defIdx].Name}
 	var errs []error
 	for i := range cfg.Agents {
 		override := ""
 		if i == defIdx {
 			override = opts.ModelOverride
 		}
-		e, err := cfg.build(i, override, resolve, opts)
+		b, err := cfg.newBuilder(i, override, resolve, opts, r.sources)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		r.builders = append(r.builders, b)
+		e, unknown, err := b.assemble()
+		if err != nil {
+			errs = append(errs, cfg.errorf(i, nil, "%v", err))
+			continue
+		}
+		if len(unknown) > 0 {
+			names := make([]string, len(e.Tools))
+			for k, ti := range e.Tools {
+				names[k] = ti.Spec.Name
+			}
+			for _, name := range unknown {
+				errs = append(errs, cfg.errorf(i, cfgPath{"policy", "tools", name}, "tool %q is not one of the agent's tools (%s)", name, describe(names)))
+			}
+			continue
+		}
 		r.models[cmp.Or(override, cfg.Agents[i].Model)] = e.Runtime.Model()
 		r.models[e.Model] = e.Runtime.Model()
-		r.byName[e.Name] = e
-		r.agents = append(r.agents, e)
-		if i == defIdx {
-			r.def = e
-		}
+		set.byName[e.Name] = e
+		set.agents = append(set.agents, e)
 	}
 	if len(errs) > 0 {
-		r.Close()
-		return nil, errors.Join(errs...)
+		return errors.Join(errs...)
 	}
-	slices.SortFunc(r.agents, func(a, b *AgentEntry) int { return strings.Compare(a.Name, b.Name) })
-	return r, nil
+	slices.SortFunc(set.agents, func(a, b *AgentEntry) int { return strings.Compare(a.Name, b.Name) })
+	r.set.Store(set)
+	return nil
 }
 
-// build makes agent i, on the model override if one is given.
-func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts RegistryOptions) (*AgentEntry, error) {
+// toolsChanged builds the agents that use the MCP server again, and swaps them in. It
+// runs on the server's source goroutine. An agent that cannot be built again keeps the
+// tools it had, which is logged.
+func (r *Registry) toolsChanged(server string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.set.Load()
+	if r.closed || old == nil {
+		return
+	}
+	next := &agentSet{byName: maps.Clone(old.byName), def: old.def}
+	rebuilt := false
+	for _, b := range r.builders {
+		if !slices.Contains(b.serverNames, server) {
+			continue
+		}
+		e, unknown, err := b.assemble()
+		if err != nil {
+			r.log.Error("agent not rebuilt after the tools of its mcp server changed: it keeps its tools", "agent", b.name, "mcp_server", server, "error", err)
+			continue
+		}
+		if len(unknown) > 0 {
+			r.log.Warn("agent's policy names tools it no longer has", "agent", b.name, "mcp_server", server, "tools", unknown)
+		}
+		next.byName[e.Name] = e
+		rebuilt = true
+		r.log.Info("agent rebuilt: the tools of its mcp server changed", "agent", e.Name, "mcp_server", server, "tools", len(e.Tools))
+	}
+	if !rebuilt {
+		return
+	}
+	next.agents = slices.SortedFunc(maps.Values(next.byName), func(a, b *AgentEntry) int { return strings.Compare(a.Name, b.Name) })
+	r.set.Store(next)
+}
+
+// agentBuilder builds one agent: in NewRegistry, and again whenever the tools of one of
+// its MCP servers change. What does not depend on those tools (the model, the hooks,
+// the catalogue tools and their state) is made once, here, and shared by every build.
+type agentBuilder struct {
+	name, description  string
+	allowModelOverride bool
+	serverNames        []string
+	policyTools        map[string]ToolPolicyConfig
+	def                runtime.Approval
+
+	names     []string // the catalogue tools
+	tools     []runtime.Tool
+	sources   []*mcp.Source
+	closers   []func() error // the remote hook connections
+	rtConfig  runtime.Config // all but the tools and the policy
+	timeout   time.Duration  // the agent's tool timeout in effect
+	parallels int
+}
+
+// newBuilder prepares agent i, on the model override if one is given.
+func (c *AgentsConfig) newBuilder(i int, override string, resolve ModelResolver, opts RegistryOptions, sources map[string]*mcp.Source) (*agentBuilder, error) {
 	a := c.Agents[i]
 	spec := cmp.Or(override, a.Model)
 	if spec == "" {
@@ -796,29 +1023,20 @@ func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts
 	}
 
 	def, _ := parseApproval(a.Policy.Approval)
-	policy := runtime.Policy{Default: runtime.ToolPolicy{Approval: def}, Tools: map[string]runtime.ToolPolicy{}}
 	state := &agentState{notes: new(builtin.Notes)}
+	if hf := a.HTTPFetch; hf != nil {
+		state.fetch, err = builtin.HTTPFetch(hf.AllowHosts, builtin.WithFetchMaxBytes(hf.MaxBytes), builtin.WithFetchTimeout(time.Duration(hf.Timeout)))
+		if err != nil {
+			return nil, c.errorf(i, cfgPath{"http_fetch", "allow_hosts"}, "%v", err)
+		}
+	}
 	tools := make([]runtime.Tool, 0, len(names))
 	for _, name := range names {
-		ct := catalogue[name]
-		tools = append(tools, ct.make(state))
-		tp := runtime.ToolPolicy{Approval: max(ct.approval, def)}
-		if pc, ok := a.Policy.Tools[name]; ok {
-			tp.Disabled = pc.Disabled
-			if pc.Approval != "" {
-				tp.Approval, _ = parseApproval(pc.Approval)
-			}
-		}
-		policy.Tools[name] = tp
+		tools = append(tools, catalogue[name].make(state))
 	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(a.Policy.Tools)) {
-		if !slices.Contains(names, name) {
-			errs = append(errs, c.errorf(i, cfgPath{"policy", "tools", name}, "tool %q is not one of the agent's tools (%s)", name, strings.Join(names, ", ")))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	var srcs []*mcp.Source
+	for _, name := range a.MCPServers {
+		srcs = append(srcs, sources[name])
 	}
 
 	agentHooks, closers, err := a.Hooks.build(opts.Logger)
@@ -834,69 +1052,124 @@ func (c *AgentsConfig) build(i int, override string, resolve ModelResolver, opts
 	default:
 		hooks = opts.Hooks
 	}
-	rt, err := runtime.New(runtime.Config{
-		Name:          a.Name,
-		Model:         model,
-		System:        system,
-		Tools:         tools,
-		Policy:        policy,
-		Hooks:         hooks,
-		MaxSteps:      maxSteps,
-		ParallelTools: a.ParallelTools,
-		ToolTimeout:   time.Duration(a.ToolTimeout),
-		Settings:      a.Settings.callSettings(),
-		Logger:        opts.Logger,
-
-		TracerProvider: opts.TracerProvider,
-		MeterProvider:  opts.MeterProvider,
-		RecordContent:  opts.RecordContent,
-	})
-	if err != nil {
-		closeAll(closers)
-		return nil, c.errorf(i, nil, "%v", err)
-	}
-	timeout := cmp.Or(time.Duration(a.ToolTimeout), defaultToolTimeout)
-	e := &AgentEntry{
+	return &agentBuilder{
+		name:               a.Name,
+		description:        a.Description,
+		allowModelOverride: a.AllowModelOverride,
+		serverNames:        slices.Clone(a.MCPServers),
+		policyTools:        maps.Clone(a.Policy.Tools),
+		def:                def,
+		names:              slices.Clone(names),
+		tools:              tools,
+		sources:            srcs,
 		closers:            closers,
-		Name:               a.Name,
-		Description:        a.Description,
-		Model:              model.Name(),
-		AllowModelOverride: a.AllowModelOverride,
+		timeout:            cmp.Or(time.Duration(a.ToolTimeout), defaultToolTimeout),
+		parallels:          a.ParallelTools,
+		rtConfig: runtime.Config{
+			Name:          a.Name,
+			Model:         model,
+			System:        system,
+			Hooks:         hooks,
+			MaxSteps:      maxSteps,
+			ParallelTools: a.ParallelTools,
+			ToolTimeout:   time.Duration(a.ToolTimeout),
+			MaxToolOutput: a.MaxToolOutputBytes,
+			Settings:      a.Settings.callSettings(),
+			Logger:        opts.Logger,
+
+			TracerProvider: opts.TracerProvider,
+			MeterProvider:  opts.MeterProvider,
+			RecordContent:  opts.RecordContent,
+		},
+	}, nil
+}
+
+// assemble builds the agent from its catalogue tools and the tools its MCP servers
+// offer now. It returns, sorted, the names of policy.tools entries that name none of
+// the agent's tools.
+func (b *agentBuilder) assemble() (*AgentEntry, []string, error) {
+	mcpTools, mcpPolicy := mcp.Merge(b.names, b.sources...)
+	tools := append(slices.Clone(b.tools), mcpTools...)
+	policy := runtime.Policy{Default: runtime.ToolPolicy{Approval: b.def}, Tools: map[string]runtime.ToolPolicy{}}
+	source := map[string]string{}
+	for _, name := range b.names {
+		ct := catalogue[name]
+		tp := runtime.ToolPolicy{Approval: max(ct.approval, b.def)}
+		if pc, ok := b.policyTools[name]; ok {
+			tp.Disabled = pc.Disabled
+			if pc.Approval != "" {
+				tp.Approval, _ = parseApproval(pc.Approval)
+			}
+		}
+		policy.Tools[name] = tp
+		source[name] = ct.source
+	}
+	for _, t := range mcpTools {
+		name := t.Spec().Name
+		var explicit *ToolPolicyConfig
+		if pc, ok := b.policyTools[name]; ok {
+			explicit = &pc
+		}
+		policy.Tools[name] = mcpToolPolicy(mcpPolicy.For(name), b.def, explicit)
+		source[name] = mcpSource(t)
+	}
+	var unknown []string
+	for _, name := range slices.Sorted(maps.Keys(b.policyTools)) {
+		if _, ok := policy.Tools[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+
+	cfg := b.rtConfig
+	cfg.Tools, cfg.Policy = tools, policy
+	rt, err := runtime.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &AgentEntry{
+		Name:               b.name,
+		Description:        b.description,
+		Model:              b.rtConfig.Model.Name(),
+		AllowModelOverride: b.allowModelOverride,
 		Runtime:            rt,
 	}
 	for _, spec := range rt.Tools() {
 		e.Tools = append(e.Tools, ToolInfo{
 			Spec:     spec,
-			Source:   catalogue[spec.Name].source,
+			Source:   source[spec.Name],
 			Policy:   policy.For(spec.Name),
-			Timeout:  cmp.Or(spec.Timeout, timeout),
-			Parallel: spec.Parallel && a.ParallelTools > 1,
+			Timeout:  cmp.Or(spec.Timeout, b.timeout),
+			Parallel: spec.Parallel && b.parallels > 1,
 		})
 	}
-	return e, nil
+	return e, unknown, nil
 }
 
 // Agent returns the named agent; "" names the default agent. An unknown name gets an
 // error that wraps [ErrAgentNotFound] and lists the agents.
 func (r *Registry) Agent(name string) (*AgentEntry, error) {
+	set := r.set.Load()
 	if name == "" {
-		return r.def, nil
+		return set.byName[set.def], nil
 	}
-	if e, ok := r.byName[name]; ok {
+	if e, ok := set.byName[name]; ok {
 		return e, nil
 	}
-	names := make([]string, len(r.agents))
-	for i, e := range r.agents {
+	names := make([]string, len(set.agents))
+	for i, e := range set.agents {
 		names[i] = e.Name
 	}
 	return nil, fmt.Errorf("%w: %q; agents: %s", ErrAgentNotFound, name, strings.Join(names, ", "))
 }
 
 // Agents returns every agent, sorted by name. The slice is the caller's.
-func (r *Registry) Agents() []*AgentEntry { return slices.Clone(r.agents) }
+func (r *Registry) Agents() []*AgentEntry { return slices.Clone(r.set.Load().agents) }
 
 // Default returns the default agent.
-func (r *Registry) Default() *AgentEntry { return r.def }
+func (r *Registry) Default() *AgentEntry {
+	set := r.set.Load()
+	return set.byName[set.def]
+}
 
 // ResolveModel returns the model spec names, for a client's model override; whether the
 // agent allows one is the caller's to check ([AgentEntry.AllowModelOverride]). The

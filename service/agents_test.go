@@ -178,14 +178,27 @@ func TestLoadAgentsFileExample(t *testing.T) {
 			},
 		},
 		{Name: "notes", Model: demo.ModelName, MaxSteps: 25, Tools: builtinNatural},
+		{
+			Name:        "researcher",
+			Description: "Fetches pages from go.dev and sums them up.",
+			Model:       demo.ModelName,
+			MaxSteps:    25,
+			Tools: []toolSummary{
+				{Name: "http_fetch", Source: "builtin", Approval: runtime.ApprovalAsk, Timeout: time.Minute},
+				{Name: "calculate", Source: "builtin", Timeout: time.Minute},
+			},
+		},
 	}
 
 	cfg, err := service.LoadAgentsFile(filepath.Join("..", "deploy", "agents.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DefaultAgent != "assistant" || len(cfg.Agents) != 5 || cfg.Agents[0].ToolTimeout != service.Duration(30*time.Second) {
-		t.Errorf("LoadAgentsFile: default %q, %d agents, first tool_timeout %v; want assistant, 5, 30s", cfg.DefaultAgent, len(cfg.Agents), cfg.Agents[0].ToolTimeout)
+	if cfg.DefaultAgent != "assistant" || len(cfg.Agents) != 6 || cfg.Agents[0].ToolTimeout != service.Duration(30*time.Second) {
+		t.Errorf("LoadAgentsFile: default %q, %d agents, first tool_timeout %v; want assistant, 6, 30s", cfg.DefaultAgent, len(cfg.Agents), cfg.Agents[0].ToolTimeout)
+	}
+	if hf := cfg.Agents[5].HTTPFetch; hf == nil || len(hf.AllowHosts) != 2 || hf.MaxBytes != 262144 || hf.Timeout != service.Duration(15*time.Second) || cfg.Agents[5].MaxToolOutputBytes != 131072 {
+		t.Errorf("researcher: http_fetch %+v, max_tool_output_bytes %d", hf, cfg.Agents[5].MaxToolOutputBytes)
 	}
 	r, err := service.NewRegistry(cfg, service.RegistryOptions{})
 	if err != nil {
@@ -250,8 +263,8 @@ func TestLoadAgentsFileErrors(t *testing.T) {
 		{"unknown_top_field.yaml", []string{`:1: unknown field "default_agnet"; known fields: default_agent, agents`}},
 		{"duplicate_name.yaml", []string{`:6: agent "ops": name: duplicate agent name "ops": agents[0] has it too`}},
 		{"bad_name.yaml", []string{`:2: agent "Ops Team": name: invalid name "Ops Team": want 1 to 64 lowercase letters, digits, '_' or '-', starting with a letter or digit`}},
-		{"unknown_tool.yaml", []string{`:6: agent "ops": tools[1]: unknown tool "web_search"; known tools: current_time, calculate, save_note, echo, add`}},
-		{"unknown_policy_tool.yaml", []string{`:6: agent "ops": policy.tools.delete_everything: unknown tool "delete_everything"; known tools: current_time, calculate, save_note, echo, add`}},
+		{"unknown_tool.yaml", []string{`:6: agent "ops": tools[1]: unknown tool "web_search"; known tools: current_time, calculate, save_note, http_fetch, echo, add`}},
+		{"unknown_policy_tool.yaml", []string{`:6: agent "ops": policy.tools.delete_everything: unknown tool "delete_everything"; known tools: current_time, calculate, save_note, http_fetch, echo, add`}},
 		{"policy_tool_not_in_agent.yaml", []string{`:7: agent "ops": policy.tools.save_note: tool "save_note" is not one of the agent's tools (calculate)`}},
 		{"bad_approval.yaml", []string{`:5: agent "ops": policy.approval: invalid approval "sometimes": want auto, ask or always`}},
 		{"unknown_model.yaml", []string{`:6: agent "writer": model "gemini:gemini-2.5-pro": unknown model: no provider "gemini"; ` + supported}},
@@ -309,7 +322,7 @@ func TestNewRegistryConfigErrors(t *testing.T) {
 			"unknown tool",
 			service.AgentsConfig{Agents: []service.AgentConfig{{Name: "ops", Model: "demo", Tools: []string{"calculate", "rm_rf"}}}},
 			service.RegistryOptions{},
-			`agents config: agent "ops": tools[1]: unknown tool "rm_rf"; known tools: current_time, calculate, save_note, echo, add`,
+			`agents config: agent "ops": tools[1]: unknown tool "rm_rf"; known tools: current_time, calculate, save_note, http_fetch, echo, add`,
 		},
 		{
 			"tool twice",

@@ -179,11 +179,18 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 		lis.Close()
 		return err
 	}
-	srv, err := newServer(cfg, log, tel)
+	srv, agents, err := newServer(cfg, log, tel)
 	if err != nil {
 		lis.Close()
 		return err
 	}
+	// Deferred, so it runs once the gRPC server has stopped and no run uses an agent: it
+	// stops the MCP servers and closes the remote hook connections.
+	defer func() {
+		if err := agents.Close(); err != nil {
+			log.Warn("closing the agents", "error", err)
+		}
+	}()
 	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 
@@ -216,8 +223,9 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	return nil
 }
 
-// newServer builds the service from the configuration; tel may be nil.
-func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, error) {
+// newServer builds the service from the configuration; tel may be nil. The caller closes
+// the registry once the server has stopped; on error nothing is left to close.
+func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, *service.Registry, error) {
 	if tel == nil {
 		tel = &telemetry{}
 	}
@@ -225,7 +233,7 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, e
 	if cfg.config != "" {
 		var err error
 		if agents, err = service.LoadAgentsFile(cfg.config); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	reg, err := service.NewRegistry(agents, service.RegistryOptions{
@@ -233,14 +241,20 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, e
 		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider, RecordContent: cfg.recordContent,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	key, err := service.LoadContinuationKey(cfg.key, cfg.keyFile)
 	if err != nil {
-		return nil, err
+		reg.Close()
+		return nil, nil, err
 	}
-	return service.New(service.Config{
+	srv, err := service.New(service.Config{
 		Agents: reg, Logger: log, ContinuationKey: key, MaxConcurrentRuns: cfg.maxRuns,
 		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider,
 	})
+	if err != nil {
+		reg.Close()
+		return nil, nil, err
+	}
+	return srv, reg, nil
 }

@@ -101,10 +101,11 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newServer(cfg, log, nil)
+	srv, agents, err := newServer(cfg, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { agents.Close() })
 	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

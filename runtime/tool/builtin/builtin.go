@@ -27,12 +27,13 @@ func Tools(opts ...Option) []runtime.Tool {
 	return []runtime.Tool{CurrentTime(opts...), Calculate(), SaveNote(notes, opts...)}
 }
 
-// Policy returns the policy the built-in tools are meant to run under: save_note asks for
-// an approval ([runtime.ApprovalAsk]), every other tool runs without asking. An agent
-// with more tools can copy its Tools entries into its own policy.
+// Policy returns the policy the built-in tools are meant to run under: save_note and
+// http_fetch ask for an approval ([runtime.ApprovalAsk]), every other tool runs without
+// asking. An agent with more tools can copy its Tools entries into its own policy.
 func Policy() runtime.Policy {
 	return runtime.Policy{Tools: map[string]runtime.ToolPolicy{
-		SaveNoteName: {Approval: runtime.ApprovalAsk},
+		SaveNoteName:  {Approval: runtime.ApprovalAsk},
+		HTTPFetchName: {Approval: runtime.ApprovalAsk},
 	}}
 }
 

@@ -67,6 +67,7 @@ func TestPolicy(t *testing.T) {
 		builtin.CurrentTimeName: runtime.ApprovalAuto,
 		builtin.CalculateName:   runtime.ApprovalAuto,
 		builtin.SaveNoteName:    runtime.ApprovalAsk,
+		builtin.HTTPFetchName:   runtime.ApprovalAsk,
 		"some_other_tool":       runtime.ApprovalAuto,
 	} {
 		if got := p.For(name); got != (runtime.ToolPolicy{Approval: want}) {

@@ -1,6 +1,6 @@
 // Package builtin provides three small, safe tools that agentd offers out of the box, so
 // that a first run can show tool calls, approvals and tool results without configuring
-// anything:
+// anything, and one that reaches the network only where its configuration allows:
 //
 //   - [CurrentTime] (current_time) reports the current time in an IANA time zone.
 //   - [Calculate] (calculate) evaluates an arithmetic expression with a small parser of
@@ -8,8 +8,11 @@
 //     Nothing is ever evaluated as code.
 //   - [SaveNote] (save_note) stores a note in an in-memory [Notes] store. It is the one
 //     tool with an effect, so [Policy] makes its calls ask for an approval.
+//   - [HTTPFetch] (http_fetch) GETs an http or https URL whose host is on the allow-list
+//     it is made with, bounded in size and time, redirects included. It is not among
+//     [Tools]: it needs that list. [Policy] makes its calls ask for an approval too.
 //
-// [Tools] returns all three:
+// [Tools] returns the first three:
 //
 //	notes := new(builtin.Notes)
 //	agent, err := runtime.New(runtime.Config{

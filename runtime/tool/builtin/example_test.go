@@ -62,3 +62,17 @@ func ExampleEvaluate() {
 	// Output:
 	// 1020 <nil>
 }
+
+// http_fetch reaches only the hosts it is made with; everything else is refused before
+// any request is sent.
+func ExampleHTTPFetch() {
+	tool, err := builtin.HTTPFetch([]string{"example.com", "*.example.com"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = tool.Execute(context.Background(), runtime.ToolCall{Arguments: `{"url":"https://example.org/"}`})
+	fmt.Println(err)
+	// Output:
+	// host not allowed: "example.org" is not on the allow-list (example.com, *.example.com)
+}

@@ -1,13 +1,20 @@
 package builtin
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
-// Option configures the tools made by [Tools], [CurrentTime] and [SaveNote].
+// Option configures the tools made by [Tools], [CurrentTime], [SaveNote] and
+// [HTTPFetch]; each tool ignores the options that are not its own.
 type Option func(*options)
 
 type options struct {
-	now   func() time.Time
-	notes *Notes
+	now            func() time.Time
+	notes          *Notes
+	fetchMaxBytes  int64
+	fetchTimeout   time.Duration
+	fetchTransport http.RoundTripper
 }
 
 func newOptions(opts []Option) options {
@@ -33,4 +40,24 @@ func WithClock(now func() time.Time) Option {
 // an argument and ignores this option.
 func WithNotes(n *Notes) Option {
 	return func(o *options) { o.notes = n }
+}
+
+// WithFetchMaxBytes sets how much of a body [HTTPFetch] reads before it cuts it; n <= 0
+// keeps the default, [DefaultFetchMaxBytes] (1 MiB).
+func WithFetchMaxBytes(n int64) Option {
+	return func(o *options) { o.fetchMaxBytes = n }
+}
+
+// WithFetchTimeout bounds one fetch of [HTTPFetch], redirects and body included; d <= 0
+// keeps the default, [DefaultFetchTimeout] (10s).
+func WithFetchTimeout(d time.Duration) Option {
+	return func(o *options) { o.fetchTimeout = d }
+}
+
+// WithFetchTransport makes [HTTPFetch] send its requests through rt, for a proxy of the
+// embedder's or a test's fake network; the allow-list is checked before rt sees a
+// request, redirects included. Nil keeps the default: [http.DefaultTransport]'s settings
+// (proxies from the environment) without keep-alives.
+func WithFetchTransport(rt http.RoundTripper) Option {
+	return func(o *options) { o.fetchTransport = rt }
 }

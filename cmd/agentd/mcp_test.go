@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// TestServeStopsMCPServersOnShutdown checks that agentd starts the MCP servers of its
+// agents file and stops them when it shuts down.
+func TestServeStopsMCPServersOnShutdown(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "testserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/agentd/agentd/runtime/tool/mcp/internal/testserver").CombinedOutput(); err != nil {
+		t.Fatalf("building the test MCP server: %v\n%s", err, out)
+	}
+	agents := filepath.Join(dir, "agents.yaml")
+	file := "mcp_servers: [{name: proc, command: " + strconv.Quote(bin) + "}]\n" +
+		"agents: [{name: ops, model: demo, tools: [calculate], mcp_servers: [proc]}]\n"
+	if err := os.WriteFile(agents, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig([]string{"--config", agents, "--shutdown-timeout=2s", "--drain-period=1s"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := agentdv1.NewAgentServiceClient(conn).ListAgents(ctx, &agentdv1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]int{}
+	for _, ti := range resp.GetAgents()[0].GetTools() {
+		sources[ti.GetSource()]++
+	}
+	if sources["builtin"] != 1 || sources["mcp:proc"] == 0 {
+		t.Errorf("tools by source %v, want calculate and the server's", sources)
+	}
+
+	// The server process says its pid on its standard error, which agentd logs.
+	pidRE := regexp.MustCompile(`testserver: started, pid (\d+)`)
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
+		if m := pidRE.FindStringSubmatch(logs.String()); m != nil {
+			pid, _ = strconv.Atoi(m[1])
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no pid in the logs:\n%s", logs.String())
+		}
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the MCP server process %d is not running: %v", pid, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Closing the source waited for the process, so it is reaped and gone.
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("the MCP server process %d still runs after agentd stopped", pid)
+	}
+}
