@@ -8,6 +8,7 @@
 //	agentctl [connection flags] agents [--json]
 //	agentctl [connection flags] run [flags] PROMPT...
 //	agentctl [connection flags] run [flags] --resume FILE
+//	agentctl [connection flags] load [flags]
 //
 // The connection flags mirror grpcurl's (--plaintext, -H, --cacert, …), and may come
 // before or after the command. Run agentctl -h for all flags and the exit codes.
@@ -46,6 +47,7 @@ const usageText = `Usage:
   agentctl [connection flags] agents [--json]
   agentctl [connection flags] run [flags] PROMPT...
   agentctl [connection flags] run [flags] --resume FILE
+  agentctl [connection flags] load [flags]
 
 agentctl talks to agentd (agentd.v1.AgentService).
 
@@ -65,6 +67,12 @@ agentctl talks to agentd (agentd.v1.AgentService).
            on any replica that shares the server's continuation key, asking the
            pending approvals first. A resumed file is removed once the run it resumed
            has finished, so that an approved call cannot run twice.
+  load     runs the agent on --concurrency streams at once, over and over, for
+           --duration (or --runs runs), approving every approval, and reports runs/s,
+           deltas/s, percentiles of the time to the first event and to run_finished,
+           errors by kind, and with --server-pid the server's RSS. Ctrl-C stops it
+           early, still reporting. Serve the benchmark workload for it with
+           agentd --model workload:medium.
 
 Flags take one dash or two. Connection flags are grpcurl's, and like grpcurl agentctl
 speaks TLS unless given --plaintext, which agentd's default (no --tls-cert) needs. Each
@@ -77,7 +85,8 @@ Run flags:
 %s
 Agents flags:
   --json   print the ListAgents response as JSON
-
+Load flags:
+%s
 Exit codes: 0 completed, 1 failed, 2 usage, 3 parked (continuation saved), 130 Ctrl-C.
 `
 
@@ -116,7 +125,7 @@ func main() {
 func run(ctx context.Context, args []string, e env) int {
 	cmd, err := parseCommand(args, e.getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(e.stdout, usageText, flagHelp(connFlagSet(&connConfig{})), flagHelp(runFlagSet(&runConfig{})))
+		fmt.Fprintf(e.stdout, usageText, flagHelp(connFlagSet(&connConfig{})), flagHelp(runFlagSet(&runConfig{})), flagHelp(loadFlagSet(&loadConfig{})))
 		return exitOK
 	}
 	if err != nil {
@@ -142,6 +151,8 @@ func run(ctx context.Context, args []string, e env) int {
 	switch cmd.name {
 	case "agents":
 		return listAgents(ctx, client, cmd.agentsJSON, e)
+	case "load":
+		return runLoad(ctx, client, *cmd.load, e)
 	default:
 		return runAgent(ctx, client, cmd.run, e)
 	}
@@ -149,9 +160,10 @@ func run(ctx context.Context, args []string, e env) int {
 
 // command is a parsed command line.
 type command struct {
-	name       string // "agents" or "run"
+	name       string // "agents", "run" or "load"
 	conn       connConfig
 	run        runConfig
+	load       *loadConfig // with load
 	agentsJSON bool
 }
 
@@ -267,7 +279,10 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	addConnFlags(agents, &cmd.conn)
 	runFS := runFlagSet(&cmd.run)
 	addConnFlags(runFS, &cmd.conn)
-	for _, fs := range []*flag.FlagSet{global, agents, runFS} {
+	var load loadConfig
+	loadFS := loadFlagSet(&load)
+	addConnFlags(loadFS, &cmd.conn)
+	for _, fs := range []*flag.FlagSet{global, agents, runFS, loadFS} {
 		fs.SetOutput(io.Discard)
 		fs.Usage = func() {}
 	}
@@ -277,7 +292,7 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return cmd, errors.New("no command: want agents or run")
+		return cmd, errors.New("no command: want agents, run or load")
 	}
 	cmd.name, rest = rest[0], rest[1:]
 	var fs *flag.FlagSet
@@ -286,10 +301,13 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 		fs = agents
 	case "run":
 		fs = runFS
+	case "load":
+		fs = loadFS
+		cmd.load = &load
 	case "help":
 		return cmd, flag.ErrHelp
 	default:
-		return cmd, fmt.Errorf("unknown command %q: want agents or run", cmd.name)
+		return cmd, fmt.Errorf("unknown command %q: want agents, run or load", cmd.name)
 	}
 	pos, err := parseInterspersed(fs, rest)
 	if err != nil {
@@ -326,6 +344,13 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	case "run":
 		cmd.run.prompt = strings.TrimSpace(strings.Join(pos, " "))
 		if err := cmd.run.check(); err != nil {
+			return cmd, err
+		}
+	case "load":
+		if len(pos) > 0 {
+			return cmd, fmt.Errorf("load takes no arguments, got %q (the prompt is --input)", pos)
+		}
+		if err := load.check(); err != nil {
 			return cmd, err
 		}
 	}
