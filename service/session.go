@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -141,6 +142,13 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				ss.srv.log.Debug("receive ended", "run_id", ss.runID, "error", err)
+			}
+			if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
+				// The client went away (its RPC cancelled, its connection closed): that
+				// cancels the run, before the input ends, so that what waits for the
+				// client does not park it as it would after a half-close. The RPC's own
+				// context may be seen done a moment after Recv fails.
+				ss.cancel(err)
 			}
 			ss.closeInput()
 			return
@@ -338,8 +346,13 @@ func (ss *session) approve(ctx context.Context, req runtime.ApprovalRequest) (ru
 		case d := <-slot.ch:
 			return d, nil
 		default:
-			return runtime.Decision{}, runtime.ErrInterrupt // the client left: park
 		}
+		// A client that went away (its RPC cancelled, its connection closed) also ends
+		// the input, but it cancels the run: only a half-close parks it.
+		if err := ctx.Err(); err != nil {
+			return runtime.Decision{}, err
+		}
+		return runtime.Decision{}, runtime.ErrInterrupt // the client left: park
 	}
 }
 
@@ -375,8 +388,11 @@ func (ss *session) clientTool(spec runtime.ToolSpec) runtime.Tool {
 			case out := <-slot.ch:
 				return out, nil
 			default:
-				return runtime.Output{}, runtime.ErrInterrupt
 			}
+			if err := ctx.Err(); err != nil {
+				return runtime.Output{}, err // the client went away: see approve
+			}
+			return runtime.Output{}, runtime.ErrInterrupt
 		}
 	})
 }
