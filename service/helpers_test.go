@@ -30,7 +30,7 @@ type scripted struct {
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
-func newTestServer(t *testing.T, cfg service.Config, agents ...scripted) *servicetest.Server {
+func newTestServer(t testing.TB, cfg service.Config, agents ...scripted) *servicetest.Server {
 	t.Helper()
 	models := map[string]*rt.Model{}
 	acfg := service.DefaultAgentsConfig()

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
@@ -147,6 +149,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		req.Hooks = runtime.Chain(s.log, hs...)
 	}
 	req.Messages = messagesFromProto(spec.GetMessages(), "start.messages", &fe)
+	if n := transcriptBytes(spec); n > s.cfg.MaxTranscriptBytes {
+		fe.add("start.messages", "messages and input are %d bytes; the limit is %d (MaxTranscriptBytes)", n, s.cfg.MaxTranscriptBytes)
+	}
 
 	// Client tools.
 	if n := len(spec.GetClientTools()); n > s.cfg.MaxClientTools {
@@ -162,6 +167,10 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		}
 		ts := runtime.ToolSpec{Name: name, Description: ctool.GetSpec().GetDescription(), Executor: runtime.ExecutorClient, CompletesRun: ctool.GetCompletesRun(), Timeout: s.cfg.ClientToolTimeout}
 		if p := ctool.GetSpec().GetParameters(); p != nil {
+			if err := checkValueDepth(structpb.NewStructValue(p)); err != nil {
+				fe.add(f+".spec.parameters", "%v", err)
+				continue
+			}
 			raw, err := json.Marshal(p.AsMap())
 			if err != nil {
 				fe.add(f+".spec.parameters", "%v", err)
@@ -240,6 +249,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	}
 	req.Policy = policy
 	if md := spec.GetMetadata(); md != nil {
+		if err := checkValueDepth(structpb.NewStructValue(md)); err != nil {
+			fe.add("start.metadata", "%v", err)
+		}
 		req.Metadata = md.AsMap()
 	}
 
@@ -296,6 +308,16 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	stop := context.AfterFunc(s.stopRuns, func() { ss.cancel(context.Cause(s.stopRuns)) })
 	ss.stopAfter = stop
 	return ss, req, nil
+}
+
+// transcriptBytes is the size of a start's transcript: its messages, encoded, and its
+// input.
+func transcriptBytes(spec *agentdv1.RunSpec) int {
+	n := len(spec.GetInput())
+	for _, m := range spec.GetMessages() {
+		n += proto.Size(m)
+	}
+	return n
 }
 
 // preload checks the decisions and client tool results a resume carries against the

@@ -35,6 +35,12 @@ type Config struct {
 	MaxConcurrentRuns int
 	// MaxClientTools bounds the client tools one run may declare; 0 means 64.
 	MaxClientTools int
+	// MaxTranscriptBytes bounds the size of a start's transcript: its messages (as
+	// encoded on the wire) and its input. A larger one is refused with INVALID_ARGUMENT
+	// naming the limit. 0 means 2 MiB: more than the context window of most models, less
+	// than gRPC's default 4 MiB message limit. A server that raises the message limit
+	// (grpc.MaxRecvMsgSize) for long resumed transcripts raises this one too.
+	MaxTranscriptBytes int
 	// SteerRate and SteerBurst bound a run's steers (a token bucket); 0 means 5 a second
 	// with bursts of 10.
 	SteerRate  float64
@@ -93,6 +99,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxClientTools <= 0 {
 		cfg.MaxClientTools = 64
+	}
+	if cfg.MaxTranscriptBytes <= 0 {
+		cfg.MaxTranscriptBytes = 2 << 20
 	}
 	if cfg.SteerRate <= 0 {
 		cfg.SteerRate = 5

@@ -250,7 +250,9 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, *
 	}
 	srv, err := service.New(service.Config{
 		Agents: reg, Logger: log, ContinuationKey: key, MaxConcurrentRuns: cfg.maxRuns,
-		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider,
+		// The transcript a start carries is bounded by the message size an operator allows.
+		MaxTranscriptBytes: cfg.maxMessageBytes,
+		TracerProvider:     tel.tracerProvider, MeterProvider: tel.meterProvider,
 	})
 	if err != nil {
 		reg.Close()

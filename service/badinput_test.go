@@ -1,0 +1,207 @@
+package service_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
+)
+
+// refusal runs spec on a Run stream and returns the status it is refused with, failing
+// when the run starts.
+func refusal(t *testing.T, c agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) error {
+	t.Helper()
+	s := open(t, c, spec)
+	if ev := s.next(); ev != nil {
+		t.Fatalf("got event %v, want the stream refused", ev)
+	}
+	return s.err
+}
+
+// wantViolation checks that err is INVALID_ARGUMENT with a violation of field whose
+// description holds every one of want.
+func wantViolation(t *testing.T, err error, field string, want ...string) {
+	t.Helper()
+	code, reason, br := errorInfo(err)
+	if code != codes.InvalidArgument || reason == "" {
+		t.Fatalf("status %v, want INVALID_ARGUMENT with an ErrorInfo", err)
+	}
+	for _, v := range br.GetFieldViolations() {
+		if v.GetField() != field {
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(v.GetDescription(), w) {
+				t.Errorf("violation of %s: %q, want it to name %q", field, v.GetDescription(), w)
+			}
+		}
+		return
+	}
+	t.Fatalf("violations %v, want one of %s", br.GetFieldViolations(), field)
+}
+
+func TestBadInput_OversizedMessageNamesTheLimit(t *testing.T) {
+	const limit = 64 << 10
+	cfg := service.Config{Logger: slog.New(slog.DiscardHandler), ContinuationKey: testKey}
+	srv := servicetest.NewServer(t, cfg, servicetest.WithServerOptions(grpc.MaxRecvMsgSize(limit)))
+	s := open(t, srv.Client, input("", strings.Repeat("x", 2*limit)))
+	if ev := s.next(); ev != nil {
+		t.Fatalf("got event %v, want the stream refused", ev)
+	}
+	st := status.Convert(s.err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), fmt.Sprint(limit)) {
+		t.Errorf("status %v, want RESOURCE_EXHAUSTED naming the limit %d", s.err, limit)
+	}
+}
+
+func TestBadInput_DeepNestingIsRefusedNamingTheLimit(t *testing.T) {
+	c := newTestServer(t, service.Config{}).Client
+	deep := deepValue(100)
+	t.Run("metadata", func(t *testing.T) {
+		spec := input("", "hello")
+		spec.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"k": deep}}
+		wantViolation(t, refusal(t, c, spec), "start.metadata", "the limit is 64")
+	})
+	t.Run("client tool parameters", func(t *testing.T) {
+		spec := input("", "hello")
+		spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "ask", Parameters: &structpb.Struct{Fields: map[string]*structpb.Value{"properties": deep}}}}}
+		wantViolation(t, refusal(t, c, spec), "start.client_tools[0].spec.parameters", "the limit is 64")
+	})
+	t.Run("tool result in messages", func(t *testing.T) {
+		spec := &agentdv1.RunSpec{Messages: []*agentdv1.Message{
+			{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "what is 1+1"}}}},
+			{Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_ToolCall{ToolCall: &agentdv1.ToolCallPart{Id: "c1", Name: "calculate", ArgumentsJson: `{"expression":"1+1"}`}}}}},
+			{Role: agentdv1.Role_ROLE_TOOL, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_ToolResult{ToolResult: &agentdv1.ToolResultPart{ToolCallId: "c1", Output: &agentdv1.ToolResultPart_Json{Json: deep}}}}}},
+		}}
+		wantViolation(t, refusal(t, c, spec), "start.messages[2].parts[0].tool_result.json", "the limit is 64")
+	})
+	t.Run("edited arguments", func(t *testing.T) {
+		s := open(t, c, input("", "save a note: milk"))
+		req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+		seq := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+			ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: deep}}})
+		a := s.until(isAck(seq)).GetInputAck()
+		if a.GetAccepted() || a.GetError().GetReason() != "INVALID_ARGUMENTS" || !strings.Contains(a.GetError().GetMessage(), "the limit is 64") {
+			t.Errorf("ack %v, want INVALID_ARGUMENTS naming the limit", a)
+		}
+		s.send(approve(req.GetApprovalId()))
+		if fin, err := s.finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+			t.Errorf("finished %v %v", fin.GetReason(), err)
+		}
+	})
+	t.Run("at the limit", func(t *testing.T) {
+		spec := input("", "hello")
+		spec.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"k": deepValue(63)}} // 64 with the struct
+		s := open(t, c, spec)
+		if fin, err := s.finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+			t.Errorf("finished %v %v, want the run to complete", fin.GetReason(), err)
+		}
+	})
+}
+
+func TestBadInput_TooManyClientToolsNamesTheLimit(t *testing.T) {
+	c := newTestServer(t, service.Config{}).Client
+	spec := input("", "hello")
+	for i := range 5000 {
+		spec.ClientTools = append(spec.ClientTools, &agentdv1.ClientTool{Spec: &agentdv1.ToolSpec{Name: fmt.Sprintf("tool_%d", i)}})
+	}
+	wantViolation(t, refusal(t, c, spec), "start.client_tools", "5000 client tools", "the limit is 64")
+}
+
+func TestBadInput_HugeTranscriptNamesTheLimit(t *testing.T) {
+	c := newTestServer(t, service.Config{}).Client
+	system := strings.Repeat("Be brief. ", 300<<10) // 3 MiB: under gRPC's 4 MiB, over the 2 MiB transcript
+	spec := &agentdv1.RunSpec{Input: "hello", Messages: []*agentdv1.Message{
+		{Role: agentdv1.Role_ROLE_SYSTEM, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: system}}}},
+	}}
+	wantViolation(t, refusal(t, c, spec), "start.messages", "the limit is 2097152", "MaxTranscriptBytes")
+
+	small := newTestServer(t, service.Config{MaxTranscriptBytes: 1 << 10}).Client
+	wantViolation(t, refusal(t, small, input("", strings.Repeat("x", 2<<10))), "start.messages", "the limit is 1024")
+}
+
+// rawCodec sends a rawMessage's bytes as they are, so that a test can put what no proto
+// encoder writes on the wire; it decodes replies as protobuf.
+type rawCodec struct{}
+
+type rawMessage []byte
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	if b, ok := v.(rawMessage); ok {
+		return b, nil
+	}
+	return proto.Marshal(v.(proto.Message))
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error { return proto.Unmarshal(data, v.(proto.Message)) }
+
+func (rawCodec) Name() string { return "proto" }
+
+// TestBadInput_InvalidUTF8 puts invalid UTF-8 in a string on the wire, which no proto
+// encoder writes. gRPC itself refuses to decode it and ends the RPC with INTERNAL "grpc:
+// failed to unmarshal the received message: string field contains invalid UTF-8": before
+// a unary handler runs, and from inside a stream's Recv, where grpc-go writes the status
+// itself (so no handler can choose a better code). The message names the cause; the code
+// is gRPC's.
+func TestBadInput_InvalidUTF8(t *testing.T) {
+	srv := newTestServer(t, service.Config{})
+	bad := func(m proto.Message) rawMessage {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rawMessage(bytes.Replace(b, []byte("ZZ"), []byte{0xff, 0xfe}, 1))
+	}
+	wantUTF8 := func(t *testing.T, err error) {
+		t.Helper()
+		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "invalid UTF-8") {
+			t.Errorf("status %v, want gRPC's INTERNAL naming invalid UTF-8", err)
+		}
+	}
+	runStream := func(t *testing.T) grpc.ClientStream {
+		s, err := srv.Conn.NewStream(t.Context(), &agentdv1.AgentService_ServiceDesc.Streams[0], agentdv1.AgentService_Run_FullMethodName, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Run("ExecuteRun", func(t *testing.T) {
+		var resp agentdv1.ExecuteRunResponse
+		wantUTF8(t, srv.Conn.Invoke(t.Context(), agentdv1.AgentService_ExecuteRun_FullMethodName, bad(&agentdv1.ExecuteRunRequest{Start: input("", "hello ZZ")}), &resp, grpc.ForceCodec(rawCodec{})))
+	})
+	t.Run("Run start", func(t *testing.T) {
+		s := runStream(t)
+		if err := s.SendMsg(bad(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "hello ZZ")}})); err != nil {
+			t.Fatal(err)
+		}
+		s.CloseSend()
+		wantUTF8(t, s.RecvMsg(new(agentdv1.RunResponse)))
+	})
+	t.Run("Run steer", func(t *testing.T) {
+		s := runStream(t)
+		if err := s.SendMsg(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "save a note: milk")}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			resp := new(agentdv1.RunResponse)
+			if err := s.RecvMsg(resp); err != nil {
+				wantUTF8(t, err)
+				return
+			}
+			if resp.GetEvent().GetApprovalRequested() != nil {
+				s.SendMsg(bad(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "ZZ"}}}))
+			}
+		}
+	})
+}
