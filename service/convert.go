@@ -3,9 +3,7 @@ package service
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -22,14 +21,6 @@ type fieldErrors []*errdetails.BadRequest_FieldViolation
 
 func (fe *fieldErrors) add(field, format string, args ...any) {
 	*fe = append(*fe, &errdetails.BadRequest_FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
-}
-
-// protoString makes s safe for a protobuf string field, which must be valid UTF-8.
-func protoString(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // maxValueDepth bounds the nesting of the JSON values a client sends (edited arguments,
@@ -92,48 +83,6 @@ func jsonToValue(raw []byte) (*structpb.Value, error) {
 		return nil, err
 	}
 	return structpb.NewValue(v)
-}
-
-func roleFromProto(r agentdv1.Role) runtime.Role {
-	switch r {
-	case agentdv1.Role_ROLE_SYSTEM:
-		return runtime.RoleSystem
-	case agentdv1.Role_ROLE_USER:
-		return runtime.RoleUser
-	case agentdv1.Role_ROLE_ASSISTANT:
-		return runtime.RoleAssistant
-	case agentdv1.Role_ROLE_TOOL:
-		return runtime.RoleTool
-	}
-	return runtime.RoleUnspecified
-}
-
-func roleToProto(r runtime.Role) agentdv1.Role {
-	switch r {
-	case runtime.RoleSystem:
-		return agentdv1.Role_ROLE_SYSTEM
-	case runtime.RoleUser:
-		return agentdv1.Role_ROLE_USER
-	case runtime.RoleAssistant:
-		return agentdv1.Role_ROLE_ASSISTANT
-	case runtime.RoleTool:
-		return agentdv1.Role_ROLE_TOOL
-	}
-	return agentdv1.Role_ROLE_UNSPECIFIED
-}
-
-func executorToProto(e runtime.Executor) agentdv1.Executor {
-	if e == runtime.ExecutorClient {
-		return agentdv1.Executor_EXECUTOR_CLIENT
-	}
-	return agentdv1.Executor_EXECUTOR_SERVER
-}
-
-func executorFromProto(e agentdv1.Executor) runtime.Executor {
-	if e == agentdv1.Executor_EXECUTOR_CLIENT {
-		return runtime.ExecutorClient
-	}
-	return runtime.ExecutorServer
 }
 
 // messagesFromProto converts a client's transcript; field names the list for errors.
@@ -210,99 +159,6 @@ func mediaFromProto(m *agentdv1.MediaPart) runtime.Media {
 	return runtime.Media{MIMEType: m.GetMimeType(), Data: m.GetData(), URI: m.GetUri(), Name: m.GetName()}
 }
 
-func mediaToProto(ms []runtime.Media) []*agentdv1.MediaPart {
-	if len(ms) == 0 {
-		return nil
-	}
-	out := make([]*agentdv1.MediaPart, len(ms))
-	for i, m := range ms {
-		out[i] = &agentdv1.MediaPart{MimeType: m.MIMEType, Data: m.Data, Uri: m.URI, Name: m.Name}
-	}
-	return out
-}
-
-func messagesToProto(ms []runtime.Message) []*agentdv1.Message {
-	out := make([]*agentdv1.Message, len(ms))
-	for i, m := range ms {
-		out[i] = messageToProto(m)
-	}
-	return out
-}
-
-func messageToProto(m runtime.Message) *agentdv1.Message {
-	pm := &agentdv1.Message{Id: m.ID, Role: roleToProto(m.Role), Partial: m.Partial, Parts: make([]*agentdv1.Part, 0, len(m.Parts))}
-	for _, p := range m.Parts {
-		pp := &agentdv1.Part{Id: p.ID}
-		switch p.Kind {
-		case runtime.PartText:
-			pp.Kind = &agentdv1.Part_Text{Text: protoString(p.Text)}
-		case runtime.PartReasoning:
-			pp.Kind = &agentdv1.Part_Reasoning{Reasoning: &agentdv1.ReasoningPart{Text: protoString(p.Text), State: p.State}}
-		case runtime.PartToolCall:
-			c := p.ToolCall
-			pp.Kind = &agentdv1.Part_ToolCall{ToolCall: &agentdv1.ToolCallPart{Id: c.ID, Name: c.Name, ArgumentsJson: protoString(c.Arguments), Executor: executorToProto(c.Executor)}}
-		case runtime.PartToolResult:
-			r := p.ToolResult
-			trp := &agentdv1.ToolResultPart{ToolCallId: r.CallID, Name: r.Name, IsError: r.Output.IsError, Media: mediaToProto(r.Output.Media)}
-			if v := outputJSON(r.Output); v != nil {
-				trp.Output = &agentdv1.ToolResultPart_Json{Json: v}
-			} else {
-				trp.Output = &agentdv1.ToolResultPart_Text{Text: protoString(r.Output.Text)}
-			}
-			pp.Kind = &agentdv1.Part_ToolResult{ToolResult: trp}
-		case runtime.PartMedia:
-			pp.Kind = &agentdv1.Part_Media{Media: mediaToProto([]runtime.Media{p.Media})[0]}
-		default:
-			continue
-		}
-		pm.Parts = append(pm.Parts, pp)
-	}
-	return pm
-}
-
-// outputJSON returns a tool output's JSON as a Value, or nil when it has none (or it is
-// not valid JSON, in which case the text form carries it).
-func outputJSON(o runtime.Output) *structpb.Value {
-	if o.JSON == nil {
-		return nil
-	}
-	v, err := jsonToValue(o.JSON)
-	if err != nil {
-		return nil
-	}
-	return v
-}
-
-func usageToProto(u runtime.Usage) *agentdv1.Usage {
-	return &agentdv1.Usage{
-		InputTokens:              u.InputTokens,
-		OutputTokens:             u.OutputTokens,
-		ReasoningTokens:          u.ReasoningTokens,
-		CacheReadInputTokens:     u.CacheReadInputTokens,
-		CacheCreationInputTokens: u.CacheCreationInputTokens,
-		ModelCalls:               u.ModelCalls,
-		ToolCalls:                u.ToolCalls,
-	}
-}
-
-func finishReasonToProto(r runtime.FinishReason) agentdv1.FinishReason {
-	switch r {
-	case runtime.FinishStop:
-		return agentdv1.FinishReason_FINISH_REASON_STOP
-	case runtime.FinishToolCalls:
-		return agentdv1.FinishReason_FINISH_REASON_TOOL_CALLS
-	case runtime.FinishLength:
-		return agentdv1.FinishReason_FINISH_REASON_LENGTH
-	case runtime.FinishContentFilter:
-		return agentdv1.FinishReason_FINISH_REASON_CONTENT_FILTER
-	case runtime.FinishInterrupted:
-		return agentdv1.FinishReason_FINISH_REASON_INTERRUPTED
-	case runtime.FinishError:
-		return agentdv1.FinishReason_FINISH_REASON_ERROR
-	}
-	return agentdv1.FinishReason_FINISH_REASON_UNSPECIFIED
-}
-
 func outcomeToProto(o runtime.Outcome) agentdv1.ApprovalOutcome {
 	switch o {
 	case runtime.OutcomeApproved:
@@ -331,26 +187,6 @@ func decidedByToProto(d runtime.DecidedBy) agentdv1.DecidedBy {
 		return agentdv1.DecidedBy_DECIDED_BY_RUN_END
 	}
 	return agentdv1.DecidedBy_DECIDED_BY_UNSPECIFIED
-}
-
-func endReasonToProto(r runtime.EndReason) agentdv1.RunEndReason {
-	switch r {
-	case runtime.EndCompleted:
-		return agentdv1.RunEndReason_RUN_END_REASON_COMPLETED
-	case runtime.EndAwaitingInput:
-		return agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT
-	case runtime.EndCancelled:
-		return agentdv1.RunEndReason_RUN_END_REASON_CANCELLED
-	case runtime.EndMaxSteps:
-		return agentdv1.RunEndReason_RUN_END_REASON_MAX_STEPS
-	case runtime.EndStopped:
-		return agentdv1.RunEndReason_RUN_END_REASON_STOPPED
-	case runtime.EndFailed:
-		return agentdv1.RunEndReason_RUN_END_REASON_FAILED
-	case runtime.EndShutdown:
-		return agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN
-	}
-	return agentdv1.RunEndReason_RUN_END_REASON_UNSPECIFIED
 }
 
 func blockKindToProto(k runtime.BlockKind) agentdv1.MessageKind {
@@ -463,3 +299,23 @@ func agentToProto(e *AgentEntry) *agentdv1.Agent {
 	}
 	return a
 }
+
+// The service sends transcripts whole: clients store and send them back.
+var fullWire = wire.Options{}
+
+func protoString(s string) string                            { return wire.ProtoString(s) }
+func roleFromProto(r agentdv1.Role) runtime.Role             { return wire.RoleFromProto(r) }
+func roleToProto(r runtime.Role) agentdv1.Role               { return wire.RoleToProto(r) }
+func executorToProto(e runtime.Executor) agentdv1.Executor   { return wire.ExecutorToProto(e) }
+func executorFromProto(e agentdv1.Executor) runtime.Executor { return wire.ExecutorFromProto(e) }
+func mediaToProto(ms []runtime.Media) []*agentdv1.MediaPart  { return wire.MediaToProto(ms, fullWire) }
+func messagesToProto(ms []runtime.Message) []*agentdv1.Message {
+	return wire.MessagesToProto(ms, fullWire)
+}
+func messageToProto(m runtime.Message) *agentdv1.Message { return wire.MessageToProto(m, fullWire) }
+func outputJSON(o runtime.Output) *structpb.Value        { return wire.OutputJSON(o) }
+func usageToProto(u runtime.Usage) *agentdv1.Usage       { return wire.UsageToProto(u) }
+func finishReasonToProto(r runtime.FinishReason) agentdv1.FinishReason {
+	return wire.FinishReasonToProto(r)
+}
+func endReasonToProto(r runtime.EndReason) agentdv1.RunEndReason { return wire.EndReasonToProto(r) }

@@ -17,6 +17,7 @@ import (
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -323,7 +324,7 @@ func (h *Hook) AfterModel(ctx context.Context, in *runtime.ModelResponse) error 
 	}
 	req := &hooksv1.AfterModelRequest{
 		Run: h.runInfo(ctx, in.RunInfo), Step: int32(in.Step), Message: messageToProto(in.Message),
-		Usage: usageToProto(in.Usage), FinishReason: finishReasonToProto(in.FinishReason),
+		Usage: wire.UsageToProto(in.Usage), FinishReason: wire.FinishReasonToProto(in.FinishReason),
 	}
 	resp, err := call(ctx, h, h.client.AfterModel, req)
 	if err == nil {
@@ -347,7 +348,7 @@ func (h *Hook) BeforeTool(ctx context.Context, in *runtime.ToolCallInput) error 
 	}
 	req := &hooksv1.BeforeToolRequest{
 		Run: h.runInfo(ctx, in.RunInfo), ToolCallId: in.Call.ID, ToolName: in.Call.Name,
-		ArgumentsJson: protoString(in.Call.Arguments), Executor: executorToProto(in.Call.Executor),
+		ArgumentsJson: protoString(in.Call.Arguments), Executor: wire.ExecutorToProto(in.Call.Executor),
 	}
 	resp, err := call(ctx, h, h.client.BeforeTool, req)
 	var answer runtime.Output
@@ -421,7 +422,7 @@ func (h *Hook) AfterRun(ctx context.Context, in *runtime.RunInfo, fin *runtime.R
 		return
 	}
 	req := &hooksv1.AfterRunRequest{
-		Run: h.runInfo(ctx, in), Reason: endReasonToProto(fin.Reason), Usage: usageToProto(fin.Usage),
+		Run: h.runInfo(ctx, in), Reason: wire.EndReasonToProto(fin.Reason), Usage: wire.UsageToProto(fin.Usage),
 		FinalText: protoString(fin.FinalText), NewMessages: messagesToProto(fin.NewMessages),
 	}
 	if fin.Err != nil {
