@@ -1,0 +1,449 @@
+package service_test
+
+// Drain at scale (many runs in every phase, none lost) and backpressure from a slow client.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/service"
+)
+
+// seqOf streams evs, stopping early when ctx is done.
+func seqOf(ctx context.Context, evs ...runtime.ModelEvent) iter.Seq2[runtime.ModelEvent, error] {
+	return func(yield func(runtime.ModelEvent, error) bool) {
+		for _, ev := range evs {
+			if ctx.Err() != nil {
+				yield(runtime.ModelEvent{}, ctx.Err())
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// everyCall is a scripted model whose every call (up to calls) runs fn: the scripted
+// model counts its calls over all runs, and many runs share it here.
+func everyCall(calls int, fn func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error]) *rt.Model {
+	steps := make([]rt.Step, calls)
+	for i := range steps {
+		steps[i] = rt.Step{Func: fn}
+	}
+	return &rt.Model{Steps: steps}
+}
+
+// lastIsToolResult reports whether the request ends with a tool result.
+func lastIsToolResult(req *runtime.ModelRequest) bool {
+	if len(req.Messages) == 0 {
+		return false
+	}
+	for _, p := range req.Messages[len(req.Messages)-1].Parts {
+		if p.Kind == runtime.PartToolResult {
+			return true
+		}
+	}
+	return false
+}
+
+// asking calls the client tool pick_color, then answers once its result is in.
+func asking(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+	if lastIsToolResult(req) {
+		return seqOf(ctx, rt.Text("red it is"), rt.Finish(runtime.FinishStop))
+	}
+	return seqOf(ctx, rt.ToolDelta(0, "call_0_0", "pick_color", `{}`), rt.Finish(runtime.FinishToolCalls))
+}
+
+// drainKind is the phase a run is in when the server drains.
+type drainKind int
+
+const (
+	quick    drainKind = iota // the demo answers at once: completes
+	approval                  // parked on an approval the client never answers
+	forever                   // the model streams forever
+	client                    // waiting on a client tool
+	kinds
+)
+
+func (k drainKind) String() string {
+	return [...]string{"quick", "approval", "forever", "client"}[k]
+}
+
+// drainRun is one run of the drain test: what its client saw on each server.
+type drainRun struct {
+	kind    drainKind
+	spec    *agentdv1.RunSpec
+	first   []*agentdv1.RunEvent
+	firstSt error
+	second  []*agentdv1.RunEvent
+	secSt   error
+	err     error // the client's own failure (timeout, unexpected end)
+}
+
+// readAll reads a Run stream to its end; it returns the events and the status.
+func readAll(s agentdv1.AgentService_RunClient, evs []*agentdv1.RunEvent) ([]*agentdv1.RunEvent, error) {
+	for {
+		resp, err := s.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return evs, err
+		}
+		evs = append(evs, resp.GetEvent())
+	}
+}
+
+func lastFinished(evs []*agentdv1.RunEvent) *agentdv1.RunFinished {
+	if len(evs) == 0 {
+		return nil
+	}
+	return evs[len(evs)-1].GetRunFinished()
+}
+
+// drainN is the number of runs: 1000 take about 2 s with -race on 2 cores.
+const drainN = 1000
+
+func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
+	const (
+		period  = 200 * time.Millisecond
+		timeout = 60 * time.Second // a hang fails the test instead of blocking it
+		workers = 64               // bounds the runs being opened or resumed at once
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	begin := time.Now()
+
+	streamForever := func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			if !yield(rt.Text("once upon a time"), nil) {
+				return
+			}
+			<-ctx.Done()
+			yield(runtime.ModelEvent{}, ctx.Err())
+		}
+	}
+	answer := func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return seqOf(ctx, rt.Text("and they lived happily ever after"), rt.Finish(runtime.FinishStop))
+	}
+	calls := 4 * drainN
+	first := newTestServer(t, service.Config{},
+		scripted{name: "storyteller", model: everyCall(calls, streamForever)},
+		scripted{name: "asker", model: everyCall(calls, asking)})
+	// The second replica shares the key; its storyteller finishes its story.
+	second := newTestServer(t, service.Config{},
+		scripted{name: "storyteller", model: everyCall(calls, answer)},
+		scripted{name: "asker", model: everyCall(calls, asking)})
+	pickColor := []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "pick_color", Description: "Asks the user for a color."}}}
+
+	runs := make([]*drainRun, drainN)
+	for i := range runs {
+		r := &drainRun{kind: drainKind(i % int(kinds))}
+		switch r.kind {
+		case quick:
+			r.spec = input("demo", "what is 2+2?")
+		case approval:
+			r.spec = input("demo", "save a note: milk")
+		case forever:
+			r.spec = input("storyteller", "tell me a story")
+		case client:
+			r.spec = input("asker", "pick a color")
+			r.spec.ClientTools = pickColor
+		}
+		runs[i] = r
+	}
+
+	// Open every run and bring it to its phase; a run's goroutine then reads its stream to
+	// the end. sem bounds the runs between opening and reaching their phase.
+	sem := make(chan struct{}, workers)
+	var reached, ended sync.WaitGroup
+	for _, r := range runs {
+		reached.Add(1)
+		ended.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer ended.Done()
+			once := sync.OnceFunc(func() { <-sem; reached.Done() })
+			defer once()
+			s, err := first.Client.Run(ctx)
+			if err != nil {
+				r.err = err
+				return
+			}
+			if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: r.spec}}); err != nil {
+				r.err = err
+				return
+			}
+			phase := func(ev *agentdv1.RunEvent) bool {
+				switch r.kind {
+				case quick:
+					return ev.GetRunStarted() != nil
+				case approval:
+					return ev.GetApprovalRequested() != nil
+				case forever:
+					return ev.GetTextDelta() != nil
+				default:
+					return ev.GetToolExecutionStarted().GetExecutor() == agentdv1.Executor_EXECUTOR_CLIENT
+				}
+			}
+			for {
+				resp, err := s.Recv()
+				if err != nil {
+					r.err = fmt.Errorf("the stream ended (%v) before the run reached its phase", err)
+					return
+				}
+				r.first = append(r.first, resp.GetEvent())
+				if phase(resp.GetEvent()) {
+					break
+				}
+			}
+			once()
+			r.first, r.firstSt = readAll(s, r.first)
+		}()
+	}
+	reached.Wait()
+	opened := time.Since(begin)
+	if n := first.Service.ActiveRuns(); n < drainN*3/4 {
+		t.Errorf("ActiveRuns() = %d when draining starts, want at least the %d parked runs", n, drainN*3/4)
+	}
+
+	shutStart := time.Now()
+	if err := first.Service.Shutdown(ctx, period); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	shutTook := time.Since(shutStart)
+	ended.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the runs did not end within %s", timeout)
+	}
+	if n := first.Service.ActiveRuns(); n != 0 {
+		t.Errorf("ActiveRuns() = %d after Shutdown, want 0", n)
+	}
+
+	// Every run ended COMPLETED, or SHUTDOWN with a continuation after a go_away.
+	var completedFirst, shutdown, quickGoAway int
+	for i, r := range runs {
+		if r.err != nil {
+			t.Fatalf("run %d (%s): %v; events:\n%s", i, r.kind, r.err, render(r.first))
+		}
+		checkEvents(t, r.first)
+		fin := lastFinished(r.first)
+		goAway := -1
+		for j, ev := range r.first {
+			if ev.GetGoAway() != nil {
+				goAway = j
+				if d := ev.GetGoAway().GetTimeLeft().AsDuration(); d > period {
+					t.Errorf("run %d: go_away time_left %s, want at most %s", i, d, period)
+				}
+			}
+		}
+		switch fin.GetReason() {
+		case agentdv1.RunEndReason_RUN_END_REASON_COMPLETED:
+			completedFirst++
+			if r.firstSt != nil {
+				t.Errorf("run %d (%s) completed with status %v", i, r.kind, r.firstSt)
+			}
+		case agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN:
+			shutdown++
+			if len(fin.GetContinuation()) == 0 {
+				t.Fatalf("run %d (%s) shut down without a continuation", i, r.kind)
+			}
+			if goAway < 0 {
+				t.Errorf("run %d (%s) shut down without a go_away first", i, r.kind)
+			}
+			if code, reason, _ := errorInfo(r.firstSt); code != codes.Unavailable || reason != "SERVER_SHUTDOWN" {
+				t.Errorf("run %d (%s): status %v, want UNAVAILABLE SERVER_SHUTDOWN", i, r.kind, r.firstSt)
+			}
+		default:
+			t.Fatalf("run %d (%s) finished %v (%v); events:\n%s", i, r.kind, fin.GetReason(), r.firstSt, render(r.first))
+		}
+		if r.kind == quick && goAway >= 0 {
+			quickGoAway++
+		}
+		if r.kind != quick {
+			// Parked when draining started: it got a go_away and could not complete.
+			if goAway < 0 || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN {
+				t.Fatalf("run %d (%s): go_away at %d, finished %v; want a go_away and SHUTDOWN", i, r.kind, goAway, fin.GetReason())
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	// Resume every run shut down on the second replica, answering what it waits for.
+	resumeStart := time.Now()
+	var resumed sync.WaitGroup
+	for _, r := range runs {
+		fin := lastFinished(r.first)
+		if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN {
+			continue
+		}
+		spec := &agentdv1.RunSpec{Messages: fin.GetNewMessages(), Continuation: fin.GetContinuation()}
+		for _, a := range fin.GetPendingApprovals() {
+			spec.Decisions = append(spec.Decisions, &agentdv1.ApprovalDecision{ApprovalId: a.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED})
+		}
+		for _, id := range fin.GetPendingClientToolCallIds() {
+			spec.ToolResults = append(spec.ToolResults, &agentdv1.ToolResult{ToolCallId: id, Output: &agentdv1.ToolResult_Text{Text: "red"}})
+		}
+		if r.kind == client {
+			spec.ClientTools = pickColor
+		}
+		resumed.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; resumed.Done() }()
+			s, err := second.Client.Run(ctx)
+			if err != nil {
+				r.err = err
+				return
+			}
+			if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: spec}}); err != nil {
+				r.err = err
+				return
+			}
+			r.second, r.secSt = readAll(s, nil)
+		}()
+	}
+	resumed.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the resumed runs did not end within %s", timeout)
+	}
+	resumeTook := time.Since(resumeStart)
+
+	// Count: every run's transcript ends COMPLETED, on the first replica or the second.
+	completed := 0
+	want := map[drainKind]string{quick: "4", approval: "Saved your note", forever: "happily ever after", client: "red it is"}
+	for i, r := range runs {
+		evs, st := r.first, r.firstSt
+		if r.second != nil || r.err != nil {
+			if r.err != nil {
+				t.Fatalf("run %d (%s) resumed: %v", i, r.kind, r.err)
+			}
+			evs, st = r.second, r.secSt
+			checkEvents(t, evs)
+		}
+		fin := lastFinished(evs)
+		if st != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+			t.Errorf("run %d (%s) finished %v (%v); events:\n%s", i, r.kind, fin.GetReason(), st, render(evs))
+			continue
+		}
+		if !strings.Contains(fin.GetFinalText(), want[r.kind]) {
+			t.Errorf("run %d (%s) final text %q, want it to contain %q", i, r.kind, fin.GetFinalText(), want[r.kind])
+			continue
+		}
+		completed++
+	}
+	t.Logf("%d runs: opened in %s, Shutdown took %s (period %s), %d completed on the first replica (%d quick ones after a go_away), %d shut down and resumed in %s, %d completed in all; total %s",
+		drainN, opened, shutTook, period, completedFirst, quickGoAway, shutdown, resumeTook, completed, time.Since(begin))
+	if completed != drainN {
+		t.Errorf("%d of %d runs completed; %d lost", completed, drainN, drainN-completed)
+	}
+}
+
+func TestSlowClient_BackpressureBoundsServerMemory(t *testing.T) {
+	const (
+		deltas = 200_000
+		bound  = 50_000 // deltas the model may be ahead of the client
+	)
+	var produced atomic.Int64
+	flood := func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			for range deltas {
+				if ctx.Err() != nil {
+					yield(runtime.ModelEvent{}, ctx.Err())
+					return
+				}
+				produced.Add(1)
+				if !yield(rt.Text("x"), nil) {
+					return
+				}
+			}
+			yield(rt.Finish(runtime.FinishStop), nil)
+		}
+	}
+	srv := newTestServer(t, service.Config{}, scripted{name: "flood", model: &rt.Model{Steps: []rt.Step{{Func: flood}}}})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := srv.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("flood", "go")}}); err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	recvDelta := func() {
+		t.Helper()
+		for {
+			resp, err := s.Recv()
+			if err != nil {
+				t.Fatalf("Recv after %d deltas: %v", read, err)
+			}
+			if resp.GetEvent().GetTextDelta() != nil {
+				read++
+				return
+			}
+		}
+	}
+	// settled waits until the producer stops advancing, and returns how far it got.
+	settled := func() int64 {
+		t.Helper()
+		last := produced.Load()
+		for range 100 {
+			time.Sleep(50 * time.Millisecond)
+			now := produced.Load()
+			if now == last {
+				return now
+			}
+			last = now
+		}
+		t.Fatalf("the model kept producing (%d deltas, %d read): nothing holds it back", last, read)
+		return 0
+	}
+
+	recvDelta()
+	var ahead []int64
+	for round := range 5 {
+		p := settled()
+		ahead = append(ahead, p-int64(read))
+		t.Logf("round %d: produced %d, read %d, ahead %d", round, p, read, p-int64(read))
+		if p-int64(read) > bound {
+			t.Errorf("the model is %d deltas ahead of the client (%d produced, %d read), want at most %d", p-int64(read), p, read, bound)
+		}
+		if p >= deltas {
+			t.Fatalf("the model produced all %d deltas while the client read %d", p, read)
+		}
+		// Read slowly: a few thousand deltas, then sleep again.
+		for range 2000 {
+			recvDelta()
+		}
+	}
+	before := produced.Load()
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Service.ActiveRuns() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ActiveRuns() = %d after the client cancelled", srv.Service.ActiveRuns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := produced.Load(); after >= deltas {
+		t.Errorf("the model produced all %d deltas after the client cancelled (%d before)", after, before)
+	}
+}
