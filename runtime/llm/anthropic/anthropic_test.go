@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -27,27 +26,8 @@ func TestMain(m *testing.M) {
 
 const testKey = "sk-ant-test-0123456789abcdef"
 
-// sleeps records the waits between retries instead of waiting.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.d = append(s.d, d)
-	return ctx.Err()
-}
-
-func (s *sleeps) waits() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newModel returns a model on a fake server that answers with replies.
-func newModel(t *testing.T, cfg anthropic.Config, replies ...ssetest.Reply) (*anthropic.Model, *ssetest.Server, *sleeps) {
+func newModel(t *testing.T, cfg anthropic.Config, replies ...ssetest.Reply) (*anthropic.Model, *ssetest.Server, *ssetest.Sleeps) {
 	t.Helper()
 	srv := ssetest.New(t, "/v1/messages", replies...)
 	if cfg.Model == "" {
@@ -58,31 +38,14 @@ func newModel(t *testing.T, cfg anthropic.Config, replies ...ssetest.Reply) (*an
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := new(sleeps)
-	anthropic.SetSleep(m, s.sleep)
+	s := new(ssetest.Sleeps)
+	anthropic.SetSleep(m, s.Sleep)
 	return m, srv, s
 }
 
 func sse(name string) ssetest.Reply { return ssetest.Reply{File: "testdata/" + name} }
 
 var hello = &runtime.ModelRequest{Messages: []runtime.Message{runtime.SystemMessage("Be brief."), runtime.UserMessage("Hello")}}
-
-// collect reads the whole sequence.
-func collect(t *testing.T, ctx context.Context, m runtime.Model, req *runtime.ModelRequest) ([]runtime.ModelEvent, error) {
-	t.Helper()
-	var evs []runtime.ModelEvent
-	for ev, err := range m.Stream(ctx, req) {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
-}
-
-func usage(u runtime.Usage) runtime.ModelEvent {
-	return runtime.ModelEvent{Kind: runtime.ModelUsage, Index: -1, Usage: u}
-}
 
 func state(s string) runtime.ModelEvent { return rt.ReasoningState([]byte(s + "\n")) }
 
@@ -102,7 +65,7 @@ func TestStream(t *testing.T) {
 		want: []runtime.ModelEvent{
 			rt.Text("Hello"), rt.Text("! How can"), rt.Text(" I help you today?"),
 			// input_tokens 25 plus 100 read from the cache and 50 written to it.
-			usage(runtime.Usage{InputTokens: 175, OutputTokens: 15, CacheReadInputTokens: 100, CacheCreationInputTokens: 50}),
+			ssetest.Usage(runtime.Usage{InputTokens: 175, OutputTokens: 15, CacheReadInputTokens: 100, CacheCreationInputTokens: 50}),
 			rt.Finish(runtime.FinishStop),
 		},
 	}, {
@@ -112,7 +75,7 @@ func TestStream(t *testing.T) {
 			state(`{"type":"thinking","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds","text_bytes":34}`),
 			state(`{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"}`),
 			rt.Text("6*7 is"), rt.Text(" 42."),
-			usage(runtime.Usage{InputTokens: 40, OutputTokens: 88}),
+			ssetest.Usage(runtime.Usage{InputTokens: 40, OutputTokens: 88}),
 			rt.Finish(runtime.FinishStop),
 		},
 	}, {
@@ -122,7 +85,7 @@ func TestStream(t *testing.T) {
 			rt.ToolDelta(1, "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", ""),
 			rt.ToolDelta(1, "", "", `{"location":`), rt.ToolDelta(1, "", "", ` "San Fra`), rt.ToolDelta(1, "", "", `ncisco, CA"`),
 			rt.ToolDelta(1, "", "", `, "unit": "fah`), rt.ToolDelta(1, "", "", `renheit"}`),
-			usage(runtime.Usage{InputTokens: 472, OutputTokens: 89}),
+			ssetest.Usage(runtime.Usage{InputTokens: 472, OutputTokens: 89}),
 			rt.Finish(runtime.FinishToolCalls),
 		},
 	}, {
@@ -130,7 +93,7 @@ func TestStream(t *testing.T) {
 		want: []runtime.ModelEvent{
 			rt.ToolDelta(0, "toolu_paris", "get_weather", ""), rt.ToolDelta(0, "", "", `{"location": "Paris"}`),
 			rt.ToolDelta(1, "toolu_time", "current_time", ""), rt.ToolDelta(1, "", "", `{}`),
-			usage(runtime.Usage{InputTokens: 500, OutputTokens: 60}),
+			ssetest.Usage(runtime.Usage{InputTokens: 500, OutputTokens: 60}),
 			rt.Finish(runtime.FinishToolCalls),
 		},
 	}, {
@@ -141,19 +104,19 @@ func TestStream(t *testing.T) {
 			rt.ToolDelta(1, "toolu_zurich", "get_weather", ""),
 			rt.ToolDelta(1, "", "", `{"location":"Z`+"\xc3"), rt.ToolDelta(1, "", "", "\xbc"+`rich","near":"`+"\xe6"),
 			rt.ToolDelta(1, "", "", "\x9d\xb1\xe4\xba"), rt.ToolDelta(1, "", "", "\xac"+`"}`),
-			usage(runtime.Usage{InputTokens: 30, OutputTokens: 40}),
+			ssetest.Usage(runtime.Usage{InputTokens: 30, OutputTokens: 40}),
 			rt.Finish(runtime.FinishToolCalls),
 		},
 	}, {
 		file: "refusal.sse",
-		want: []runtime.ModelEvent{rt.Text("I can't help with that."), usage(runtime.Usage{InputTokens: 20, OutputTokens: 9}), rt.Finish(runtime.FinishContentFilter)},
+		want: []runtime.ModelEvent{rt.Text("I can't help with that."), ssetest.Usage(runtime.Usage{InputTokens: 20, OutputTokens: 9}), rt.Finish(runtime.FinishContentFilter)},
 	}, {
 		file: "max_tokens.sse",
-		want: []runtime.ModelEvent{rt.Text("A very long"), usage(runtime.Usage{InputTokens: 20, OutputTokens: 3}), rt.Finish(runtime.FinishLength)},
+		want: []runtime.ModelEvent{rt.Text("A very long"), ssetest.Usage(runtime.Usage{InputTokens: 20, OutputTokens: 3}), rt.Finish(runtime.FinishLength)},
 	}} {
 		t.Run(strings.TrimSuffix(tc.file, ".sse"), func(t *testing.T) {
 			m, srv, _ := newModel(t, anthropic.Config{}, sse(tc.file))
-			got, err := collect(t, t.Context(), m, hello)
+			got, err := ssetest.Collect(t, t.Context(), m, hello)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +214,7 @@ func TestRoundTrip(t *testing.T) {
 		CallID: "toolu_paris", Name: "get_weather", Output: runtime.Output{JSON: json.RawMessage(`{"celsius":15}`)},
 	}}}}
 	req := &runtime.ModelRequest{Messages: []runtime.Message{runtime.UserMessage("6*7?"), first, runtime.UserMessage("Weather in Paris?"), second, results}}
-	if _, err := collect(t, t.Context(), m, req); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	got := srv.Requests()[2].JSON
@@ -315,7 +278,7 @@ func TestRequest(t *testing.T) {
 		},
 		Settings: runtime.CallSettings{MaxOutputTokens: 1000, Extra: map[string]json.RawMessage{"metadata": json.RawMessage(`{"user_id":"u-1"}`)}},
 	}
-	if _, err := collect(t, t.Context(), m, req); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	got := srv.Requests()[0]
@@ -372,7 +335,7 @@ func providerError(t *testing.T, err error) *anthropic.ProviderError {
 
 func TestNoStopReason(t *testing.T) {
 	m, srv, _ := newModel(t, anthropic.Config{}, sse("no_stop_reason.sse"))
-	evs, err := collect(t, t.Context(), m, hello)
+	evs, err := ssetest.Collect(t, t.Context(), m, hello)
 	if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("The answer is"), rt.Text(" 42")}, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -395,7 +358,7 @@ var (
 func TestRetry(t *testing.T) {
 	textEvents := []runtime.ModelEvent{
 		rt.Text("Hello"), rt.Text("! How can"), rt.Text(" I help you today?"),
-		usage(runtime.Usage{InputTokens: 175, OutputTokens: 15, CacheReadInputTokens: 100, CacheCreationInputTokens: 50}),
+		ssetest.Usage(runtime.Usage{InputTokens: 175, OutputTokens: 15, CacheReadInputTokens: 100, CacheCreationInputTokens: 50}),
 		rt.Finish(runtime.FinishStop),
 	}
 	for _, tc := range []struct {
@@ -435,7 +398,7 @@ func TestRetry(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, srv, s := newModel(t, anthropic.Config{RetryBackoff: 100 * time.Millisecond}, tc.replies...)
-			got, err := collect(t, t.Context(), m, hello)
+			got, err := ssetest.Collect(t, t.Context(), m, hello)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -452,7 +415,7 @@ func TestRetry(t *testing.T) {
 				}
 			}
 			if tc.check != nil {
-				tc.check(t, s.waits())
+				tc.check(t, s.Waits())
 			}
 		})
 	}
@@ -461,7 +424,7 @@ func TestRetry(t *testing.T) {
 func TestRetriesExhausted(t *testing.T) {
 	fail := ssetest.JSONError(529, nil, overloaded)
 	m, srv, s := newModel(t, anthropic.Config{}, fail, fail, fail)
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	pe := providerError(t, err)
 	if pe.Status != 529 || pe.Type != "overloaded_error" || pe.Attempts != 3 || !pe.Transient || pe.Retryable() {
 		t.Errorf("error %+v: want status 529, overloaded_error, 3 attempts, transient, not retryable by the runtime", pe)
@@ -469,7 +432,7 @@ func TestRetriesExhausted(t *testing.T) {
 	if n := len(srv.Requests()); n != 3 {
 		t.Errorf("%d requests, want 3 (two retries by default)", n)
 	}
-	if n := len(s.waits()); n != 2 {
+	if n := len(s.Waits()); n != 2 {
 		t.Errorf("%d waits, want 2", n)
 	}
 	if got, want := err.Error(), "anthropic: 529 Overloaded (overloaded_error): Overloaded (after 3 attempts)"; got != want {
@@ -479,7 +442,7 @@ func TestRetriesExhausted(t *testing.T) {
 
 func TestRetriesLeftToRuntime(t *testing.T) {
 	m, srv, _ := newModel(t, anthropic.Config{MaxRetries: -1}, ssetest.JSONError(http.StatusTooManyRequests, nil, rateLimited))
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	if pe := providerError(t, err); !pe.Retryable() || pe.Attempts != 1 {
 		t.Errorf("error %+v: want retryable by the runtime after 1 attempt", pe)
 	}
@@ -491,7 +454,7 @@ func TestRetriesLeftToRuntime(t *testing.T) {
 func TestNotRetried(t *testing.T) {
 	m, srv, _ := newModel(t, anthropic.Config{}, ssetest.JSONError(http.StatusBadRequest, nil,
 		`{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"}}`))
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	if pe := providerError(t, err); pe.Retryable() || pe.Transient || pe.Attempts != 1 || pe.Type != "invalid_request_error" {
 		t.Errorf("error %+v: want 1 attempt, not transient, invalid_request_error", pe)
 	}
@@ -504,7 +467,7 @@ func TestNotRetried(t *testing.T) {
 // a typed error, and is not retried.
 func TestConnectionDropped(t *testing.T) {
 	m, srv, _ := newModel(t, anthropic.Config{}, ssetest.Reply{File: "testdata/cut_after_delta.sse", Cut: true})
-	evs, err := collect(t, t.Context(), m, hello)
+	evs, err := ssetest.Collect(t, t.Context(), m, hello)
 	if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("The answer")}, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -556,7 +519,7 @@ func TestCancel(t *testing.T) {
 func TestKeyNotInErrors(t *testing.T) {
 	m, srv, _ := newModel(t, anthropic.Config{}, ssetest.JSONError(http.StatusUnauthorized, nil,
 		`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`))
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	for _, s := range []string{err.Error(), fmt.Sprintf("%+v", err)} {
 		if strings.Contains(s, testKey) {
 			t.Errorf("error text %q holds the API key", s)
@@ -585,7 +548,7 @@ func TestEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := collect(t, t.Context(), m, hello); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, hello); err != nil {
 		t.Fatal(err)
 	}
 	if got := srv.Requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {

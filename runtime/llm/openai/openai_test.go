@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -27,27 +26,8 @@ func TestMain(m *testing.M) {
 
 const testKey = "sk-test-0123456789abcdef"
 
-// sleeps records the waits between retries instead of waiting.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.d = append(s.d, d)
-	return ctx.Err()
-}
-
-func (s *sleeps) waits() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newModel returns a model on a fake server that answers with replies.
-func newModel(t *testing.T, cfg openai.Config, replies ...ssetest.Reply) (*openai.Model, *ssetest.Server, *sleeps) {
+func newModel(t *testing.T, cfg openai.Config, replies ...ssetest.Reply) (*openai.Model, *ssetest.Server, *ssetest.Sleeps) {
 	t.Helper()
 	srv := ssetest.New(t, "/chat/completions", replies...)
 	if cfg.Model == "" {
@@ -58,31 +38,14 @@ func newModel(t *testing.T, cfg openai.Config, replies ...ssetest.Reply) (*opena
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := new(sleeps)
-	openai.SetSleep(m, s.sleep)
+	s := new(ssetest.Sleeps)
+	openai.SetSleep(m, s.Sleep)
 	return m, srv, s
 }
 
 func sse(name string) ssetest.Reply { return ssetest.Reply{File: "testdata/" + name} }
 
 var hello = &runtime.ModelRequest{Messages: []runtime.Message{runtime.SystemMessage("Be brief."), runtime.UserMessage("Hello")}}
-
-// collect reads the whole sequence.
-func collect(t *testing.T, ctx context.Context, m runtime.Model, req *runtime.ModelRequest) ([]runtime.ModelEvent, error) {
-	t.Helper()
-	var evs []runtime.ModelEvent
-	for ev, err := range m.Stream(ctx, req) {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
-}
-
-func usage(u runtime.Usage) runtime.ModelEvent {
-	return runtime.ModelEvent{Kind: runtime.ModelUsage, Index: -1, Usage: u}
-}
 
 func TestName(t *testing.T) {
 	m, _, _ := newModel(t, openai.Config{Model: "llama3.2"})
@@ -99,7 +62,7 @@ func TestStream(t *testing.T) {
 		file: "text.sse",
 		want: []runtime.ModelEvent{
 			rt.Text("Hello"), rt.Text("! How can"), rt.Text(" I help you today?"),
-			usage(runtime.Usage{InputTokens: 19, OutputTokens: 10, CacheReadInputTokens: 4}),
+			ssetest.Usage(runtime.Usage{InputTokens: 19, OutputTokens: 10, CacheReadInputTokens: 4}),
 			rt.Finish(runtime.FinishStop),
 		},
 	}, {
@@ -107,7 +70,7 @@ func TestStream(t *testing.T) {
 		want: []runtime.ModelEvent{
 			rt.Reasoning("The user asks"), rt.Reasoning(" for 6*7; that is 42."),
 			rt.Text("6*7 is"), rt.Text(" 42."),
-			usage(runtime.Usage{InputTokens: 12, OutputTokens: 30, ReasoningTokens: 21}),
+			ssetest.Usage(runtime.Usage{InputTokens: 12, OutputTokens: 30, ReasoningTokens: 21}),
 			rt.Finish(runtime.FinishStop),
 		},
 	}, {
@@ -154,7 +117,7 @@ func TestStream(t *testing.T) {
 	}} {
 		t.Run(strings.TrimSuffix(tc.file, ".sse"), func(t *testing.T) {
 			m, srv, _ := newModel(t, openai.Config{}, sse(tc.file))
-			got, err := collect(t, t.Context(), m, hello)
+			got, err := ssetest.Collect(t, t.Context(), m, hello)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +242,7 @@ func TestRequest(t *testing.T) {
 		},
 		Settings: runtime.CallSettings{TopP: new(0.9), Extra: map[string]json.RawMessage{"seed": json.RawMessage(`7`)}},
 	}
-	if _, err := collect(t, t.Context(), m, req); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	got := srv.Requests()[0]
@@ -335,7 +298,7 @@ func TestRoundTrip(t *testing.T) {
 	first, _ := assemble(t, m)
 	second, _ := assemble(t, m, "get_weather")
 	req := &runtime.ModelRequest{Messages: []runtime.Message{runtime.UserMessage("Weather?"), first, second}}
-	if _, err := collect(t, t.Context(), m, req); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	got := srv.Requests()[2].JSON["messages"]
@@ -357,7 +320,7 @@ func TestOmitReasoning(t *testing.T) {
 	req := &runtime.ModelRequest{Messages: []runtime.Message{
 		{Role: runtime.RoleAssistant, Parts: []runtime.Part{{Kind: runtime.PartReasoning, Text: "secret"}, runtime.TextPart("Hi")}},
 	}}
-	if _, err := collect(t, t.Context(), m, req); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]any{map[string]any{"role": "assistant", "content": "Hi"}}, srv.Requests()[0].JSON["messages"]); diff != "" {
@@ -377,7 +340,7 @@ func providerError(t *testing.T, err error) *openai.ProviderError {
 
 func TestNoFinishReason(t *testing.T) {
 	m, srv, _ := newModel(t, openai.Config{}, sse("no_finish_reason.sse"))
-	evs, err := collect(t, t.Context(), m, hello)
+	evs, err := ssetest.Collect(t, t.Context(), m, hello)
 	if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("The answer is"), rt.Text(" 42")}, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -397,7 +360,7 @@ var rateLimited = `{"error":{"message":"Rate limit reached for gpt-4.1-mini on r
 func TestRetry(t *testing.T) {
 	textEvents := []runtime.ModelEvent{
 		rt.Text("Hello"), rt.Text("! How can"), rt.Text(" I help you today?"),
-		usage(runtime.Usage{InputTokens: 19, OutputTokens: 10, CacheReadInputTokens: 4}),
+		ssetest.Usage(runtime.Usage{InputTokens: 19, OutputTokens: 10, CacheReadInputTokens: 4}),
 		rt.Finish(runtime.FinishStop),
 	}
 	for _, tc := range []struct {
@@ -455,7 +418,7 @@ func TestRetry(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, srv, s := newModel(t, openai.Config{RetryBackoff: 100 * time.Millisecond}, tc.replies...)
-			got, err := collect(t, t.Context(), m, hello)
+			got, err := ssetest.Collect(t, t.Context(), m, hello)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -472,7 +435,7 @@ func TestRetry(t *testing.T) {
 				}
 			}
 			if tc.check != nil {
-				tc.check(t, s.waits())
+				tc.check(t, s.Waits())
 			}
 		})
 	}
@@ -481,7 +444,7 @@ func TestRetry(t *testing.T) {
 func TestRetriesExhausted(t *testing.T) {
 	fail := ssetest.JSONError(http.StatusInternalServerError, nil, `{"error":{"message":"The server had an error","type":"server_error"}}`)
 	m, srv, s := newModel(t, openai.Config{}, fail, fail, fail)
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	pe := providerError(t, err)
 	if pe.Status != 500 || pe.Attempts != 3 || !pe.Transient || pe.Retryable() {
 		t.Errorf("error %+v: want status 500, 3 attempts, transient, not retryable by the runtime", pe)
@@ -489,7 +452,7 @@ func TestRetriesExhausted(t *testing.T) {
 	if n := len(srv.Requests()); n != 3 {
 		t.Errorf("%d requests, want 3 (two retries by default)", n)
 	}
-	if n := len(s.waits()); n != 2 {
+	if n := len(s.Waits()); n != 2 {
 		t.Errorf("%d waits, want 2", n)
 	}
 	if got, want := err.Error(), "openai: 500 Internal Server Error (server_error): The server had an error (after 3 attempts)"; got != want {
@@ -500,7 +463,7 @@ func TestRetriesExhausted(t *testing.T) {
 func TestRetriesLeftToRuntime(t *testing.T) {
 	fail := ssetest.JSONError(http.StatusTooManyRequests, nil, rateLimited)
 	m, srv, _ := newModel(t, openai.Config{MaxRetries: -1}, fail)
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	if pe := providerError(t, err); !pe.Retryable() || pe.Attempts != 1 {
 		t.Errorf("error %+v: want retryable by the runtime after 1 attempt", pe)
 	}
@@ -519,7 +482,7 @@ func TestNotRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, srv, _ := newModel(t, openai.Config{}, tc.reply)
-			_, err := collect(t, t.Context(), m, hello)
+			_, err := ssetest.Collect(t, t.Context(), m, hello)
 			if pe := providerError(t, err); pe.Retryable() || pe.Attempts != 1 {
 				t.Errorf("error %+v: want 1 attempt, not retryable", pe)
 			}
@@ -534,7 +497,7 @@ func TestNotRetried(t *testing.T) {
 // a typed error, and is not retried.
 func TestConnectionDropped(t *testing.T) {
 	m, srv, _ := newModel(t, openai.Config{}, ssetest.Reply{File: "testdata/cut_after_delta.sse", Cut: true})
-	evs, err := collect(t, t.Context(), m, hello)
+	evs, err := ssetest.Collect(t, t.Context(), m, hello)
 	if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("The answer")}, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -590,7 +553,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = collect(t, ctx, m, hello)
+	_, err = ssetest.Collect(t, ctx, m, hello)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v, want the context's", err)
 	}
@@ -603,7 +566,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 func TestKeyNotInErrors(t *testing.T) {
 	m, srv, _ := newModel(t, openai.Config{}, ssetest.JSONError(http.StatusUnauthorized, nil,
 		`{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
-	_, err := collect(t, t.Context(), m, hello)
+	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	for _, s := range []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", providerError(t, err).Err)} {
 		if strings.Contains(s, testKey) {
 			t.Errorf("error text %q holds the API key", s)
@@ -642,7 +605,7 @@ func TestEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := collect(t, t.Context(), m, hello); err != nil {
+	if _, err := ssetest.Collect(t, t.Context(), m, hello); err != nil {
 		t.Fatal(err)
 	}
 	if got := srv.Requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {

@@ -5,6 +5,7 @@ package ssetest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/runtime"
 )
 
 // Reply is one scripted answer.
@@ -149,4 +152,44 @@ func JSONError(status int, header http.Header, body string) Reply {
 	}
 	header.Set("Content-Type", "application/json")
 	return Reply{Status: status, Header: header, Body: body}
+}
+
+// Sleeps records the waits between an adapter's retries instead of waiting; pass its
+// Sleep to the adapter's test hook. It is safe for concurrent use.
+type Sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+// Sleep records d and returns ctx's error.
+func (s *Sleeps) Sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.d = append(s.d, d)
+	return ctx.Err()
+}
+
+// Waits returns the waits recorded so far.
+func (s *Sleeps) Waits() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+// Collect reads a model's whole stream, returning the events before any error.
+func Collect(t testing.TB, ctx context.Context, m runtime.Model, req *runtime.ModelRequest) ([]runtime.ModelEvent, error) {
+	t.Helper()
+	var evs []runtime.ModelEvent
+	for ev, err := range m.Stream(ctx, req) {
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+// Usage returns a usage event.
+func Usage(u runtime.Usage) runtime.ModelEvent {
+	return runtime.ModelEvent{Kind: runtime.ModelUsage, Index: -1, Usage: u}
 }
