@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"log/slog"
 	"testing"
 
@@ -225,6 +226,26 @@ func errorInfo(err error) (codes.Code, string, *errdetails.BadRequest) {
 
 func input(agent, text string) *agentdv1.RunSpec {
 	return &agentdv1.RunSpec{Agent: agent, Input: text}
+}
+
+// gated is a model step that says text once gate is closed: it keeps a run going
+// until the test has seen what it waits for (an ack of a message sent late, say).
+func gated(gate <-chan struct{}, text string) rt.Step {
+	return rt.Step{Func: func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				yield(runtime.ModelEvent{}, ctx.Err())
+				return
+			}
+			for _, ev := range rt.Say(text).Events {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+	}}
 }
 
 func approve(id string) *agentdv1.RunRequest {

@@ -94,8 +94,12 @@ func TestRun_EveryClientMessageIsAckedBeforeWhatItCauses(t *testing.T) {
 }
 
 func TestRun_RefusalsAreAckedAndNeverEndTheStream(t *testing.T) {
-	c := newTestServer(t, service.Config{}).Client
-	s := open(t, c, input("", "save a note: milk"))
+	// The run's last model call waits for the gate, which opens once the last refusal
+	// is acked: a message the server has not read when the run ends gets no ack.
+	gate := make(chan struct{})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "save_note", `{"title":"milk","text":"buy milk"}`), gated(gate, "saved")}}
+	c := newTestServer(t, service.Config{}, scripted{name: "noter", model: m, tools: []string{"save_note"}}).Client
+	s := open(t, c, input("noter", "save a note: milk"))
 	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
 	cases := map[int64]string{}
 	cases[s.send(approve("appr_unknown"))] = "UNKNOWN_APPROVAL"
@@ -106,7 +110,10 @@ func TestRun_RefusalsAreAckedAndNeverEndTheStream(t *testing.T) {
 	bad, _ := structpb.NewValue(map[string]any{"title": 7})
 	cases[s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: bad}}})] = "INVALID_ARGUMENTS"
 	first := s.send(approve(req.GetApprovalId()))
-	cases[s.send(approve(req.GetApprovalId()))] = "ALREADY_DECIDED"
+	dup := s.send(approve(req.GetApprovalId()))
+	cases[dup] = "ALREADY_DECIDED"
+	s.until(isAck(dup))
+	close(gate)
 	fin, err := s.finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v; refusals must not end the run", fin.GetReason(), err)
@@ -356,7 +363,8 @@ func TestRun_SteerRateIsLimited(t *testing.T) {
 }
 
 func TestRun_ClientToolRunsOnTheClient(t *testing.T) {
-	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pick_color", `{"hint":"warm"}`), rt.Say("red it is")}}
+	gate := make(chan struct{})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pick_color", `{"hint":"warm"}`), gated(gate, "red it is")}}
 	c := newTestServer(t, service.Config{}, scripted{name: "painter", model: m}).Client
 	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"hint": map[string]any{"type": "string"}}})
 	spec := input("painter", "paint")
@@ -368,11 +376,13 @@ func TestRun_ClientToolRunsOnTheClient(t *testing.T) {
 	}
 	seq := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "red"}}}})
 	late := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "blue"}}}})
+	s.until(isAck(late))
+	close(gate)
 	fin, err := s.finish()
 	if err != nil || fin.GetFinalText() != "red it is" {
 		t.Fatalf("finished %q %v", fin.GetFinalText(), err)
 	}
-	if !ack(s.events, seq).GetAccepted() || ack(s.events, late).GetAccepted() {
+	if !ack(s.events, seq).GetAccepted() || ack(s.events, late).GetAccepted() || ack(s.events, late).GetError().GetReason() != "UNKNOWN_TOOL_CALL" {
 		t.Errorf("acks: result %v, second result %v", ack(s.events, seq), ack(s.events, late))
 	}
 	if got := m.Requests()[1].Messages; got[len(got)-1].Parts[0].ToolResult.Output.Text != "red" {
