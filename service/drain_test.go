@@ -76,15 +76,17 @@ const (
 	approval                  // parked on an approval the client never answers
 	forever                   // the model streams forever
 	client                    // waiting on a client tool
+	finishing                 // streaming, and finishes once its client has the go_away
 	kinds
 )
 
 func (k drainKind) String() string {
-	return [...]string{"quick", "approval", "forever", "client"}[k]
+	return [...]string{"quick", "approval", "forever", "client", "finishing"}[k]
 }
 
 // drainRun is one run of the drain test: what its client saw on each server.
 type drainRun struct {
+	index   int
 	kind    drainKind
 	spec    *agentdv1.RunSpec
 	first   []*agentdv1.RunEvent
@@ -140,10 +142,38 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 	answer := func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 		return seqOf(ctx, rt.Text("and they lived happily ever after"), rt.Finish(runtime.FinishStop))
 	}
+	// A finishing run's model streams, then waits for its gate, which its client closes
+	// when it reads the go_away: the run is under way when the drain starts, and ends
+	// within the drain period.
+	gates := make([]chan struct{}, drainN)
+	finishAfterGate := func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			var i int
+			if _, err := fmt.Sscanf(req.Messages[0].Parts[0].Text, "finish %d", &i); err != nil {
+				yield(runtime.ModelEvent{}, err)
+				return
+			}
+			if !yield(rt.Text("almost"), nil) {
+				return
+			}
+			select {
+			case <-gates[i]:
+			case <-ctx.Done():
+				yield(runtime.ModelEvent{}, ctx.Err())
+				return
+			}
+			for ev, err := range seqOf(ctx, rt.Text(" done"), rt.Finish(runtime.FinishStop)) {
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
+	}
 	calls := 4 * drainN
 	first := newTestServer(t, service.Config{},
 		scripted{name: "storyteller", model: everyCall(calls, streamForever)},
-		scripted{name: "asker", model: everyCall(calls, asking)})
+		scripted{name: "asker", model: everyCall(calls, asking)},
+		scripted{name: "finisher", model: everyCall(calls, finishAfterGate)})
 	// The second replica shares the key; its storyteller finishes its story.
 	second := newTestServer(t, service.Config{},
 		scripted{name: "storyteller", model: everyCall(calls, answer)},
@@ -152,7 +182,7 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 
 	runs := make([]*drainRun, drainN)
 	for i := range runs {
-		r := &drainRun{kind: drainKind(i % int(kinds))}
+		r := &drainRun{index: i, kind: drainKind(i % int(kinds))}
 		switch r.kind {
 		case quick:
 			r.spec = input("demo", "what is 2+2?")
@@ -163,6 +193,9 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 		case client:
 			r.spec = input("asker", "pick a color")
 			r.spec.ClientTools = pickColor
+		case finishing:
+			r.spec = input("finisher", fmt.Sprintf("finish %d", i))
+			gates[i] = make(chan struct{})
 		}
 		runs[i] = r
 	}
@@ -194,7 +227,7 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 					return ev.GetRunStarted() != nil
 				case approval:
 					return ev.GetApprovalRequested() != nil
-				case forever:
+				case forever, finishing:
 					return ev.GetTextDelta() != nil
 				default:
 					return ev.GetToolExecutionStarted().GetExecutor() == agentdv1.Executor_EXECUTOR_CLIENT
@@ -212,6 +245,20 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 				}
 			}
 			once()
+			if r.kind == finishing {
+				for {
+					resp, err := s.Recv()
+					if err != nil {
+						r.err = fmt.Errorf("the stream ended (%v) before a go_away", err)
+						return
+					}
+					r.first = append(r.first, resp.GetEvent())
+					if resp.GetEvent().GetGoAway() != nil {
+						break
+					}
+				}
+				close(gates[r.index])
+			}
 			r.first, r.firstSt = readAll(s, r.first)
 		}()
 	}
@@ -274,7 +321,12 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 		if r.kind == quick && goAway >= 0 {
 			quickGoAway++
 		}
-		if r.kind != quick {
+		if r.kind == finishing {
+			// Under way when draining started: it got a go_away, and the period to finish.
+			if goAway < 0 || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				t.Fatalf("run %d (%s): go_away at %d, finished %v; want a go_away and COMPLETED", i, r.kind, goAway, fin.GetReason())
+			}
+		} else if r.kind != quick {
 			// Parked when draining started: it got a go_away and could not complete.
 			if goAway < 0 || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN {
 				t.Fatalf("run %d (%s): go_away at %d, finished %v; want a go_away and SHUTDOWN", i, r.kind, goAway, fin.GetReason())
@@ -327,7 +379,7 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 
 	// Count: every run's transcript ends COMPLETED, on the first replica or the second.
 	completed := 0
-	want := map[drainKind]string{quick: "4", approval: "Saved your note", forever: "happily ever after", client: "red it is"}
+	want := map[drainKind]string{quick: "4", approval: "Saved your note", forever: "happily ever after", client: "red it is", finishing: "almost done"}
 	for i, r := range runs {
 		evs, st := r.first, r.firstSt
 		if r.second != nil || r.err != nil {
