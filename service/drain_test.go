@@ -72,11 +72,11 @@ func asking(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.Mo
 type drainKind int
 
 const (
-	quick    drainKind = iota // the demo answers at once: completes
-	approval                  // parked on an approval the client never answers
-	forever                   // the model streams forever
-	client                    // waiting on a client tool
-	finishing                 // streaming, and finishes once its client has the go_away
+	quick     drainKind = iota // the demo answers at once: completes
+	approval                   // parked on an approval the client never answers
+	forever                    // the model streams forever
+	client                     // waiting on a client tool
+	finishing                  // streaming, and finishes once its client has the go_away
 	kinds
 )
 
