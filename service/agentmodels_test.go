@@ -1,6 +1,8 @@
 package service_test
 
 import (
+	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
@@ -74,5 +79,122 @@ agents:
 	_, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "AGENTD_TEST_UNSET_KEY is not set") {
 		t.Errorf("error %v, want one naming the unset variable", err)
+	}
+}
+
+// TestAgentsFile_FallbackIsVisible: when the agent's model fails and its fallback
+// answers, the registry's logger gets a warning naming both models and the failure,
+// and the chat span an event.
+func TestAgentsFile_FallbackIsVisible(t *testing.T) {
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":{"message":"model not loaded","type":"invalid_request_error"}}`))
+	}))
+	defer fake.Close()
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	os.WriteFile(path, []byte(`
+agents:
+  - name: local
+    model: openai:llama3.2
+    base_url: `+fake.URL+`/v1
+    fallback_models: [demo]
+`), 0o644)
+	cfg, err := service.LoadAgentsFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	reg, err := service.NewRegistry(cfg, service.RegistryOptions{Logger: logger, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servicetest.NewClient(t, service.Config{Agents: reg, ContinuationKey: testKey, Logger: logger})
+	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("local", "what is 6*7?")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetResult().GetFinalText(); got != "6*7 = 42" {
+		t.Errorf("final text %q, want the fallback demo model's answer", got)
+	}
+
+	var warned bool
+	for line := range strings.Lines(logs.String()) {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) != nil || r["msg"] != "model failed before answering; falling back to the next model" {
+			continue
+		}
+		warned = true
+		errText, _ := r["error"].(string)
+		if r["level"] != "WARN" || r["from_model"] != "openai:llama3.2" || r["to_model"] != "demo:agentd-demo" || !strings.Contains(errText, "model not loaded") {
+			t.Errorf("fallback record %v, want a warning from openai:llama3.2 to demo:agentd-demo naming the failure", r)
+		}
+	}
+	if !warned {
+		t.Errorf("no fallback warning in the registry's log:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "6*7?") {
+		t.Errorf("the log holds the prompt:\n%s", logs.String())
+	}
+
+	// The demo model calls a tool, then answers: two model calls, each falling back.
+	chats, events := 0, 0
+	for _, s := range exp.GetSpans() {
+		if strings.HasPrefix(s.Name, "chat ") {
+			chats++
+		}
+		for _, ev := range s.Events {
+			if ev.Name != "gen_ai.model.fallback" {
+				continue
+			}
+			events++
+			if s.Name != "chat llama3.2" {
+				t.Errorf("gen_ai.model.fallback on span %q, want it on the model call's", s.Name)
+			}
+		}
+	}
+	if chats != 2 || events != chats {
+		t.Errorf("%d gen_ai.model.fallback events on %d chat spans, want one on each of 2", events, chats)
+	}
+	if n := strings.Count(logs.String(), `"to_model":"demo:agentd-demo"`); n != chats {
+		t.Errorf("%d fallback warnings, want one per model call (%d)", n, chats)
+	}
+}
+
+func TestAgentsFile_IdleTimeout(t *testing.T) {
+	for _, tc := range []struct{ setting, wantErr string }{
+		{"idle_timeout: 90s", ""},
+		{"idle_timeout: -1s", "settings.idle_timeout: must not be negative, got -1s"},
+		{"idle_timeout: soon", `invalid duration "soon"`},
+	} {
+		t.Run(tc.setting, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agents.yaml")
+			os.WriteFile(path, []byte(`
+agents:
+  - name: local
+    model: openai:llama3.2
+    base_url: http://localhost:11434/v1
+    settings: {`+tc.setting+`}
+`), 0o644)
+			cfg, err := service.LoadAgentsFile(path)
+			if err == nil {
+				var reg *service.Registry
+				reg, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+				if err == nil {
+					reg.Close()
+				}
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
 	}
 }

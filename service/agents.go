@@ -493,6 +493,9 @@ func (c *AgentsConfig) check() []error {
 		if a.ToolTimeout < 0 {
 			add(c.errorf(i, cfgPath{"tool_timeout"}, "must not be negative, got %s", a.ToolTimeout))
 		}
+		if a.Settings.IdleTimeout < 0 {
+			add(c.errorf(i, cfgPath{"settings", "idle_timeout"}, "must not be negative, got %s", a.Settings.IdleTimeout))
+		}
 		if a.MaxToolOutputBytes < -1 {
 			add(c.errorf(i, cfgPath{"max_tool_output_bytes"}, "must be -1 (no limit), 0 (the default, 64 KiB) or positive, got %d", a.MaxToolOutputBytes))
 		}
@@ -1000,7 +1003,7 @@ func (c *AgentsConfig) newBuilder(i int, override string, resolve ModelResolver,
 	if spec == "" {
 		return nil, c.errorf(i, nil, "model: required (for example demo or workload:medium)")
 	}
-	model, err := a.resolveModel(spec, resolve)
+	model, err := a.resolveModel(spec, resolve, opts.Logger)
 	if err != nil {
 		if override != "" {
 			return nil, fmt.Errorf("model override %q for the default agent %q: %w", override, a.Name, err)

@@ -75,7 +75,8 @@ func AnthropicModelProvider(base anthropic.Config) ModelProvider {
 
 // providerHTTPClient returns the client a provider's models share, so that a client's
 // model overrides, resolved run by run, reuse connections. Like the SDKs' default, it
-// bounds the wait for response headers, not the stream.
+// bounds the wait for response headers, not the stream: a stream that goes quiet is the
+// adapters' to end, after their IdleTimeout (ModelSettings.IdleTimeout).
 func providerHTTPClient() *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/internal/retry"
+	"github.com/agentd/agentd/runtime/llm/internal/stall"
 )
 
 // Provider is the provider part of the names of this package's models.
@@ -34,8 +35,16 @@ type Config struct {
 	// https://api.anthropic.com.
 	BaseURL string
 	// HTTPClient makes the requests; nil means the SDK's default, with a connection pool
-	// of the Model's own. Its timeout, if any, bounds a whole streamed call.
+	// of the Model's own. Its timeout, if any, bounds a whole streamed call. Its transport
+	// must end a request when the request's context ends, as net/http's does: the idle
+	// timeout works by cancelling it.
 	HTTPClient *http.Client
+	// IdleTimeout bounds the wait for the next byte of a streamed response, once its
+	// headers have come: when it passes without one, the call fails with an error that
+	// wraps [ErrStalled] (see the package documentation). 0 means
+	// [DefaultIdleTimeout]; negative means no bound. Only time spent waiting for the
+	// server counts, not time the consumer takes between events.
+	IdleTimeout time.Duration
 
 	// MaxTokens is each call's max_tokens; 0 means DefaultMaxTokens, plus the thinking
 	// budget. A request's CallSettings.MaxOutputTokens takes precedence.
@@ -93,6 +102,9 @@ func New(cfg Config) (*Model, error) {
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	if idle := stall.Timeout(cfg.IdleTimeout); idle > 0 {
+		opts = append(opts, option.WithMiddleware(stall.Middleware(idle)))
 	}
 	return &Model{
 		cfg:    cfg,

@@ -41,15 +41,21 @@
 // CallSettings.Temperature and TopP are not sent; CallSettings.Extra is merged into the
 // request body as it is, for anything this package does not set.
 //
-// # Retries, cancellation and keys
+// # Retries, stalls, cancellation and keys
 //
 // Retries work as in package openai: a call that fails before its first event (HTTP
 // 408, 409, 429, 5xx and 529, an overloaded_error, api_error or rate_limit_error event at
-// the start of the stream, a refused, reset or dropped connection) is retried inside
-// [Model.Stream], up to [Config.MaxRetries] times, after the server's retry-after or an
-// exponential backoff with jitter; the SDK's own retries are off. Nothing is retried
-// once an event has been yielded. The final error is a [*ProviderError], whose Retryable
-// method reports false once the adapter has retried, so the runtime does not retry again.
+// the start of the stream, a refused, reset or dropped connection, a stream that stalled)
+// is retried inside [Model.Stream], up to [Config.MaxRetries] times, after the server's
+// retry-after or an exponential backoff with jitter; the SDK's own retries are off.
+// Nothing is retried once an event has been yielded. The final error is a
+// [*ProviderError], whose Retryable method reports false once the adapter has retried,
+// so the runtime does not retry again.
+//
+// A stream stalls when [Config.IdleTimeout] ([DefaultIdleTimeout], 3 minutes, by
+// default) passes without a byte of the body after the headers; the API's ping events
+// count as bytes. The HTTP stream is closed and the call fails with an error that wraps
+// [ErrStalled], retried before the first event and not after, as in package openai.
 //
 // Cancelling the context, or breaking out of the sequence, closes the HTTP stream at
 // once. The API key comes from [Config.APIKey] or ANTHROPIC_API_KEY (else from the SDK's

@@ -11,7 +11,18 @@ import (
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/agentd/agentd/runtime/llm/internal/retry"
+	"github.com/agentd/agentd/runtime/llm/internal/stall"
 )
+
+// ErrStalled is wrapped by the error of a call whose response stream sent no byte for
+// [Config.IdleTimeout]; the error's text says for how long. It is the same error as
+// package openai's ErrStalled, so one errors.Is check covers both adapters.
+var ErrStalled = stall.ErrStalled
+
+// DefaultIdleTimeout is [Config.IdleTimeout] when it is left 0: long enough for a
+// reasoning model's quiet spells, short enough that a dead stream fails the call rather
+// than holding the run until its deadline.
+const DefaultIdleTimeout = stall.DefaultIdleTimeout
 
 // ProviderError is a failed call of the Messages API. Its Error text holds the status,
 // the API's error type and message, never a request header or the API key.
@@ -28,14 +39,14 @@ type ProviderError struct {
 	RetryAfter time.Duration
 	// Transient says the same call may succeed later: HTTP 408, 409, 429, 5xx and 529,
 	// error events of the overloaded, api, rate-limit and timeout kinds, connection
-	// failures, a stream that ended before its stop reason.
+	// failures, a stalled stream, a stream that ended before its stop reason.
 	Transient bool
 	// Emitted says the call had yielded events before it failed; it was not retried.
 	Emitted bool
 	// Attempts is the number of calls made, retries included.
 	Attempts int
-	// Err is the underlying error: the SDK's *anthropic.Error, a transport error,
-	// [runtime.ErrMissingFinishReason].
+	// Err is the underlying error: the SDK's *anthropic.Error, a transport error, one
+	// that wraps [ErrStalled], [runtime.ErrMissingFinishReason].
 	Err error
 
 	retryable bool
@@ -98,7 +109,8 @@ func classify(err error, res *http.Response) *ProviderError {
 		pe.Transient = retry.StatusTransient(res.StatusCode, res.Header)
 		return pe
 	}
-	pe.Transient = retry.ConnectionError(err)
+	// A stall is a failure of the connection too: the server may answer a new one.
+	pe.Transient = retry.ConnectionError(err) || errors.Is(err, ErrStalled)
 	return pe
 }
 

@@ -1,6 +1,7 @@
-// Package fallback chains models: [New] returns a [runtime.Model] that calls its models
+// Package fallback chains models: a [Chain] is a [runtime.Model] that calls its models
 // in order, moving to the next when one fails before it emitted anything, so that an
-// agent can name fallback models for when its own is down or rate limited.
+// agent can name fallback models for when its own is down or rate limited. [New] makes
+// one without a logger.
 //
 // A model "fails before emitting" when the first item of its sequence is an error. The
 // provider adapters (packages openai and anthropic) retry such failures themselves
@@ -11,4 +12,11 @@
 // Any error moves to the next model, save the context's: a cancelled call ends the chain
 // at once. When every model fails, the sequence ends with an [*Error] holding each
 // model's error.
+//
+// A fallback is never silent. Each move to the next model adds an event named
+// "gen_ai.model.fallback" to the span of the call's context (the runtime's
+// "chat {model}" span), with the attributes agentd.fallback.from_model,
+// agentd.fallback.to_model and error.type (the failure's ErrorType() where it has one,
+// else its Go type); and, when the [Chain] has a Logger, it logs a warning with the
+// call's context, the two models' names and the failure's text, never the request.
 package fallback

@@ -3,15 +3,23 @@ package fallback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"log/slog"
+	"slices"
 	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/runtime"
 )
 
-// New returns a model that calls models in order, as the package documentation says.
-// Its Name is the first model's. With one model, New returns it. New panics when models
-// is empty. The result is safe for concurrent use when the models are.
+// New returns a model that calls models in order, as the package documentation says,
+// without logging the fallbacks (a [Chain] with no Logger). Its Name is the first
+// model's. With one model, New returns it. New panics when models is empty. The result
+// is safe for concurrent use when the models are.
 func New(models ...runtime.Model) runtime.Model {
 	switch len(models) {
 	case 0:
@@ -19,19 +27,40 @@ func New(models ...runtime.Model) runtime.Model {
 	case 1:
 		return models[0]
 	}
-	return &chain{models: append([]runtime.Model(nil), models...)}
+	return &Chain{Models: slices.Clone(models)}
 }
 
-type chain struct {
-	models []runtime.Model
+// Chain is a [runtime.Model] that calls its Models in order, as the package
+// documentation says. Its fields must not change once it is in use; it is then safe for
+// concurrent use when its models are.
+type Chain struct {
+	// Models are tried in order; the chain's Name is the first one's. A chain without
+	// models fails every call.
+	Models []runtime.Model
+	// Logger, if not nil, gets a warning each time the chain moves on from a failed
+	// model, logged with the call's context (so that a handler can add its trace): the
+	// two models' names and the failure's text, never the request.
+	Logger *slog.Logger
 }
 
-func (c *chain) Name() string { return c.models[0].Name() }
+var _ runtime.Model = (*Chain)(nil)
 
-func (c *chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+// Name returns the first model's name, or "" when there is none.
+func (c *Chain) Name() string {
+	if len(c.Models) == 0 {
+		return ""
+	}
+	return c.Models[0].Name()
+}
+
+// Stream calls the models in order until one emits; see the package documentation.
+func (c *Chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 	return func(yield func(runtime.ModelEvent, error) bool) {
 		var failed []ModelError
-		for _, m := range c.models {
+		for i, m := range c.Models {
+			if i > 0 {
+				c.fellBack(ctx, failed[i-1], m.Name())
+			}
 			first := true
 			var failure error
 			for ev, err := range m.Stream(ctx, req) {
@@ -51,6 +80,36 @@ func (c *chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 		}
 		yield(runtime.ModelEvent{}, &Error{Errors: failed})
 	}
+}
+
+// The span event of a fallback, and its attributes besides error.type.
+const (
+	eventFallback = "gen_ai.model.fallback"
+	attrFromModel = attribute.Key("agentd.fallback.from_model")
+	attrToModel   = attribute.Key("agentd.fallback.to_model")
+)
+
+// fellBack reports the move from the failed model to the next one: an event on the
+// call's span, and a warning.
+func (c *Chain) fellBack(ctx context.Context, from ModelError, to string) {
+	trace.SpanFromContext(ctx).AddEvent(eventFallback, trace.WithAttributes(
+		attrFromModel.String(from.Model), attrToModel.String(to), semconv.ErrorTypeKey.String(errorType(from.Err))))
+	if c.Logger != nil {
+		c.Logger.WarnContext(ctx, "model failed before answering; falling back to the next model",
+			"from_model", from.Model, "to_model", to, "error", from.Err.Error())
+	}
+}
+
+// errorType is the error.type of a model's failure: the error's own ErrorType() where
+// it has one, as the runtime reads it, else the error's Go type.
+func errorType(err error) string {
+	if et, ok := errors.AsType[interface {
+		error
+		ErrorType() string
+	}](err); ok && et.ErrorType() != "" {
+		return et.ErrorType()
+	}
+	return fmt.Sprintf("%T", err)
 }
 
 // ModelError is the failure of one model of a chain.

@@ -30,10 +30,10 @@
 // # Retries
 //
 // A call that fails before its first event (HTTP 408, 409, 429 and 5xx, an error event
-// at the start of the stream, a refused, reset or dropped connection) is retried inside
-// [Model.Stream], up to [Config.MaxRetries] times (2 by default), after the server's
-// Retry-After (or retry-after-ms) when it sends one, else after an exponential backoff
-// with jitter from [Config.RetryBackoff]. The SDK's own retries are off, so these are the
+// at the start of the stream, a refused, reset or dropped connection, a stalled stream)
+// is retried inside [Model.Stream], up to [Config.MaxRetries] times (2 by default), after
+// the server's Retry-After (or retry-after-ms) when it sends one, else after an
+// exponential backoff with jitter from [Config.RetryBackoff]. The SDK's own retries are off, so these are the
 // only ones. Nothing is retried once an event has been yielded: a failure then ends the
 // sequence with a [*ProviderError] whose Emitted field is set.
 //
@@ -41,6 +41,19 @@
 // adapter has retried, so that the runtime does not retry the call a second time. With
 // MaxRetries negative the adapter does not retry, and Retryable reports whether a retry
 // may help, leaving retries to the runtime (which does not read Retry-After).
+//
+// # Stalled streams
+//
+// A server that sends the response headers and then goes quiet would hold the call, and
+// the run, until the caller's context ends. Instead, once [Config.IdleTimeout]
+// ([DefaultIdleTimeout], 3 minutes, by default) passes without a byte of the body, the
+// HTTP stream is closed and the call fails with an error that wraps [ErrStalled] and says
+// "no bytes from the model for 3m0s". Before the first event that is a connection
+// failure like any other, retried as above; after it, the sequence ends with a
+// [*ProviderError] whose Emitted field is set. Only the wait for the server counts, not
+// the time the consumer takes between events. Set the timeout longer for a reasoning
+// model on a server that sends nothing while it thinks; the wait for the response
+// headers is the HTTP client's to bound.
 //
 // # Cancellation and keys
 //

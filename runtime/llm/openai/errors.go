@@ -13,7 +13,18 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/agentd/agentd/runtime/llm/internal/retry"
+	"github.com/agentd/agentd/runtime/llm/internal/stall"
 )
+
+// ErrStalled is wrapped by the error of a call whose response stream sent no byte for
+// [Config.IdleTimeout]; the error's text says for how long. It is the same error as
+// package anthropic's ErrStalled, so one errors.Is check covers both adapters.
+var ErrStalled = stall.ErrStalled
+
+// DefaultIdleTimeout is [Config.IdleTimeout] when it is left 0: long enough for a
+// reasoning model's quiet spells, short enough that a dead stream fails the call rather
+// than holding the run until its deadline.
+const DefaultIdleTimeout = stall.DefaultIdleTimeout
 
 // ProviderError is a failed call of the Chat Completions API. Its Error text holds the
 // status, the server's error type and message, never a request header or the API key.
@@ -30,14 +41,14 @@ type ProviderError struct {
 	RetryAfter time.Duration
 	// Transient says the same call may succeed later: HTTP 408, 409, 429 and 5xx,
 	// error events of the server_error and rate-limit kinds, connection failures, a
-	// stream that ended before its finish reason.
+	// stalled stream, a stream that ended before its finish reason.
 	Transient bool
 	// Emitted says the call had yielded events before it failed; it was not retried.
 	Emitted bool
 	// Attempts is the number of calls made, retries included.
 	Attempts int
-	// Err is the underlying error: the SDK's *openai.Error, a transport error,
-	// [runtime.ErrMissingFinishReason].
+	// Err is the underlying error: the SDK's *openai.Error, a transport error, one that
+	// wraps [ErrStalled], [runtime.ErrMissingFinishReason].
 	Err error
 
 	retryable bool
@@ -111,7 +122,8 @@ func classify(err error, res *http.Response) *ProviderError {
 		pe.Transient = transientType(body.Error.Type) || transientType(code)
 		return pe
 	}
-	pe.Transient = retry.ConnectionError(err)
+	// A stall is a failure of the connection too: the server may answer a new one.
+	pe.Transient = retry.ConnectionError(err) || errors.Is(err, ErrStalled)
 	return pe
 }
 

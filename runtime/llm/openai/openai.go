@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/internal/retry"
+	"github.com/agentd/agentd/runtime/llm/internal/stall"
 )
 
 // Provider is the provider part of the names of this package's models.
@@ -30,8 +31,16 @@ type Config struct {
 	// means OPENAI_BASE_URL, else the OpenAI API (https://api.openai.com/v1).
 	BaseURL string
 	// HTTPClient makes the requests; nil means the SDK's default, with a connection pool
-	// of the Model's own. Its timeout, if any, bounds a whole streamed call.
+	// of the Model's own. Its timeout, if any, bounds a whole streamed call. Its transport
+	// must end a request when the request's context ends, as net/http's does: the idle
+	// timeout works by cancelling it.
 	HTTPClient *http.Client
+	// IdleTimeout bounds the wait for the next byte of a streamed response, once its
+	// headers have come: when it passes without one, the call fails with an error that
+	// wraps [ErrStalled] (see the package documentation). 0 means
+	// [DefaultIdleTimeout]; negative means no bound. Only time spent waiting for the
+	// server counts, not time the consumer takes between events.
+	IdleTimeout time.Duration
 
 	// MaxTokens bounds each call's output (max_completion_tokens); 0 leaves it to the
 	// server. A request's CallSettings.MaxOutputTokens takes precedence.
@@ -90,6 +99,9 @@ func New(cfg Config) (*Model, error) {
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	if idle := stall.Timeout(cfg.IdleTimeout); idle > 0 {
+		opts = append(opts, option.WithMiddleware(stall.Middleware(idle)))
 	}
 	return &Model{
 		cfg:    cfg,

@@ -28,6 +28,9 @@ type Reply struct {
 	Body string
 	// File is an SSE file to stream: one event per write, each flushed.
 	File string
+	// Gap is a pause before each of File's events but the first: a stream that is slow
+	// but steady.
+	Gap time.Duration
 	// Cut aborts the connection after the body, without ending the response: the
 	// client sees the connection dropped (before the first byte when there is no body).
 	Cut bool
@@ -125,7 +128,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.t.Errorf("reply: %v", err)
 			return
 		}
+		first := true
 		for ev := range bytes.SplitAfterSeq(data, []byte("\n\n")) {
+			if len(ev) == 0 {
+				continue
+			}
+			if !first && rep.Gap > 0 {
+				select {
+				case <-time.After(rep.Gap):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			first = false
 			w.Write(ev)
 			flush()
 		}
@@ -143,6 +158,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.t.Errorf("the client kept the held stream open for 10s")
 		}
 	}
+}
+
+// Silent returns a reply that sends the headers of an SSE stream, then nothing until the
+// client goes away: a stalled server.
+func Silent() Reply {
+	return Reply{Header: http.Header{"Content-Type": {"text/event-stream"}}, Hold: true}
 }
 
 // JSONError returns a reply with status and a JSON body.
