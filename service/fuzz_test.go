@@ -86,6 +86,7 @@ type fuzzRun struct {
 	err      error
 	changed  chan struct{} // closed and replaced on each event
 	finished chan struct{} // closed when the stream has ended
+	waitLeft time.Duration // what await may still wait, over the whole stream
 }
 
 func (r *fuzzRun) read(s agentdv1.AgentService_RunClient) {
@@ -108,10 +109,15 @@ func (r *fuzzRun) read(s agentdv1.AgentService_RunClient) {
 	}
 }
 
-// await waits, for a second at most, for an event that match picks a string from, and
-// returns it; "" when the stream ended first or nothing came.
+// await waits, for a second at most and for waitLeft in all, for an event that match
+// picks a string from, and returns it; "" when the stream ended first or nothing came.
+// The bound over the stream keeps an input of many awaits for events that never come
+// within the stream's deadline.
 func (r *fuzzRun) await(match func(*agentdv1.RunEvent) string) string {
-	deadline := time.After(time.Second)
+	wait := min(time.Second, r.waitLeft)
+	start := time.Now()
+	defer func() { r.waitLeft -= min(time.Since(start), r.waitLeft) }()
+	deadline := time.After(wait)
 	for {
 		r.mu.Lock()
 		for _, ev := range r.events {
@@ -225,7 +231,7 @@ func FuzzSession(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &fuzzRun{changed: make(chan struct{}), finished: make(chan struct{})}
+		r := &fuzzRun{changed: make(chan struct{}), finished: make(chan struct{}), waitLeft: 2 * time.Second}
 		go r.read(s)
 		sent := map[int64]bool{}
 		var seq int64
