@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -129,79 +127,4 @@ func TestBadInput_HugeTranscriptNamesTheLimit(t *testing.T) {
 
 	small := newTestServer(t, service.Config{MaxTranscriptBytes: 1 << 10}).Client
 	wantViolation(t, refusal(t, small, input("", strings.Repeat("x", 2<<10))), "start.messages", "the limit is 1024")
-}
-
-// rawCodec sends a rawMessage's bytes as they are, so that a test can put what no proto
-// encoder writes on the wire; it decodes replies as protobuf.
-type rawCodec struct{}
-
-type rawMessage []byte
-
-func (rawCodec) Marshal(v any) ([]byte, error) {
-	if b, ok := v.(rawMessage); ok {
-		return b, nil
-	}
-	return proto.Marshal(v.(proto.Message))
-}
-
-func (rawCodec) Unmarshal(data []byte, v any) error { return proto.Unmarshal(data, v.(proto.Message)) }
-
-func (rawCodec) Name() string { return "proto" }
-
-// TestBadInput_InvalidUTF8 puts invalid UTF-8 in a string on the wire, which no proto
-// encoder writes. gRPC itself refuses to decode it and ends the RPC with INTERNAL "grpc:
-// failed to unmarshal the received message: string field contains invalid UTF-8": before
-// a unary handler runs, and from inside a stream's Recv, where grpc-go writes the status
-// itself (so no handler can choose a better code). The message names the cause; the code
-// is gRPC's.
-func TestBadInput_InvalidUTF8(t *testing.T) {
-	srv := newTestServer(t, service.Config{})
-	bad := func(m proto.Message) rawMessage {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rawMessage(bytes.Replace(b, []byte("ZZ"), []byte{0xff, 0xfe}, 1))
-	}
-	wantUTF8 := func(t *testing.T, err error) {
-		t.Helper()
-		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "invalid UTF-8") {
-			t.Errorf("status %v, want gRPC's INTERNAL naming invalid UTF-8", err)
-		}
-	}
-	runStream := func(t *testing.T) grpc.ClientStream {
-		s, err := srv.Conn.NewStream(t.Context(), &agentdv1.AgentService_ServiceDesc.Streams[0], agentdv1.AgentService_Run_FullMethodName, grpc.ForceCodec(rawCodec{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	t.Run("ExecuteRun", func(t *testing.T) {
-		var resp agentdv1.ExecuteRunResponse
-		wantUTF8(t, srv.Conn.Invoke(t.Context(), agentdv1.AgentService_ExecuteRun_FullMethodName, bad(&agentdv1.ExecuteRunRequest{Start: input("", "hello ZZ")}), &resp, grpc.ForceCodec(rawCodec{})))
-	})
-	t.Run("Run start", func(t *testing.T) {
-		s := runStream(t)
-		if err := s.SendMsg(bad(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "hello ZZ")}})); err != nil {
-			t.Fatal(err)
-		}
-		s.CloseSend()
-		wantUTF8(t, s.RecvMsg(new(agentdv1.RunResponse)))
-	})
-	t.Run("Run steer", func(t *testing.T) {
-		s := runStream(t)
-		if err := s.SendMsg(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "save a note: milk")}}); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			resp := new(agentdv1.RunResponse)
-			if err := s.RecvMsg(resp); err != nil {
-				wantUTF8(t, err)
-				return
-			}
-			if resp.GetEvent().GetApprovalRequested() != nil {
-				s.SendMsg(bad(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "ZZ"}}}))
-			}
-		}
-	})
 }

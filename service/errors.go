@@ -20,6 +20,7 @@ const errorDomain = "agentd"
 // Stable UPPER_SNAKE reasons of agentd's errors, in google.rpc.ErrorInfo and RunError.
 const (
 	reasonInvalidArgument      = "INVALID_ARGUMENT"
+	reasonInvalidUTF8          = "INVALID_UTF8"
 	reasonFirstMessageNotStart = "FIRST_MESSAGE_NOT_START"
 	reasonAgentNotFound        = "AGENT_NOT_FOUND"
 	reasonModelOverride        = "MODEL_OVERRIDE_NOT_ALLOWED"

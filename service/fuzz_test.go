@@ -32,7 +32,7 @@ func (in *fuzzInput) byte() byte {
 func (in *fuzzInput) empty() bool { return len(in.b) == 0 }
 
 // str takes a short string from the input: its length, then its bytes, made valid
-// UTF-8 (a client cannot encode anything else; TestBadInput_InvalidUTF8 sends it raw).
+// UTF-8 (a client cannot encode anything else; the tests of codec_test.go send it raw).
 func (in *fuzzInput) str() string {
 	n := min(int(in.byte()%16), len(in.b))
 	s := strings.ToValidUTF8(string(in.b[:n]), "?")

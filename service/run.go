@@ -31,6 +31,9 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if spec == nil {
 		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start"}})
 	}
+	if fe := takeInvalidUTF8(first); fe != nil {
+		return invalidArgument(reasonInvalidUTF8, fe)
+	}
 	ss, req, err := s.newSession(stream.Context(), modeRun, spec, func(ev *agentdv1.RunEvent) error {
 		return stream.Send(&agentdv1.RunResponse{Event: ev})
 	})
@@ -51,6 +54,9 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
 // caller that cannot answer; what would need it parks the run.
 func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStreamingServer[agentdv1.StartRunResponse]) error {
+	if fe := takeInvalidUTF8(in); fe != nil {
+		return invalidArgument(reasonInvalidUTF8, fe)
+	}
 	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart(), func(ev *agentdv1.RunEvent) error {
 		return stream.Send(&agentdv1.StartRunResponse{Event: ev})
 	})
@@ -68,6 +74,9 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 // ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
 // back. A failed run's status carries the whole outcome as a detail, so nothing is lost.
 func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (*agentdv1.ExecuteRunResponse, error) {
+	if fe := takeInvalidUTF8(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidUTF8, fe)
+	}
 	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart(), nil)
 	if err != nil {
 		return nil, err

@@ -149,7 +149,7 @@ func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // Register installs the AgentService, the health service and server reflection (v1 and
 // v1alpha) on gs, and reports SERVING for the whole server ("") and for
-// agentd.v1.AgentService. Call it once, before gs.Serve.
+// agentd.v1.AgentService. Call it once, before gs.Serve. Build gs with [ServerOptions].
 func (s *Server) Register(gs *grpc.Server) {
 	agentdv1.RegisterAgentServiceServer(gs, s)
 	healthpb.RegisterHealthServer(gs, s.health)

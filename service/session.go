@@ -165,6 +165,11 @@ func (ss *session) handle(req *agentdv1.RunRequest) {
 		return // run_finished is out: the stream carries nothing more
 	}
 	seq := req.GetClientSeq()
+	if fe := takeInvalidUTF8(req); fe != nil {
+		// Decoded with the strings made valid (Codec): refused, and the run goes on.
+		ss.ackLocked(seq, utf8Refusal(fe))
+		return
+	}
 	switch k := req.GetKind().(type) {
 	case *agentdv1.RunRequest_Start:
 		ss.ackLocked(seq, ackError("ALREADY_STARTED", "the run has already started: one run per stream"))

@@ -32,11 +32,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/agentd/agentd/service"
 )
 
 // serverOptions returns the options agentd's grpc.Server is built with: the OpenTelemetry
 // stats handler, TLS (and mTLS) credentials when configured, the largest message accepted,
-// and the interceptor chains, outermost first:
+// service.ServerOptions (its codec refuses invalid UTF-8 naming the field), and the
+// interceptor chains, outermost first:
 //
 //  1. logging: a "started call" and a "finished call" line per RPC (method, peer; code,
 //     duration and caller on the finish line; never payloads or metadata);
@@ -94,6 +97,7 @@ func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInt
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+	opts = append(opts, service.ServerOptions()...) // the codec: invalid UTF-8 is refused naming the field
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}

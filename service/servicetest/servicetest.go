@@ -40,7 +40,8 @@ func WithServerOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) { o.serverOpts = append(o.serverOpts, opts...) }
 }
 
-// NewServer starts cfg's service over bufconn. Everything stops with t.Cleanup.
+// NewServer starts cfg's service over bufconn, on a grpc.Server with
+// service.ServerOptions and opts' options. Everything stops with t.Cleanup.
 func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
 	t.Helper()
 	var o options
@@ -51,7 +52,7 @@ func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(o.serverOpts...)
+	gs := grpc.NewServer(append(service.ServerOptions(), o.serverOpts...)...)
 	svc.Register(gs)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
