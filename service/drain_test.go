@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -498,4 +499,69 @@ func TestSlowClient_BackpressureBoundsServerMemory(t *testing.T) {
 	if after := produced.Load(); after >= deltas {
 		t.Errorf("the model produced all %d deltas after the client cancelled (%d before)", after, before)
 	}
+}
+
+func TestSlowClient_HeartbeatsStillFlow(t *testing.T) {
+	const (
+		interval = 25 * time.Millisecond
+		toolTime = 750 * time.Millisecond
+		readGap  = 75 * time.Millisecond // the client reads an event at most this often
+	)
+	// The model streams a sentence, then the tool keeps the run silent for toolTime.
+	service.SetFaultTool(t, func(ctx context.Context, _ runtime.ToolCall) (runtime.Output, error) {
+		select {
+		case <-time.After(toolTime):
+			return runtime.Output{Text: "done"}, nil
+		case <-ctx.Done():
+			return runtime.Output{}, ctx.Err()
+		}
+	})
+	words := strings.Fields("a slow client reads one event at a time while the model streams on")
+	first := rt.Step{}
+	for _, w := range words {
+		first.Events = append(first.Events, rt.Text(w+" "))
+	}
+	first.Events = append(first.Events, rt.Call(0, service.FaultToolName, `{}`).Events...)
+	m := &rt.Model{Steps: []rt.Step{first, rt.Say("finished")}}
+	srv := newTestServer(t, service.Config{HeartbeatInterval: interval},
+		scripted{name: "dawdler", model: m, tools: []string{service.FaultToolName}})
+	s := open(t, srv.Client, input("dawdler", "go"))
+	var evs []*agentdv1.RunEvent
+	for {
+		ev := s.next()
+		if ev == nil {
+			break
+		}
+		evs = append(evs, ev)
+		time.Sleep(readGap)
+	}
+	if s.err != nil || lastFinished(evs).GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v, %v; events:\n%s", lastFinished(evs).GetReason(), s.err, render(evs))
+	}
+	// The heartbeats went out on time while the tool ran, though the client read each
+	// of them long after: their server times are about an interval apart.
+	var started, ended time.Time
+	var beats []time.Time
+	for _, ev := range evs {
+		switch {
+		case ev.GetToolExecutionStarted() != nil:
+			started = ev.GetTime().AsTime()
+		case ev.GetToolCallResult() != nil:
+			ended = ev.GetTime().AsTime()
+		case ev.GetHeartbeat() != nil && !started.IsZero() && ended.IsZero():
+			beats = append(beats, ev.GetTime().AsTime())
+		}
+	}
+	if want := int(toolTime/interval) / 2; len(beats) < want {
+		t.Fatalf("%d heartbeats while the tool ran %s (interval %s), want at least %d; events:\n%s", len(beats), ended.Sub(started), interval, want, render(evs))
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(beats); i++ {
+		gaps = append(gaps, beats[i].Sub(beats[i-1]))
+	}
+	slices.Sort(gaps)
+	if median := gaps[len(gaps)/2]; median > 3*interval {
+		t.Errorf("heartbeats %s apart (median) while the client lagged, want about %s", median, interval)
+	}
+	t.Logf("%d heartbeats during a %s tool call, median gap %s, read by a client %s behind", len(beats), ended.Sub(started).Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond), time.Since(ended).Round(time.Millisecond))
 }
