@@ -308,10 +308,8 @@ func TestMCPToolApprovedWithEditedArguments(t *testing.T) {
 	if fin, err := s.finish(); err != nil || fin.GetFinalText() != "greeted" {
 		t.Fatalf("run finished %v, %v", fin, err)
 	}
-	for _, ev := range s.events {
-		if r := ev.GetToolCallResult(); r != nil && r.GetText() != "hello, world" {
-			t.Errorf("getenv GREETING: %q, want %q", r.GetText(), "hello, world")
-		}
+	if rs := toolResults(s.events); len(rs) != 1 || rs[0].GetText() != "hello, world" {
+		t.Errorf("results %v, want one: getenv GREETING = %q", rs, "hello, world")
 	}
 }
 

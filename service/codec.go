@@ -171,11 +171,7 @@ func takeInvalidUTF8(m proto.Message) fieldErrors {
 
 // utf8Refusal is the input_ack error of a message with invalid UTF-8.
 func utf8Refusal(fe fieldErrors) *agentdv1.RunError {
-	more := ""
-	if len(fe) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(fe)-1)
-	}
-	return ackError(reasonInvalidUTF8, "%s: %s%s", fe[0].Field, fe[0].Description, more)
+	return ackError(reasonInvalidUTF8, "%s", fe.summary())
 }
 
 // sanitizer rewrites the wire bytes of a message, making the strings that must be UTF-8

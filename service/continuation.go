@@ -427,15 +427,37 @@ func (h *transcriptHasher) sum() []byte {
 	return h.h.Sum(nil)
 }
 
-// transcriptDigest returns the digest of msgs, as a transcriptHasher fed with each.
-func transcriptDigest(msgs []*agentdv1.Message) ([]byte, error) {
-	h := newTranscriptHasher()
+// clone returns a hasher with h's state, which adds to independently.
+func (h *transcriptHasher) clone() (*transcriptHasher, error) {
+	c, ok := h.h.(hash.Cloner)
+	if !ok {
+		return nil, errors.New("the transcript hash cannot be cloned")
+	}
+	hc, err := c.Clone()
+	if err != nil {
+		return nil, err
+	}
+	return &transcriptHasher{h: hc}, nil
+}
+
+// digestWith returns the digest of the messages added so far followed by msgs, leaving
+// h as it is.
+func (h *transcriptHasher) digestWith(msgs []*agentdv1.Message) ([]byte, error) {
+	c, err := h.clone()
+	if err != nil {
+		return nil, err
+	}
 	for i, m := range msgs {
-		if err := h.add(m); err != nil {
+		if err := c.add(m); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	return h.sum(), nil
+	return c.sum(), nil
+}
+
+// transcriptDigest returns the digest of msgs, as a transcriptHasher fed with each.
+func transcriptDigest(msgs []*agentdv1.Message) ([]byte, error) {
+	return newTranscriptHasher().digestWith(msgs)
 }
 
 // continuationKey returns the key continuations are signed with. value (the environment's

@@ -23,6 +23,18 @@ func (fe *fieldErrors) add(field, format string, args ...any) {
 	*fe = append(*fe, &errdetails.BadRequest_FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
 }
 
+// summary is the first violation, "field: description", saying how many more there are.
+func (fe fieldErrors) summary() string {
+	if len(fe) == 0 {
+		return ""
+	}
+	s := fe[0].Field + ": " + fe[0].Description
+	if len(fe) > 1 {
+		s += fmt.Sprintf(" (and %d more)", len(fe)-1)
+	}
+	return s
+}
+
 // maxValueDepth bounds the nesting of the JSON values a client sends (edited arguments,
 // tool results, client tool parameters, metadata): objects and arrays more than this
 // many levels deep are refused with an error naming the limit.
@@ -248,7 +260,9 @@ func eventToProto(ev runtime.Event) *agentdv1.RunEvent {
 		if v := outputJSON(e.Result.Output); v != nil {
 			r.Output = &agentdv1.ToolCallResult_Json{Json: v}
 		} else {
-			r.Output = &agentdv1.ToolCallResult_Text{Text: protoString(e.Result.Output.Text)}
+			// As the transcript records it (wire.MessageToProto): JSON that does not parse
+			// as text.
+			r.Output = &agentdv1.ToolCallResult_Text{Text: protoString(e.Result.Output.String())}
 		}
 		return &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallResult{ToolCallResult: r}}
 	case *runtime.ToolCallsCancelled:
@@ -312,9 +326,8 @@ func mediaToProto(ms []runtime.Media) []*agentdv1.MediaPart  { return wire.Media
 func messagesToProto(ms []runtime.Message) []*agentdv1.Message {
 	return wire.MessagesToProto(ms, fullWire)
 }
-func messageToProto(m runtime.Message) *agentdv1.Message { return wire.MessageToProto(m, fullWire) }
-func outputJSON(o runtime.Output) *structpb.Value        { return wire.OutputJSON(o) }
-func usageToProto(u runtime.Usage) *agentdv1.Usage       { return wire.UsageToProto(u) }
+func outputJSON(o runtime.Output) *structpb.Value  { return wire.OutputJSON(o) }
+func usageToProto(u runtime.Usage) *agentdv1.Usage { return wire.UsageToProto(u) }
 func finishReasonToProto(r runtime.FinishReason) agentdv1.FinishReason {
 	return wire.FinishReasonToProto(r)
 }

@@ -53,10 +53,7 @@ func statusError(code codes.Code, reason, msg string, meta map[string]string, de
 func invalidArgument(reason string, fe fieldErrors) error {
 	msg := "invalid request"
 	if len(fe) > 0 {
-		msg = fmt.Sprintf("invalid request: %s: %s", fe[0].Field, fe[0].Description)
-		if len(fe) > 1 {
-			msg += fmt.Sprintf(" (and %d more)", len(fe)-1)
-		}
+		msg += ": " + fe.summary()
 	}
 	return statusError(codes.InvalidArgument, reason, msg, nil, &errdetails.BadRequest{FieldViolations: fe})
 }

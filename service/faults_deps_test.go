@@ -37,7 +37,7 @@ func serveAgents(t *testing.T, reg *service.Registry) agentdv1.AgentServiceClien
 }
 
 // results returns the tool_call_results of evs, in order.
-func results(evs []*agentdv1.RunEvent) []*agentdv1.ToolCallResult {
+func toolResults(evs []*agentdv1.RunEvent) []*agentdv1.ToolCallResult {
 	var rs []*agentdv1.ToolCallResult
 	for _, ev := range evs {
 		if r := ev.GetToolCallResult(); r != nil {
@@ -101,7 +101,7 @@ agents:
 		t.Fatalf("finished %v %q, %v; want completed by the model after an error result\n%s", fin.GetReason(), fin.GetFinalText(), err, render(s.events))
 	}
 	t.Logf("the run finished %s after the kill", time.Since(killed))
-	rs := results(s.events)
+	rs := toolResults(s.events)
 	if len(rs) != 2 || rs[1].GetName() != "sleep" || !rs[1].GetIsError() || rs[1].GetText() == "" {
 		t.Fatalf("results %v; want the sleep call to end in an error result", rs)
 	}
@@ -127,7 +127,7 @@ agents:
 		if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 			t.Fatalf("attempt %d: finished %v, %v", attempt, fin.GetReason(), err)
 		}
-		rs := results(s.events)
+		rs := toolResults(s.events)
 		if len(rs) != 1 {
 			t.Fatalf("attempt %d: results %v", attempt, rs)
 		}
@@ -220,7 +220,7 @@ agents:
 					if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != "2" {
 						t.Fatalf("finished %v %q (%v), %v; fail-open goes on as if the hook had said continue", fin.GetReason(), fin.GetFinalText(), fin.GetError(), err)
 					}
-					if rs := results(s.events); len(rs) != 1 || rs[0].GetIsError() || rs[0].GetJson().GetStructValue().GetFields()["result"].GetNumberValue() != 2 {
+					if rs := toolResults(s.events); len(rs) != 1 || rs[0].GetIsError() || rs[0].GetJson().GetStructValue().GetFields()["result"].GetNumberValue() != 2 {
 						t.Errorf("results %v; want the tool to have run", rs)
 					}
 					return
@@ -228,7 +228,7 @@ agents:
 				if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_STOPPED || !strings.Contains(fin.GetError().GetMessage(), srv.want) {
 					t.Fatalf("finished %v (%v), %v; want stopped with %q", fin.GetReason(), fin.GetError(), err, srv.want)
 				}
-				if rs := results(s.events); len(rs) != 0 {
+				if rs := toolResults(s.events); len(rs) != 0 {
 					t.Errorf("results %v; the tool must not run when the hook cannot say yes", rs)
 				}
 				if n := len(fin.GetNewMessages()); n < 2 {

@@ -176,16 +176,12 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		}
 		ts := runtime.ToolSpec{Name: name, Description: ctool.GetSpec().GetDescription(), Executor: runtime.ExecutorClient, CompletesRun: ctool.GetCompletesRun(), Timeout: s.cfg.ClientToolTimeout}
 		if p := ctool.GetSpec().GetParameters(); p != nil {
-			if err := checkValueDepth(structpb.NewStructValue(p)); err != nil {
-				fe.add(f+".spec.parameters", "%v", err)
-				continue
-			}
-			raw, err := json.Marshal(p.AsMap())
+			raw, err := valueToJSON(structpb.NewStructValue(p))
 			if err != nil {
 				fe.add(f+".spec.parameters", "%v", err)
 				continue
 			}
-			ts.Parameters = raw
+			ts.Parameters = json.RawMessage(raw)
 		}
 		if _, err := runtime.CompileSchema(ts.Parameters); err != nil {
 			fe.add(f+".spec.parameters", "not a usable JSON Schema: %v", err)
@@ -281,27 +277,21 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		if spec.GetInput() != "" {
 			fe.add("start.input", "a resumed run takes no new input; steer it once it runs, or start a new run")
 		}
-		ss.startMsgs = messagesToProto(req.Messages)
-		digest, err := transcriptDigest(ss.startMsgs)
+		err := ss.hashStart(messagesToProto(req.Messages))
 		if err == nil {
-			err = ct.check(entry.Name, ss.thread, digest)
+			err = ct.check(entry.Name, ss.thread, ss.hasher.sum())
 		}
 		if err != nil {
 			return nil, nil, continuationStatus(err)
 		}
-		if err := ss.preload(ct.Pending, spec, &fe); err != nil {
-			return nil, nil, err
-		}
+		ss.preload(ct.Pending, spec, &fe)
 		req.Resume = ct.Pending
 	}
 	if len(fe) > 0 {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	if ss.startMsgs == nil {
-		ss.startMsgs = messagesToProto(req.Messages)
-	}
-	for _, m := range ss.startMsgs {
-		if err := ss.hasher.add(m); err != nil {
+	if ss.startHash == nil {
+		if err := ss.hashStart(messagesToProto(req.Messages)); err != nil {
 			return nil, nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 		}
 	}
@@ -319,6 +309,19 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	return ss, req, nil
 }
 
+// hashStart feeds the client's history to the run's transcript hasher, and keeps a
+// copy of the hasher at that point, from which a parked run's continuation is digested.
+func (ss *session) hashStart(history []*agentdv1.Message) error {
+	for i, m := range history {
+		if err := ss.hasher.add(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	var err error
+	ss.startHash, err = ss.hasher.clone()
+	return err
+}
+
 // transcriptBytes is the size of a start's transcript: its messages, encoded, and its
 // input.
 func transcriptBytes(spec *agentdv1.RunSpec) int {
@@ -331,7 +334,7 @@ func transcriptBytes(spec *agentdv1.RunSpec) int {
 
 // preload checks the decisions and client tool results a resume carries against the
 // parked step, and keeps them for the run.
-func (ss *session) preload(p *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) error {
+func (ss *session) preload(p *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) {
 	awaiting := map[string]runtime.PendingCall{}
 	ready := map[string]runtime.PendingCall{}
 	if p != nil {
@@ -378,7 +381,6 @@ func (ss *session) preload(p *runtime.Pending, spec *agentdv1.RunSpec, fe *field
 		}
 		ss.preResults[tr.GetToolCallId()] = out
 	}
-	return nil
 }
 
 // continuationStatus is the status of a continuation that cannot be used.

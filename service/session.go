@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -54,9 +53,9 @@ type session struct {
 	traceID string
 
 	// Set up before the run starts, read-only after.
-	startMsgs  []*agentdv1.Message         // the client's history, normalised
 	toolParams map[string]runtime.ToolSpec // every tool of the run, for edited arguments
-	hasher     *transcriptHasher
+	hasher     *transcriptHasher           // the transcript so far: history, then each step's messages
+	startHash  *transcriptHasher           // the history alone
 
 	mu              sync.Mutex
 	seq             int64
@@ -77,7 +76,7 @@ type session struct {
 }
 
 type approvalSlot struct {
-	callID, tool, args string
+	tool, args string
 	decided            bool
 	ch                 chan runtime.Decision
 }
@@ -268,7 +267,7 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 			fe.add("steer.message.role", "a steer is a user message")
 		}
 		if len(fe) > 0 {
-			ss.ackLocked(seq, ackError("INVALID_STEER", "%s: %s", fe[0].Field, fe[0].Description))
+			ss.ackLocked(seq, ackError("INVALID_STEER", "%s", fe.summary()))
 			return
 		}
 	case st.GetText() != "":
@@ -462,7 +461,7 @@ func (ss *session) emit(ev runtime.Event) error {
 		ss.mu.Unlock()
 	case *runtime.ApprovalRequested:
 		ss.mu.Lock()
-		ss.approvals[e.ApprovalID] = &approvalSlot{callID: e.CallID, tool: e.ToolName, args: e.Arguments, ch: make(chan runtime.Decision, 1)}
+		ss.approvals[e.ApprovalID] = &approvalSlot{tool: e.ToolName, args: e.Arguments, ch: make(chan runtime.Decision, 1)}
 		ss.mu.Unlock()
 	case *runtime.ToolExecutionStarted:
 		if e.Executor == runtime.ExecutorClient {
@@ -514,8 +513,9 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		FinalText:   protoString(fin.FinalText),
 	}
 	if p := fin.Pending; p != nil {
-		msgs := append(slices.Clip(ss.startMsgs), rf.NewMessages...)
-		digest, err := transcriptDigest(msgs)
+		// The parked step's assistant message travels in Pending, not in NewMessages, so
+		// the digest is the history's and NewMessages', not the running hasher's.
+		digest, err := ss.startHash.digestWith(rf.NewMessages)
 		if err == nil {
 			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p})
 		}
