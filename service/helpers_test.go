@@ -251,4 +251,3 @@ func gated(gate <-chan struct{}, text string) rt.Step {
 func approve(id string) *agentdv1.RunRequest {
 	return &agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: id, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}}}
 }
-

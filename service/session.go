@@ -77,8 +77,8 @@ type session struct {
 
 type approvalSlot struct {
 	tool, args string
-	decided            bool
-	ch                 chan runtime.Decision
+	decided    bool
+	ch         chan runtime.Decision
 }
 
 type clientSlot struct {
