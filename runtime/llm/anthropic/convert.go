@@ -147,16 +147,15 @@ func userBlocks(parts []runtime.Part) []ant.ContentBlockParamUnion {
 // unless the media is a URI; the API takes no other media, which is named in a text
 // block instead.
 func mediaBlock(md runtime.Media) ant.ContentBlockParamUnion {
-	data := base64.StdEncoding.EncodeToString(md.Data)
 	switch {
 	case strings.HasPrefix(md.MIMEType, "image/") && md.URI != "":
 		return ant.NewImageBlock(ant.URLImageSourceParam{URL: md.URI})
 	case strings.HasPrefix(md.MIMEType, "image/"):
-		return ant.NewImageBlock(ant.Base64ImageSourceParam{Data: data, MediaType: ant.Base64ImageSourceMediaType(md.MIMEType)})
+		return ant.NewImageBlock(ant.Base64ImageSourceParam{Data: base64.StdEncoding.EncodeToString(md.Data), MediaType: ant.Base64ImageSourceMediaType(md.MIMEType)})
 	case md.MIMEType == "application/pdf" && md.URI != "":
 		return ant.NewDocumentBlock(ant.URLPDFSourceParam{URL: md.URI})
 	case md.MIMEType == "application/pdf":
-		return ant.NewDocumentBlock(ant.Base64PDFSourceParam{Data: data})
+		return ant.NewDocumentBlock(ant.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(md.Data)})
 	}
 	return ant.NewTextBlock(fmt.Sprintf("[%s (%s) is not shown: the model takes images and PDFs only]", cmp.Or(md.Name, md.URI, "an attachment"), md.MIMEType))
 }

@@ -18,29 +18,23 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// model is a fake model whose Stream yields events, then err if it is not nil, and
-// counts its calls.
+// scripted returns a model named name whose one call replays step.
+func scripted(name string, step rt.Step) *rt.Model {
+	return &rt.Model{ModelName: name, Steps: []rt.Step{step}}
+}
+
+// model is the fake of visible_test.go's literals: every call replays events, then err
+// if it is not nil.
 type model struct {
 	name   string
 	events []runtime.ModelEvent
 	err    error
-	calls  int
 }
 
 func (m *model) Name() string { return m.name }
 
-func (m *model) Stream(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
-	m.calls++
-	return func(yield func(runtime.ModelEvent, error) bool) {
-		for _, ev := range m.events {
-			if !yield(ev, nil) {
-				return
-			}
-		}
-		if m.err != nil {
-			yield(runtime.ModelEvent{}, m.err)
-		}
-	}
+func (m *model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+	return scripted(m.name, rt.Step{Events: m.events, Err: m.err}).Stream(ctx, req)
 }
 
 type retryableErr struct{ retry bool }
@@ -62,9 +56,9 @@ func collect(ctx context.Context, m runtime.Model) ([]runtime.ModelEvent, error)
 var answer = []runtime.ModelEvent{rt.Text("hi"), rt.Finish(runtime.FinishStop)}
 
 func TestFallsBackBeforeEmitting(t *testing.T) {
-	a := &model{name: "openai:gpt-4.1", err: retryableErr{}}
-	b := &model{name: "anthropic:claude", err: errors.New("down")}
-	c := &model{name: "openai:llama3.2", events: answer}
+	a := scripted("openai:gpt-4.1", rt.Step{Err: retryableErr{}})
+	b := scripted("anthropic:claude", rt.Step{Err: errors.New("down")})
+	c := scripted("openai:llama3.2", rt.Step{Events: answer})
 	m := fallback.New(a, b, c)
 	if got := m.Name(); got != "openai:gpt-4.1" {
 		t.Errorf("Name() = %q, want the first model's", got)
@@ -76,15 +70,15 @@ func TestFallsBackBeforeEmitting(t *testing.T) {
 	if diff := cmp.Diff(answer, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if a.calls != 1 || b.calls != 1 || c.calls != 1 {
-		t.Errorf("calls = %d, %d, %d; want one each", a.calls, b.calls, c.calls)
+	if a.Calls() != 1 || b.Calls() != 1 || c.Calls() != 1 {
+		t.Errorf("calls = %d, %d, %d; want one each", a.Calls(), b.Calls(), c.Calls())
 	}
 }
 
 func TestPassesThroughOnceEmitted(t *testing.T) {
 	broken := errors.New("connection dropped")
-	a := &model{name: "a", events: []runtime.ModelEvent{rt.Text("par")}, err: broken}
-	b := &model{name: "b", events: answer}
+	a := scripted("a", rt.Step{Events: []runtime.ModelEvent{rt.Text("par")}, Err: broken})
+	b := scripted("b", rt.Step{Events: answer})
 	got, err := collect(t.Context(), fallback.New(a, b))
 	if !errors.Is(err, broken) {
 		t.Errorf("error %v, want the first model's", err)
@@ -92,14 +86,14 @@ func TestPassesThroughOnceEmitted(t *testing.T) {
 	if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("par")}, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if b.calls != 0 {
+	if b.Calls() != 0 {
 		t.Error("the fallback was called after the first model had emitted")
 	}
 }
 
 func TestAllFail(t *testing.T) {
 	e1, e2 := retryableErr{retry: true}, retryableErr{retry: false}
-	_, err := collect(t.Context(), fallback.New(&model{name: "a", err: e1}, &model{name: "b", err: e2}))
+	_, err := collect(t.Context(), fallback.New(scripted("a", rt.Step{Err: e1}), scripted("b", rt.Step{Err: e2})))
 	fe, ok := errors.AsType[*fallback.Error](err)
 	if !ok {
 		t.Fatalf("error %v (%T), want a *fallback.Error", err, err)
@@ -116,7 +110,7 @@ func TestAllFail(t *testing.T) {
 	if !errors.Is(err, e2) {
 		t.Error("errors.Is does not see the models' errors")
 	}
-	_, err = collect(t.Context(), fallback.New(&model{name: "a", err: e1}, &model{name: "b", err: e1}))
+	_, err = collect(t.Context(), fallback.New(scripted("a", rt.Step{Err: e1}), scripted("b", rt.Step{Err: e1})))
 	if fe, _ := errors.AsType[*fallback.Error](err); fe == nil || !fe.Retryable() {
 		t.Error("not Retryable() when every model says yes")
 	}
@@ -125,25 +119,25 @@ func TestAllFail(t *testing.T) {
 func TestCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	b := &model{name: "b", events: answer}
-	_, err := collect(ctx, fallback.New(&model{name: "a", err: context.Canceled}, b))
-	if !errors.Is(err, context.Canceled) || b.calls != 0 {
-		t.Errorf("error %v after %d fallback calls; want context.Canceled and none", err, b.calls)
+	b := scripted("b", rt.Step{Events: answer})
+	_, err := collect(ctx, fallback.New(scripted("a", rt.Step{Err: context.Canceled}), b))
+	if !errors.Is(err, context.Canceled) || b.Calls() != 0 {
+		t.Errorf("error %v after %d fallback calls; want context.Canceled and none", err, b.Calls())
 	}
 }
 
 func TestBreak(t *testing.T) {
-	b := &model{name: "b", events: answer}
-	for range fallback.New(&model{name: "a", err: errors.New("down")}, b).Stream(t.Context(), &runtime.ModelRequest{}) {
+	b := scripted("b", rt.Step{Events: answer})
+	for range fallback.New(scripted("a", rt.Step{Err: errors.New("down")}), b).Stream(t.Context(), &runtime.ModelRequest{}) {
 		break
 	}
-	if b.calls != 1 {
-		t.Errorf("%d calls of the fallback, want 1", b.calls)
+	if b.Calls() != 1 {
+		t.Errorf("%d calls of the fallback, want 1", b.Calls())
 	}
 }
 
 func TestOne(t *testing.T) {
-	a := &model{name: "a"}
+	a := &rt.Model{ModelName: "a"}
 	if fallback.New(a) != runtime.Model(a) {
 		t.Error("New of one model did not return it")
 	}

@@ -126,20 +126,23 @@ func userMessage(parts []runtime.Part) oai.ChatCompletionMessageParamUnion {
 // the media is a URI; Chat Completions takes no other media, which is named in a text
 // part instead.
 func mediaPart(md runtime.Media) oai.ChatCompletionContentPartUnionParam {
-	url := md.URI
-	if url == "" {
-		url = "data:" + md.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(md.Data)
-	}
 	switch {
+	case strings.HasPrefix(md.MIMEType, "image/") && md.URI != "":
+		return oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: md.URI})
 	case strings.HasPrefix(md.MIMEType, "image/"):
-		return oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: url})
+		return oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: dataURL(md)})
 	case md.MIMEType == "application/pdf" && md.URI == "":
 		return oai.FileContentPart(oai.ChatCompletionContentPartFileFileParam{
-			FileData: oai.String(url),
+			FileData: oai.String(dataURL(md)),
 			Filename: oai.String(cmp.Or(md.Name, "document.pdf")),
 		})
 	}
 	return oai.TextContentPart(fmt.Sprintf("[%s (%s) is not shown: the model takes images and PDFs only]", cmp.Or(md.Name, md.URI, "an attachment"), md.MIMEType))
+}
+
+// dataURL returns inline media as a data URL.
+func dataURL(md runtime.Media) string {
+	return "data:" + md.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(md.Data)
 }
 
 // assistantMessage sends the text as the content, the tool calls with their argument

@@ -8,3 +8,6 @@ import (
 // SetSleep replaces the wait between retries, so that tests see the waits without
 // waiting.
 func SetSleep(m *Model, sleep func(ctx context.Context, d time.Duration) error) { m.sleep = sleep }
+
+// Unquote is unquote, for its own test.
+var Unquote = unquote

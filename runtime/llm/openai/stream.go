@@ -1,7 +1,9 @@
 package openai
 
 import (
-	"encoding/json"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/respjson"
@@ -76,18 +78,101 @@ func (d *decoder) delta(delta *oai.ChatCompletionChunkChoiceDelta) bool {
 }
 
 // reasoning returns the reasoning text of a delta: reasoning_content (vLLM, llama.cpp,
-// DeepSeek) or reasoning (Ollama, OpenRouter).
+// DeepSeek) or reasoning (Ollama, OpenRouter). Null, absent and non-string values give "".
 func reasoning(extra map[string]respjson.Field) string {
 	for _, key := range []string{"reasoning_content", "reasoning"} {
 		// The SDK marks fields it does not know as not Valid; Raw has them.
-		if f, ok := extra[key]; ok && f.Raw() != "" {
-			var s string
-			if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+		if f, ok := extra[key]; ok {
+			if s, ok := unquote(f.Raw()); ok && s != "" {
 				return s
 			}
 		}
 	}
 	return ""
+}
+
+// unquote decodes the JSON string literal s; ok is false when s is not one (null, a
+// number, an object, or a literal with a broken escape). Unlike encoding/json it keeps
+// bytes that are not valid UTF-8 as they are: a delta may end or begin in the middle of a
+// character, and the runtime joins the halves. A literal without escapes, the common
+// case, comes back as a substring of s, without copying.
+func unquote(s string) (string, bool) {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return "", false
+	}
+	s = s[1 : len(s)-1]
+	i := strings.IndexByte(s, '\\')
+	if i < 0 {
+		return s, true
+	}
+	b := make([]byte, 0, len(s))
+	for {
+		b = append(b, s[:i]...)
+		s = s[i:]
+		if len(s) < 2 {
+			return "", false
+		}
+		switch c := s[1]; c {
+		case '"', '\\', '/':
+			b = append(b, c)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r, ok := hex4(s[2:])
+			if !ok {
+				return "", false
+			}
+			if utf16.IsSurrogate(r) {
+				// A pair takes two escapes; a lone half becomes U+FFFD, as in
+				// encoding/json, and what follows it is decoded on its own.
+				r2, ok := rune(0), false
+				if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+					r2, ok = hex4(s[8:])
+				}
+				if r = utf16.DecodeRune(r, r2); ok && r != utf8.RuneError {
+					s = s[6:]
+				}
+			}
+			b = utf8.AppendRune(b, r)
+			s = s[4:]
+		default:
+			return "", false
+		}
+		s = s[2:]
+		if i = strings.IndexByte(s, '\\'); i < 0 {
+			return string(append(b, s...)), true
+		}
+	}
+}
+
+// hex4 decodes the four hex digits that s begins with.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // finish ends a stream that ended without an error: the usage, then the finish event.

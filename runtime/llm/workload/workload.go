@@ -80,9 +80,8 @@ type workloadSpec struct {
 	// DeltasPerRun holds the formula, as a string, next to the counts by size.
 	DeltasPerRun map[string]json.RawMessage `json:"deltas_per_run"`
 
-	sizes  []Size         // ordered by the number of deltas
-	deltas map[string]int // deltas_per_run by size
-	tools  map[string]runtime.ToolSpec
+	sizes []Size // ordered by the number of deltas
+	tools map[string]runtime.ToolSpec
 }
 
 // loadWorkloadSpec parses the embedded spec once and checks that the figures it states
@@ -96,7 +95,6 @@ var loadWorkloadSpec = sync.OnceValues(func() (*workloadSpec, error) {
 	if len(spec.Sizes) == 0 {
 		return nil, errors.New("workload: spec: no sizes")
 	}
-	spec.deltas = map[string]int{}
 	for name, v := range spec.Sizes {
 		sz := Size{Name: name, S: v.S, R: v.R, T: v.T, A: v.A}
 		if sz.S < 1 || sz.R < 1 || sz.T < 1 || sz.A < 1 {
@@ -114,7 +112,6 @@ var loadWorkloadSpec = sync.OnceValues(func() (*workloadSpec, error) {
 		if !ok || want.InputTokens != got.InputTokens || want.OutputTokens != got.OutputTokens || want.ReasoningTokens != got.ReasoningTokens {
 			return nil, fmt.Errorf("workload: spec: usage.expected_totals.%s is %+v, the formulas give %+v", name, want, got)
 		}
-		spec.deltas[name] = n
 		spec.sizes = append(spec.sizes, sz)
 	}
 	slices.SortFunc(spec.sizes, func(a, b Size) int {

@@ -159,6 +159,7 @@ type fetcher struct {
 	timeout  time.Duration
 	client   *http.Client
 	spec     runtime.ToolSpec
+	hosts    string // allow, as text for the description and refusals
 }
 
 // HTTPFetch returns the http_fetch tool, which GETs an http or https URL whose host is
@@ -210,13 +211,14 @@ func HTTPFetch(allowHosts []string, opts ...Option) (runtime.Tool, error) {
 		rt = t
 	}
 	f.client = &http.Client{Transport: rt, CheckRedirect: f.checkRedirect}
-	allowed := "none: every fetch is refused"
-	if len(f.allow) > 0 {
-		names := make([]string, len(f.allow))
-		for i, p := range f.allow {
-			names[i] = p.String()
-		}
-		allowed = strings.Join(names, ", ")
+	names := make([]string, len(f.allow))
+	for i, p := range f.allow {
+		names[i] = p.String()
+	}
+	f.hosts = strings.Join(names, ", ")
+	allowed := f.hosts
+	if allowed == "" {
+		allowed = "none: every fetch is refused"
 	}
 	f.spec = runtime.ToolSpec{
 		Name: HTTPFetchName,
@@ -255,11 +257,7 @@ func (f *fetcher) check(u *url.URL) error {
 			return nil
 		}
 	}
-	hosts := make([]string, len(f.allow))
-	for i, p := range f.allow {
-		hosts[i] = p.String()
-	}
-	return fmt.Errorf("%w: %q is not on the allow-list (%s)", ErrHostNotAllowed, u.Host, strings.Join(hosts, ", "))
+	return fmt.Errorf("%w: %q is not on the allow-list (%s)", ErrHostNotAllowed, u.Host, f.hosts)
 }
 
 func (f *fetcher) checkRedirect(req *http.Request, via []*http.Request) error {

@@ -25,7 +25,8 @@ const (
 	DefaultMaxRetryAfter = time.Minute
 )
 
-// Policy bounds and paces retries. It is a value; the zero value retries nothing.
+// Policy bounds and paces retries. It is a value; the zero value retries nothing. Build
+// one with [NewPolicy], which sets the caps: Delay takes them to be positive.
 type Policy struct {
 	// MaxRetries is the number of retries after the first attempt.
 	MaxRetries int
@@ -63,18 +64,16 @@ func (p Policy) Delay(n int, retryAfter time.Duration) (time.Duration, bool) {
 		return 0, false
 	}
 	if retryAfter > 0 {
-		if p.MaxRetryAfter > 0 && retryAfter > p.MaxRetryAfter {
+		if retryAfter > p.MaxRetryAfter {
 			return 0, false
 		}
 		return retryAfter, true
 	}
 	d := p.Backoff
-	for i := 1; i < n && (p.MaxBackoff <= 0 || d < p.MaxBackoff); i++ {
+	for i := 1; i < n && d < p.MaxBackoff; i++ {
 		d *= 2
 	}
-	if p.MaxBackoff > 0 {
-		d = min(d, p.MaxBackoff)
-	}
+	d = min(d, p.MaxBackoff)
 	d -= time.Duration(rand.Int64N(int64(d)/4 + 1))
 	return d, true
 }
