@@ -145,7 +145,7 @@ func newToolEntry(t Tool) (*toolEntry, error) {
 	if spec.Executor == 0 {
 		spec.Executor = ExecutorServer
 	}
-	schema, err := compileCached(spec.Parameters)
+	schema, err := CompileSchema(spec.Parameters)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: tool %q: %w", spec.Name, err)
 	}

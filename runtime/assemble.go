@@ -30,10 +30,9 @@ type block struct {
 
 type callBlock struct {
 	id, name string
-	args     []byte
-	started  bool     // ToolCallStarted was emitted
-	held     []string // fragments that arrived before the tool's name
-	tail     string   // the start of a character split across fragments, not emitted yet
+	args     []byte // every fragment; those that came before the call started go out with it
+	started  bool   // ToolCallStarted was emitted
+	tail     string // the start of a character split across fragments, not emitted yet
 }
 
 // completeUTF8 returns the part of tail+delta that ends on a character boundary, and the
@@ -83,10 +82,7 @@ func (a *assembler) closeOpen(partial bool) bool {
 	}
 	a.open = nil
 	if b.tail != "" { // an incomplete character at the end of the block goes out as it is
-		var ev Event = &TextDelta{MessageID: b.id, Delta: b.tail}
-		if b.kind == PartReasoning {
-			ev = &ReasoningDelta{MessageID: b.id, Delta: b.tail}
-		}
+		ev := deltaEvent(b, b.tail)
 		b.tail = ""
 		if !a.send(ev) {
 			return false
@@ -117,11 +113,13 @@ func (a *assembler) openBlock(k PartKind) (*block, bool) {
 	return b, a.send(&MessageStarted{MessageID: b.id, ParentID: a.msgID, StepID: a.stepID, Role: RoleAssistant, Kind: blockKind(k)})
 }
 
-func (a *assembler) text(delta string) bool {
+// delta appends a text or reasoning delta (k is PartText or PartReasoning) to the open
+// block of its kind.
+func (a *assembler) delta(k PartKind, delta string) bool {
 	if delta == "" {
 		return true
 	}
-	b, ok := a.openBlock(PartText)
+	b, ok := a.openBlock(k)
 	if !ok {
 		return false
 	}
@@ -129,22 +127,15 @@ func (a *assembler) text(delta string) bool {
 	if delta, b.tail = completeUTF8(b.tail, delta); delta == "" {
 		return true
 	}
-	return a.send(&TextDelta{MessageID: b.id, Delta: delta})
+	return a.send(deltaEvent(b, delta))
 }
 
-func (a *assembler) reasoning(delta string) bool {
-	if delta == "" {
-		return true
+// deltaEvent is the event of a delta of text or reasoning block b.
+func deltaEvent(b *block, delta string) Event {
+	if b.kind == PartReasoning {
+		return &ReasoningDelta{MessageID: b.id, Delta: delta}
 	}
-	b, ok := a.openBlock(PartReasoning)
-	if !ok {
-		return false
-	}
-	b.text = append(b.text, delta...)
-	if delta, b.tail = completeUTF8(b.tail, delta); delta == "" {
-		return true
-	}
-	return a.send(&ReasoningDelta{MessageID: b.id, Delta: delta})
+	return &TextDelta{MessageID: b.id, Delta: delta}
 }
 
 // reasoningState attaches opaque state to the current reasoning block (or a new, empty
@@ -167,7 +158,7 @@ func (a *assembler) reasoningState(state []byte) bool {
 
 // toolDelta joins a tool-call fragment to its call.
 func (a *assembler) toolDelta(ev ModelEvent) bool {
-	c := a.findCall(ev)
+	c, indexed := a.findCall(ev)
 	if c == nil {
 		if !a.closeOpen(false) {
 			return false
@@ -184,19 +175,14 @@ func (a *assembler) toolDelta(ev ModelEvent) bool {
 		a.calls = append(a.calls, c)
 		a.parts = append(a.parts, &block{kind: PartToolCall, call: c})
 	}
-	if ev.Index >= 0 {
+	if ev.Index >= 0 && !indexed {
 		a.byIndex[ev.Index] = c
 	}
 	if c.name == "" && ev.Name != "" {
 		c.name = ev.Name
 	}
-	if ev.Text != "" {
-		c.args = append(c.args, ev.Text...)
-	}
+	c.args = append(c.args, ev.Text...)
 	if !c.started {
-		if ev.Text != "" {
-			c.held = append(c.held, ev.Text)
-		}
 		if c.name == "" {
 			return true // announced once the tool's name is known
 		}
@@ -209,40 +195,42 @@ func (a *assembler) toolDelta(ev ModelEvent) bool {
 	return a.send(&ToolCallArgsDelta{CallID: c.id, Delta: delta})
 }
 
-func (a *assembler) findCall(ev ModelEvent) *callBlock {
+// findCall returns the call ev continues, or nil for a new call; indexed reports that
+// the call was found by ev's index, which then needs no update.
+func (a *assembler) findCall(ev ModelEvent) (c *callBlock, indexed bool) {
 	if ev.ID != "" {
-		return a.byID[ev.ID] // a new id is a new call, whatever its index says
+		return a.byID[ev.ID], false // a new id is a new call, whatever its index says
 	}
 	if ev.Index >= 0 {
 		if c := a.byIndex[ev.Index]; c != nil {
-			return c
+			return c, true
 		}
 		if len(a.calls) > 0 && len(a.byIndex) == 0 {
-			return a.calls[len(a.calls)-1]
+			return a.calls[len(a.calls)-1], false
 		}
-		return nil
+		return nil, false
 	}
 	if n := len(a.calls); n > 0 {
-		return a.calls[n-1]
+		return a.calls[n-1], false
 	}
-	return nil
+	return nil, false
 }
 
+// startCall announces a call, with the fragments that came before: until then every
+// fragment went to args only.
 func (a *assembler) startCall(c *callBlock) bool {
 	c.started = true
 	if !a.send(&ToolCallStarted{CallID: c.id, Name: c.name, MessageID: a.msgID, StepID: a.stepID, Executor: a.executor(c.name)}) {
 		return false
 	}
-	for _, f := range c.held {
-		if f, c.tail = completeUTF8(c.tail, f); f == "" {
-			continue
-		}
-		if !a.send(&ToolCallArgsDelta{CallID: c.id, Delta: f}) {
-			return false
-		}
+	if len(c.args) == 0 {
+		return true
 	}
-	c.held = nil
-	return true
+	var early string
+	if early, c.tail = completeUTF8("", string(c.args)); early == "" {
+		return true
+	}
+	return a.send(&ToolCallArgsDelta{CallID: c.id, Delta: early})
 }
 
 // finish closes the stream and returns the message. Every call's arguments are final now,

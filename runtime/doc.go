@@ -76,9 +76,9 @@
 //
 // Steers applied or dropped, interrupts, cancellation, cancelled calls, hook events and
 // hook stops are events of the run's span. A failed model call, a failed run (including
-// the step limit) and a failed tool call set status Error and error.type; a cancel, an
-// interrupt or a stop does not. The run's span also carries the usage and the end reason;
-// [RunStarted] carries its trace id.
+// the step limit) and a failed tool call set status Error and error.type (see
+// [ErrorType]); a cancel, an interrupt or a stop does not. The run's span also carries
+// the usage and the end reason; [RunStarted] carries its trace id.
 //
 // Message content, tool arguments and results, and hook event values go on spans only with
 // [Config.RecordContent]. Nothing is recorded per delta: a model call costs one span.

@@ -18,7 +18,9 @@ import (
 type Hooks interface {
 	// BeforeRun runs once, after RunStarted.
 	BeforeRun(ctx context.Context, in *RunInfo) error
-	// AfterRun runs once, before RunFinished is reported, with the run's outcome.
+	// AfterRun runs once for every run that reached BeforeRun, before RunFinished is
+	// reported, with the run's outcome; a run whose consumer stopped reading reaches it
+	// with EndCancelled.
 	AfterRun(ctx context.Context, in *RunInfo, fin *RunFinished)
 	// BeforeModel may rewrite the call's messages, tools and settings.
 	BeforeModel(ctx context.Context, in *ModelCall) error

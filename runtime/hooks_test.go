@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -331,4 +332,66 @@ func TestHooks_AfterRunRunsWhenTheConsumerStopsReading(t *testing.T) {
 	if got == nil || got.Reason != runtime.EndCancelled {
 		t.Errorf("AfterRun saw %+v, want cancelled", got)
 	}
+}
+
+// afterRuns is a hook that records every AfterRun; BeforeRun emits a hook event.
+type afterRuns struct {
+	runtime.NoHooks
+	fins []*runtime.RunFinished
+}
+
+func (h *afterRuns) BeforeRun(_ context.Context, in *runtime.RunInfo) error {
+	in.Emit("before_run", nil)
+	return nil
+}
+
+func (h *afterRuns) AfterRun(_ context.Context, _ *runtime.RunInfo, fin *runtime.RunFinished) {
+	h.fins = append(h.fins, fin)
+}
+
+func (h *afterRuns) check(t *testing.T) {
+	t.Helper()
+	if len(h.fins) != 1 || h.fins[0].Reason != runtime.EndCancelled {
+		t.Fatalf("AfterRun ran %d times (%+v), want once, cancelled", len(h.fins), h.fins)
+	}
+	if !strings.Contains(fmt.Sprint(h.fins[0].Err), "stopped reading") {
+		t.Errorf("AfterRun saw error %v, want the consumer's leaving", h.fins[0].Err)
+	}
+}
+
+func TestHooks_AfterRunRunsWhenTheConsumerStopsOnABeforeRunEvent(t *testing.T) {
+	h := &afterRuns{}
+	m := &rt.Model{Steps: []rt.Step{rt.Say("never")}}
+	a := newAgent(t, m, runtime.Config{Hooks: h})
+	for ev := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("x")}}) {
+		if _, ok := ev.(*runtime.HookEvent); ok {
+			break
+		}
+	}
+	h.check(t)
+	if m.Calls() != 0 {
+		t.Errorf("the model was called %d times after the consumer left", m.Calls())
+	}
+}
+
+func TestHooks_AfterRunRunsWhenTheConsumerStopsOnADroppedSteer(t *testing.T) {
+	h := &afterRuns{}
+	sq := newSteerQueue()
+	done := runtime.NewTool(runtime.ToolSpec{Name: "done", CompletesRun: true}, func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		sq.push(1, "too late", false) // the run completes before it can be applied
+		return runtime.Output{Text: "finished"}, nil
+	})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "done", `{}`)}}
+	a := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{done}, Hooks: h})
+	dropped := false
+	for ev := range a.Run(t.Context(), sq.attach(&runtime.Request{Messages: []runtime.Message{runtime.UserMessage("x")}})) {
+		if s, ok := ev.(*runtime.SteerApplied); ok && s.Dropped {
+			dropped = true
+			break
+		}
+	}
+	if !dropped {
+		t.Fatal("the steer was not reported dropped")
+	}
+	h.check(t)
 }

@@ -42,10 +42,9 @@ type run struct {
 	queued     []Steer // drained from the request, not yet applied
 	finalText  string
 
-	finished      bool                    // finish ran
-	tel           runTelemetry            // the run's span and metric attributes
-	stopAfterTool *StopError              // a stop returned by an AfterTool hook
-	stepCancel    context.CancelCauseFunc // cancels the current step
+	finished      bool         // finish ran
+	tel           runTelemetry // the run's span and metric attributes
+	stopAfterTool *StopError   // a stop returned by an AfterTool hook
 }
 
 func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, error) bool) (*run, error) {
@@ -223,6 +222,9 @@ func (r *run) execute() {
 	if !r.emit(&RunStarted{RunID: r.info.RunID, ThreadID: r.info.ThreadID, Agent: r.a.cfg.Name, Model: r.info.Model, TraceID: r.traceID(), Resumed: r.req.Resume != nil}) {
 		return
 	}
+	// However the run unwinds (its consumer stopped reading, say), it finishes once; set
+	// up before BeforeRun, so that a run that reached BeforeRun reaches AfterRun too.
+	defer r.finish(EndCancelled, nil, nil)
 	if r.hooks != nil {
 		err := r.hooks.BeforeRun(r.ctx, r.info)
 		if !r.flushHookEvents() {
@@ -233,8 +235,6 @@ func (r *run) execute() {
 			return
 		}
 	}
-	// However the run unwinds (its consumer stopped reading, say), it finishes once.
-	defer r.finish(EndCancelled, nil, nil)
 	if p := r.req.Resume; p != nil {
 		r.step, r.turn, r.stepInTurn = p.Step, p.Turn, p.StepInTurn
 		if len(p.Calls) > 0 {
@@ -311,10 +311,8 @@ func (r *run) runStep() (done bool) {
 		}
 	}
 
-	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
-	defer r.endStep(stepCancel)
-	r.stepCancel = stepCancel
-	r.req.Interrupt.attach(stepCancel, seen)
+	stepCtx, cancel := r.beginStep(seen)
+	defer r.endStep(cancel)
 
 	// 3. BeforeModel hooks may rewrite the call.
 	mreq := &ModelRequest{Messages: r.transcript[:len(r.transcript):len(r.transcript)], Tools: r.specs, Settings: r.a.cfg.Settings}
@@ -369,23 +367,18 @@ func (r *run) runStep() (done bool) {
 			return true
 		}
 		if se := stopErr(err); se != nil {
-			calls := msg.ToolCalls()
-			if len(calls) == 0 {
-				r.finishStep(stepID, reason, stepMsgs)
-				r.finish(EndStopped, se, nil)
-				return true
+			if pcs := r.newCalls(msg); len(pcs) > 0 {
+				return r.stopStep(stepID, reason, stepMsgs, pcs, se)
 			}
-			pcs := make([]*pcall, len(calls))
-			for i, c := range calls {
-				pcs[i] = &pcall{PendingCall: PendingCall{Call: c}, entry: r.tools[c.Name]}
-			}
-			return r.stopStep(stepID, reason, stepMsgs, pcs, se)
+			r.finishStep(stepID, reason, stepMsgs)
+			r.finish(EndStopped, se, nil)
+			return true
 		}
 	}
 
 	// 6. No tool calls: a queued steer continues the run, otherwise it is complete.
-	calls := msg.ToolCalls()
-	if len(calls) == 0 {
+	pcs := r.newCalls(msg)
+	if len(pcs) == 0 {
 		if !r.finishStep(stepID, reason, stepMsgs) {
 			return true
 		}
@@ -401,11 +394,20 @@ func (r *run) runStep() (done bool) {
 	}
 
 	// 7–9. Prepare, approve and execute the calls.
+	return r.toolStep(stepCtx, stepID, reason, stepMsgs, msg, pcs, false)
+}
+
+// newCalls returns the tool calls of the model's message, on their way to preparation.
+func (r *run) newCalls(msg Message) []*pcall {
+	calls := msg.ToolCalls()
+	if len(calls) == 0 {
+		return nil
+	}
 	pcs := make([]*pcall, len(calls))
 	for i, c := range calls {
 		pcs[i] = &pcall{PendingCall: PendingCall{Call: c}, entry: r.tools[c.Name]}
 	}
-	return r.toolStep(stepCtx, stepID, reason, stepMsgs, msg, pcs, false)
+	return pcs
 }
 
 // resumeStep takes up a parked step: its calls continue where they stopped.
@@ -417,11 +419,8 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	if !r.emit(&StepStarted{StepID: stepID, Index: r.step, Turn: r.turn, IndexInTurn: r.stepInTurn}) {
 		return true
 	}
-	seen := r.req.Interrupt.seen()
-	stepCtx, stepCancel := context.WithCancelCause(r.ctx)
-	defer r.endStep(stepCancel)
-	r.stepCancel = stepCancel
-	r.req.Interrupt.attach(stepCancel, seen)
+	stepCtx, cancel := r.beginStep(r.req.Interrupt.seen())
+	defer r.endStep(cancel)
 	// The parked step's assistant message joins the transcript now, as it finally runs.
 	msg := p.Message
 	msg.Parts = slices.Clone(msg.Parts)
@@ -443,27 +442,18 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	return r.toolStep(stepCtx, stepID, FinishToolCalls, []Message{msg}, msg, pcs, true)
 }
 
-// endStep detaches the step from the request's Interrupter and releases its context.
-func (r *run) endStep(stepCancel context.CancelCauseFunc) {
-	r.req.Interrupt.detach()
-	r.stepCancel = nil
-	stepCancel(nil)
+// beginStep starts a step's context, which the request's Interrupter cancels (at once
+// when an interrupt came after seen).
+func (r *run) beginStep(seen uint64) (context.Context, context.CancelCauseFunc) {
+	stepCtx, cancel := context.WithCancelCause(r.ctx)
+	r.req.Interrupt.attach(cancel, seen)
+	return stepCtx, cancel
 }
 
-// checkInterrupt takes the steers queued so far and cancels the step if one of them
-// interrupts. Called between calls, it makes an interrupt that arrived while a call ran
-// take effect before the next call starts, without waiting for the watcher goroutine.
-func (r *run) checkInterrupt() {
-	if r.req.Steer == nil || r.stepCancel == nil {
-		return
-	}
-	r.queued = append(r.queued, r.req.Steer()...)
-	for _, s := range r.queued {
-		if s.Interrupt {
-			r.stepCancel(errInterrupted)
-			return
-		}
-	}
+// endStep detaches the step from the request's Interrupter and releases its context.
+func (r *run) endStep(cancel context.CancelCauseFunc) {
+	r.req.Interrupt.detach()
+	cancel(nil)
 }
 
 // finishStep reports the end of a step.
@@ -539,9 +529,9 @@ func (r *run) streamOnce(ctx context.Context, asm *assembler, mreq *ModelRequest
 		ok := true
 		switch ev.Kind {
 		case ModelTextDelta:
-			ok = asm.text(ev.Text)
+			ok = asm.delta(PartText, ev.Text)
 		case ModelReasoningDelta:
-			ok = asm.reasoning(ev.Text)
+			ok = asm.delta(PartReasoning, ev.Text)
 		case ModelReasoningState:
 			ok = asm.reasoningState(ev.State)
 		case ModelToolCallDelta:
@@ -589,18 +579,6 @@ func (r *run) streamOnce(ctx context.Context, asm *assembler, mreq *ModelRequest
 	return msg, st.usage, st.reason, nil
 }
 
-// cancelUnrun reports calls that will not run.
-func (r *run) cancelUnrun(calls []ToolCall, reason string) bool {
-	if len(calls) == 0 {
-		return true
-	}
-	ids := make([]string, len(calls))
-	for i, c := range calls {
-		ids[i] = c.ID
-	}
-	return r.emit(&ToolCallsCancelled{CallIDs: ids, Reason: reason})
-}
-
 func (r *run) unknownTool(name string) string {
 	names := make([]string, 0, len(r.specs))
 	for _, s := range r.specs {
@@ -617,18 +595,14 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 	}
 	r.finished = true
 	if r.gone {
-		// Nobody reads the events any more, but the hooks learn how the run ended.
-		if r.hooks != nil {
-			fin := &RunFinished{Reason: EndCancelled, Err: context.Cause(r.ctx), NewMessages: slices.Clip(r.added), Usage: r.usage}
-			r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
-		}
-		r.endTelemetry(EndCancelled, context.Cause(r.ctx))
+		r.finishUnread()
 		return
 	}
 	r.takeSteers()
 	for _, s := range r.queued {
 		r.event(eventSteerDropped, attrSteerSeq.Int64(s.Seq), attrReason.String(reason.String()))
 		if !r.emit(&SteerApplied{Seq: s.Seq, Dropped: true, DropReason: "the run ended (" + reason.String() + ") before the steer could be applied"}) {
+			r.finishUnread()
 			return
 		}
 	}
@@ -644,4 +618,15 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 	// RunFinished finds the run's trace complete.
 	r.endTelemetry(reason, err)
 	r.emit(fin)
+}
+
+// finishUnread ends a run whose consumer stopped reading: nobody reads the events any
+// more, but the hooks learn how the run ended, and its span ends cancelled.
+func (r *run) finishUnread() {
+	cause := context.Cause(r.ctx)
+	if r.hooks != nil {
+		fin := &RunFinished{Reason: EndCancelled, Err: cause, NewMessages: slices.Clip(r.added), Usage: r.usage}
+		r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
+	}
+	r.endTelemetry(EndCancelled, cause)
 }

@@ -242,7 +242,7 @@ func (r *run) endTelemetry(reason EndReason, err error) {
 		)
 		switch reason {
 		case EndFailed, EndMaxSteps:
-			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
 			span.SetStatus(codes.Error, errorText(err))
 		case EndStopped:
 			if se := stopErr(err); se != nil {
@@ -279,9 +279,11 @@ func cancelReason(cause error) string {
 	}
 }
 
-// errorType is the error.type of a failure: the error's own ErrorType() where it has
-// one, else a word for the runtime's failures.
-func errorType(err error) string {
+// ErrorType is the OpenTelemetry error.type the runtime records for a failure (of a model
+// call, a run or an approval): what the first error in err's chain with an ErrorType()
+// string method returns, unless empty; else a word for the runtime's own failures
+// ("max_steps", "missing_finish_reason", "timeout", "model_error"); else "_OTHER".
+func ErrorType(err error) string {
 	if et, ok := errors.AsType[interface {
 		error
 		ErrorType() string
@@ -359,7 +361,7 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 		)
 		switch {
 		case failed:
-			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
 			span.SetStatus(codes.Error, err.Error())
 		case err != nil && ctx.Err() != nil:
 			name := eventCancelled
@@ -395,7 +397,7 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 	if durationOn {
 		set := rt.chatSet
 		if failed {
-			set = attribute.NewSet(append(set.ToSlice(), semconv.ErrorTypeKey.String(errorType(err)))...)
+			set = attribute.NewSet(append(set.ToSlice(), semconv.ErrorTypeKey.String(ErrorType(err)))...)
 		}
 		t.opDuration.RecordSet(mctx, r.a.now().Sub(start).Seconds(), set)
 	}
@@ -459,14 +461,13 @@ type toolOutcome struct {
 	errType   string // error.type of a failed call
 	errText   string
 	cancelled bool // the run ended while it ran
-	parked    bool // the tool returned ErrInterrupt
 }
 
 // endToolSpan ends an execute_tool or await_client_tool span.
 func (r *run) endToolSpan(span trace.Span, d execDone, o toolOutcome, withResult bool) {
 	if span.IsRecording() {
 		switch {
-		case o.parked:
+		case d.parked: // the tool returned ErrInterrupt
 			span.SetAttributes(attrParked.Bool(true))
 		case o.cancelled:
 			span.AddEvent(eventCancelled)
@@ -474,7 +475,7 @@ func (r *run) endToolSpan(span trace.Span, d execDone, o toolOutcome, withResult
 			span.SetAttributes(semconv.ErrorTypeKey.String(o.errType))
 			span.SetStatus(codes.Error, o.errText)
 		}
-		if withResult && r.a.tel.content && !o.parked {
+		if withResult && r.a.tel.content && !d.parked {
 			span.SetAttributes(semconv.GenAIToolCallResultKey.String(d.out.String()))
 		}
 	}
@@ -519,7 +520,7 @@ func (r *run) endApproval(span trace.Span, c *pcall, wait time.Duration, outcome
 		}
 		if err != nil {
 			// Approve failed, and the call was denied for it.
-			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
 			span.SetStatus(codes.Error, err.Error())
 		}
 	}

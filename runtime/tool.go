@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -64,8 +65,43 @@ type Schema struct {
 }
 
 // CompileSchema compiles a tool's parameter schema. A nil or empty schema accepts any JSON
-// object.
+// object. Each distinct schema text is compiled once and its Schema shared: the runtime
+// compiles its tools' schemas through the same cache, so compiling one of those again
+// costs a map lookup. It is safe for concurrent use.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	key := string(raw)
+	if v, ok := schemaCache.Load(key); ok {
+		return v.(*Schema), nil
+	}
+	s, err := compileSchema(raw)
+	if err != nil {
+		// Failures are not kept: schemas come from clients too, and the texts of bad
+		// ones must not pile up in the cache.
+		return nil, err
+	}
+	if schemasCached.Load() >= maxCachedSchemas {
+		// Full: clients send schemas too, and each distinct text would stay for good.
+		return s, nil
+	}
+	v, loaded := schemaCache.LoadOrStore(key, s)
+	if !loaded {
+		schemasCached.Add(1)
+	}
+	return v.(*Schema), nil
+}
+
+// schemaCache holds the compiled Schema of each distinct schema text, up to
+// maxCachedSchemas of them; schemasCached counts them.
+var (
+	schemaCache   sync.Map // string -> *Schema
+	schemasCached atomic.Int64
+)
+
+// maxCachedSchemas bounds schemaCache: far more than any deployment's tools, few enough
+// that clients declaring ever new tool schemas cannot grow it without end.
+const maxCachedSchemas = 4096
+
+func compileSchema(raw json.RawMessage) (*Schema, error) {
 	if len(raw) == 0 {
 		return &Schema{}, nil
 	}
@@ -102,26 +138,6 @@ func (s *Schema) Validate(args string) error {
 	return nil
 }
 
-// schemaCache compiles each distinct schema text once.
-var schemaCache sync.Map // string -> *Schema or error
-
-func compileCached(raw json.RawMessage) (*Schema, error) {
-	key := string(raw)
-	if v, ok := schemaCache.Load(key); ok {
-		if err, isErr := v.(error); isErr {
-			return nil, err
-		}
-		return v.(*Schema), nil
-	}
-	s, err := CompileSchema(raw)
-	if err != nil {
-		schemaCache.Store(key, err)
-		return nil, err
-	}
-	schemaCache.Store(key, s)
-	return s, nil
-}
-
 func jsonKind(v any) string {
 	switch v.(type) {
 	case nil:
@@ -147,9 +163,15 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
+	cut := cutAtRune(s, n)
 	return s[:cut] + fmt.Sprintf("… (%d more bytes)", len(s)-cut)
+}
+
+// cutAtRune returns where to cut s to keep at most n bytes (n < len(s)) without splitting
+// a character: n, or the start of the character byte n falls in.
+func cutAtRune(s string, n int) int {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
 }

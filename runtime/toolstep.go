@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -182,7 +181,6 @@ func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
 		}
 	}
 	for _, c := range waiting {
-		r.checkInterrupt()
 		if stepCtx.Err() != nil {
 			if !r.resolveApproval(c, OutcomeCancelled, DecidedByRunEnd, "", r.endReason(stepCtx)) {
 				return false
@@ -305,7 +303,8 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 	limit := max(r.a.cfg.ParallelTools, 1)
 	results := make(chan execDone, len(pcs))
 	inflight := 0
-	next := 0 // first call whose result is not reported yet
+	next := 0       // first call whose result is not reported yet
+	parked := false // a client tool parked the run
 	ok := true
 
 	flush := func() {
@@ -325,7 +324,7 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 		inflight--
 		d.c.duration = d.duration
 		if d.parked {
-			d.c.parked = true
+			d.c.parked, parked = true, true
 		} else {
 			d.c.executed = true
 			d.c.resolve(d.out)
@@ -334,24 +333,17 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 		flush()
 	}
 
+	// No call is parked on entry (toolStep parks the run first), so only the calls this
+	// loop starts can park.
 	var cancelled []*pcall
-	parked := func() bool {
-		for _, c := range pcs {
-			if c.parked {
-				return true
-			}
-		}
-		return false
-	}
 	for _, c := range pcs {
 		flush()
-		if c.State != CallReady || c.parked {
+		if c.State != CallReady {
 			continue
 		}
-		if parked() {
+		if parked {
 			break // a client tool parked the run: later calls wait for the resume
 		}
-		r.checkInterrupt()
 		if stepCtx.Err() != nil || !ok || r.stopAfterTool != nil {
 			cancelled = append(cancelled, c)
 			continue
@@ -360,7 +352,6 @@ func (r *run) executeCalls(stepCtx context.Context, pcs []*pcall) bool {
 		for inflight > 0 && (!parallel || inflight >= limit) {
 			collect()
 		}
-		r.checkInterrupt()
 		if stepCtx.Err() != nil || !ok || r.stopAfterTool != nil {
 			cancelled = append(cancelled, c)
 			continue
@@ -472,7 +463,6 @@ func (r *run) runTool(c *pcall) execDone {
 	switch {
 	case errors.Is(res.err, ErrInterrupt):
 		d.parked = true
-		o.parked = true
 	case res.err == nil:
 		d.out = res.out
 		if res.out.IsError {
@@ -564,9 +554,8 @@ func (r *run) park(stepID string, msg Message, pcs []*pcall) bool {
 // pending describes a parked step. Its assistant message leaves the run's new messages
 // and travels in the Pending instead, so that a client's history stays the plain
 // concatenation of every run's new messages: the resumed run reports the message, with
-// the arguments its calls finally ran with.
+// the arguments its calls finally ran with (toolStep wrote them into msg already).
 func (r *run) pending(stepID string, msg Message, pcs []*pcall) *Pending {
-	syncArguments(msg, pcs)
 	if i := slices.IndexFunc(r.added, func(m Message) bool { return m.ID == msg.ID && m.Role == RoleAssistant }); i >= 0 {
 		r.added = slices.Delete(r.added, i, i+1)
 	}
@@ -617,10 +606,7 @@ func limitOutput(o Output, max int) Output {
 	if len(full) <= max {
 		return o
 	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(full[cut]) {
-		cut--
-	}
+	cut := cutAtRune(full, max)
 	o.JSON = nil
 	o.Text = full[:cut] + fmt.Sprintf("\n\n[the output was %d bytes; only the first %d are shown. Ask the tool for less, or for a narrower part.]", len(full), cut)
 	return o

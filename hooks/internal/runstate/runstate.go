@@ -15,8 +15,11 @@ import (
 // entry, even when their clients chose the same run id.
 //
 // An entry is created on first use and removed by [Map.Drop], which a hook calls from
-// AfterRun. A run whose consumer stopped reading never reaches AfterRun; its entry is
-// removed once the RunInfo is garbage collected, so a long-lived hook does not leak.
+// AfterRun. The runtime calls AfterRun for every run that reached BeforeRun, one whose
+// consumer stopped reading included. An entry that no AfterRun drops is removed once the
+// RunInfo is garbage collected, so a long-lived hook does not leak: the entry of a run
+// whose consumer stopped at RunStarted (its hooks saw that event's OnEvent and nothing
+// else), or one that OnEvent makes anew for the events after AfterRun (RunFinished).
 //
 // The zero Map is ready to use. A Map is safe for concurrent use; the *T it returns is
 // not synchronised, which is enough because the runtime calls a run's hooks one at a time.
