@@ -3,7 +3,6 @@ package fallback
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"log/slog"
 	"slices"
@@ -93,23 +92,11 @@ const (
 // call's span, and a warning.
 func (c *Chain) fellBack(ctx context.Context, from ModelError, to string) {
 	trace.SpanFromContext(ctx).AddEvent(eventFallback, trace.WithAttributes(
-		attrFromModel.String(from.Model), attrToModel.String(to), semconv.ErrorTypeKey.String(errorType(from.Err))))
+		attrFromModel.String(from.Model), attrToModel.String(to), semconv.ErrorTypeKey.String(runtime.ErrorType(from.Err))))
 	if c.Logger != nil {
 		c.Logger.WarnContext(ctx, "model failed before answering; falling back to the next model",
 			"from_model", from.Model, "to_model", to, "error", from.Err.Error())
 	}
-}
-
-// errorType is the error.type of a model's failure: the error's own ErrorType() where
-// it has one, as the runtime reads it, else the error's Go type.
-func errorType(err error) string {
-	if et, ok := errors.AsType[interface {
-		error
-		ErrorType() string
-	}](err); ok && et.ErrorType() != "" {
-		return et.ErrorType()
-	}
-	return fmt.Sprintf("%T", err)
 }
 
 // ModelError is the failure of one model of a chain.

@@ -3,7 +3,6 @@ package fallback_test
 import (
 	"context"
 	"errors"
-	"iter"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,20 +20,6 @@ func TestMain(m *testing.M) {
 // scripted returns a model named name whose one call replays step.
 func scripted(name string, step rt.Step) *rt.Model {
 	return &rt.Model{ModelName: name, Steps: []rt.Step{step}}
-}
-
-// model is the fake of visible_test.go's literals: every call replays events, then err
-// if it is not nil.
-type model struct {
-	name   string
-	events []runtime.ModelEvent
-	err    error
-}
-
-func (m *model) Name() string { return m.name }
-
-func (m *model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
-	return scripted(m.name, rt.Step{Events: m.events, Err: m.err}).Stream(ctx, req)
 }
 
 type retryableErr struct{ retry bool }

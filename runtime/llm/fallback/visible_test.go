@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/fallback"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
 
 type typedErr struct{}
@@ -32,9 +33,9 @@ func TestFallbackIsVisible(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 
-	a := &model{name: "openai:gpt-4.1", err: typedErr{}}
-	b := &model{name: "anthropic:claude", err: errors.New("stream stalled: no bytes from the model for 3m0s")}
-	c := &model{name: "openai:llama3.2", events: answer}
+	a := scripted("openai:gpt-4.1", rt.Step{Err: typedErr{}})
+	b := scripted("anthropic:claude", rt.Step{Err: errors.New("stream stalled: no bytes from the model for 3m0s")})
+	c := scripted("openai:llama3.2", rt.Step{Events: answer})
 	chain := &fallback.Chain{Models: []runtime.Model{a, b, c}, Logger: log}
 	if got := chain.Name(); got != "openai:gpt-4.1" {
 		t.Errorf("Name() = %q, want the first model's", got)
@@ -76,7 +77,7 @@ func TestFallbackIsVisible(t *testing.T) {
 	}, {
 		Name: "gen_ai.model.fallback",
 		Attrs: map[string]string{
-			"agentd.fallback.from_model": "anthropic:claude", "agentd.fallback.to_model": "openai:llama3.2", "error.type": "*errors.errorString",
+			"agentd.fallback.from_model": "anthropic:claude", "agentd.fallback.to_model": "openai:llama3.2", "error.type": "_OTHER",
 		},
 	}}
 	if diff := cmp.Diff(wantEvents, events); diff != "" {
@@ -113,7 +114,7 @@ func TestFallbackLogsWithContext(t *testing.T) {
 	ctx, span := tp.Tracer("test").Start(t.Context(), "chat")
 	defer span.End()
 	h := &ctxHandler{}
-	chain := &fallback.Chain{Models: []runtime.Model{&model{name: "a", err: errors.New("down")}, &model{name: "b", events: answer}}, Logger: slog.New(h)}
+	chain := &fallback.Chain{Models: []runtime.Model{scripted("a", rt.Step{Err: errors.New("down")}), scripted("b", rt.Step{Events: answer})}, Logger: slog.New(h)}
 	if _, err := collect(ctx, chain); err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +143,11 @@ func TestNoFallbackNoNoise(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(t.Context()) })
 	var logs bytes.Buffer
-	for _, first := range []*model{
-		{name: "a", events: answer},
-		{name: "a", events: answer[:1], err: errors.New("connection dropped")},
+	for _, first := range []*rt.Model{
+		scripted("a", rt.Step{Events: answer}),
+		scripted("a", rt.Step{Events: answer[:1], Err: errors.New("connection dropped")}),
 	} {
-		chain := &fallback.Chain{Models: []runtime.Model{first, &model{name: "b", events: answer}}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		chain := &fallback.Chain{Models: []runtime.Model{first, scripted("b", rt.Step{Events: answer})}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		ctx, span := tp.Tracer("test").Start(t.Context(), "chat")
 		collect(ctx, chain)
 		span.End()
