@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/hooks/internal/hooktest"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
@@ -18,7 +19,7 @@ func TestChain_CallsHooksInOrderAtEveryPoint(t *testing.T) {
 	a, b := &fake{name: "a", log: &log}, &fake{name: "b", log: &log}
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("done")}}
 	ag, _ := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}})
-	_, fin := run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
+	_, fin := hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
 	if fin.Reason != runtime.EndCompleted {
 		t.Fatalf("run ended %v (%v), want completed", fin.Reason, fin.Err)
 	}
@@ -52,7 +53,7 @@ func TestChain_AnErrorIsLoggedAndTheChainGoesOn(t *testing.T) {
 	b := &fake{name: "b", log: &log}
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("done")}}
 	ag, logs := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}})
-	_, fin := run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
+	_, fin := hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
 	if fin.Reason != runtime.EndCompleted {
 		t.Errorf("run ended %v (%v), want completed: an error is not a stop", fin.Reason, fin.Err)
 	}
@@ -75,7 +76,7 @@ func TestChain_APanicIsRecoveredLoggedAndTheChainGoesOn(t *testing.T) {
 	b := &fake{name: "b", log: &log, afterRun: func(fin *runtime.RunFinished) { bSawFinish = fin.Reason == runtime.EndCompleted }}
 	m := &rt.Model{Steps: []rt.Step{rt.Say("done")}}
 	ag, logs := newAgent(t, m, runtime.Config{})
-	_, fin := run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
+	_, fin := hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
 	if fin.Reason != runtime.EndCompleted {
 		t.Errorf("run ended %v (%v), want completed", fin.Reason, fin.Err)
 	}
@@ -108,7 +109,7 @@ func TestChain_BeforeModelThreadsItsRewrites(t *testing.T) {
 	}}
 	m := &rt.Model{Steps: []rt.Step{rt.Say("done")}}
 	ag, _ := newAgent(t, m, runtime.Config{})
-	run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
+	hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
 	if bSaw != "from a" {
 		t.Errorf("b saw last message %q, want a's rewrite", bSaw)
 	}
@@ -144,7 +145,7 @@ func TestChain_BeforeToolAndAfterToolThreadTheirRewrites(t *testing.T) {
 	}
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("done")}}
 	ag, _ := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}})
-	run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
+	hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b)})
 	if bSawArgs != `{"by":"a"}` {
 		t.Errorf("b's BeforeTool saw %s, want a's rewrite", bSawArgs)
 	}
@@ -176,7 +177,7 @@ func TestChain_AStopWinsAndEndsTheChain(t *testing.T) {
 			}
 			m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("done")}}
 			ag, _ := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}})
-			_, fin := run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b, c)})
+			_, fin := hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(a, b, c)})
 			if fin.Reason != runtime.EndStopped {
 				t.Fatalf("run ended %v, want stopped", fin.Reason)
 			}
@@ -214,7 +215,7 @@ func TestChain_OnErrorAsksEveryHookAndAnyRetryWins(t *testing.T) {
 			}
 			m := &rt.Model{Steps: []rt.Step{{Err: boom}, rt.Say("done")}}
 			ag, _ := newAgent(t, m, runtime.Config{})
-			_, fin := run(t, ag, &runtime.Request{Hooks: hooks.Chain(hs...)})
+			_, fin := hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(hs...)})
 			if fin.Reason != tc.want {
 				t.Errorf("run ended %v (%v), want %v", fin.Reason, fin.Err, tc.want)
 			}
@@ -236,7 +237,7 @@ func TestChain_RequestHooksRunBeforeTheAgentsHooks(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("done")}}
 	ag, _ := newAgent(t, m, runtime.Config{Hooks: &fake{name: "agent", log: &log}})
 	ctx := hooks.NewContext(context.Background(), &fake{name: "first", log: &log}, &fake{name: "second", log: &log})
-	run(t, ag, &runtime.Request{Hooks: hooks.Chain(hooks.FromContext(ctx)...)})
+	hooktest.Run(t, ag, &runtime.Request{Hooks: hooks.Chain(hooks.FromContext(ctx)...)})
 	var got []string
 	for _, c := range log.get() {
 		if strings.HasSuffix(c, ":BeforeRun") {

@@ -1,13 +1,12 @@
 package hooks_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agentd/agentd/hooks/internal/hooktest"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
@@ -114,63 +113,11 @@ func (f *fake) OnError(_ context.Context, in *runtime.ModelFailure) bool {
 }
 
 // newAgent returns an agent over m whose hook failures are logged to the returned buffer.
-func newAgent(t *testing.T, m *rt.Model, cfg runtime.Config) (*runtime.Agent, *syncBuffer) {
+func newAgent(t *testing.T, m *rt.Model, cfg runtime.Config) (*runtime.Agent, *hooktest.LogBuffer) {
 	t.Helper()
-	var buf syncBuffer
-	cfg.Model = m
+	buf := new(hooktest.LogBuffer)
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(buf, nil))
 	}
-	if cfg.NewID == nil {
-		cfg.NewID = rt.SequentialIDs()
-	}
-	if cfg.RetryBackoff == 0 {
-		cfg.RetryBackoff = time.Millisecond
-	}
-	a, err := runtime.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, &buf
-}
-
-// run consumes a run and returns its events and RunFinished.
-func run(t *testing.T, a *runtime.Agent, req *runtime.Request) ([]runtime.Event, *runtime.RunFinished) {
-	t.Helper()
-	if req.Messages == nil {
-		req.Messages = []runtime.Message{runtime.UserMessage("go")}
-	}
-	var evs []runtime.Event
-	var fin *runtime.RunFinished
-	for ev, err := range a.Run(t.Context(), req) {
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		evs = append(evs, ev)
-		if f, ok := ev.(*runtime.RunFinished); ok {
-			fin = f
-		}
-	}
-	if fin == nil {
-		t.Fatal("no RunFinished")
-	}
-	return evs, fin
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return hooktest.Agent(t, m, cfg), buf
 }

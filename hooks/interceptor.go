@@ -16,15 +16,21 @@ type ctxKey struct{}
 // by hs. Nil hooks are skipped. ctx's own list is never modified, so contexts derived from
 // the same parent do not see each other's hooks.
 func NewContext(ctx context.Context, hs ...runtime.Hooks) context.Context {
-	prev := FromContext(ctx)
-	next := make([]runtime.Hooks, len(prev), len(prev)+len(hs))
-	copy(next, prev)
+	// The list itself, not FromContext's clone: next is the one copy, made only when there
+	// is a hook to add.
+	prev, _ := ctx.Value(ctxKey{}).([]runtime.Hooks)
+	var next []runtime.Hooks
 	for _, h := range hs {
-		if h != nil {
-			next = append(next, h)
+		if h == nil {
+			continue
 		}
+		if next == nil {
+			next = make([]runtime.Hooks, len(prev), len(prev)+len(hs))
+			copy(next, prev)
+		}
+		next = append(next, h)
 	}
-	if len(next) == len(prev) {
+	if next == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, ctxKey{}, next)

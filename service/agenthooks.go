@@ -15,8 +15,9 @@ import (
 )
 
 // HooksConfig enables and tunes an agent's hooks. They run after the hooks the server's
-// interceptors install, in this order: loopdetect, budget, errorbreaker, the remote
-// hooks in the order listed, and audit last, so it records what the others decided.
+// interceptors install and [RegistryOptions.Hooks], in this order: loopdetect, budget,
+// errorbreaker, the remote hooks in the order listed, and audit last, so it records what
+// the others decided. Only [RegistryOptions.PostHooks] (agentd's --audit) come later.
 type HooksConfig struct {
 	// LoopDetect warns the model, and then stops the run, when it calls the same tool
 	// with the same arguments again and again.

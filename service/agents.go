@@ -753,8 +753,14 @@ type RegistryOptions struct {
 	Resolve ModelResolver
 	// Logger is every agent's logger, and the MCP servers'; nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks, if not nil, are every agent's own hooks (runtime.Config.Hooks).
+	// Hooks, if not nil, are every agent's own hooks (runtime.Config.Hooks), before the
+	// hooks of its agents file entry (AgentConfig.Hooks).
 	Hooks runtime.Hooks
+	// PostHooks, if not nil, run after every agent's own hooks, the last of a run's
+	// hooks: the place of a hook that must see what all the others decided, such as a
+	// server-wide audit (a hook answers or denies a call in BeforeTool, where only the
+	// hooks before audit's have spoken).
+	PostHooks runtime.Hooks
 	// TracerProvider, MeterProvider and RecordContent are every agent's telemetry
 	// (runtime.Config); nil providers mean the global ones, and content stays off the
 	// spans unless RecordContent is set.
@@ -1046,14 +1052,19 @@ func (c *AgentsConfig) newBuilder(i int, override string, resolve ModelResolver,
 	if err != nil {
 		return nil, c.errorf(i, cfgPath{"hooks"}, "%v", err)
 	}
+	var hs []runtime.Hooks
+	for _, h := range []runtime.Hooks{opts.Hooks, agentHooks, opts.PostHooks} {
+		if h != nil {
+			hs = append(hs, h)
+		}
+	}
 	var hooks runtime.Hooks
-	switch {
-	case opts.Hooks != nil && agentHooks != nil:
-		hooks = runtime.Chain(opts.Logger, opts.Hooks, agentHooks)
-	case agentHooks != nil:
-		hooks = agentHooks
+	switch len(hs) {
+	case 0:
+	case 1:
+		hooks = hs[0]
 	default:
-		hooks = opts.Hooks
+		hooks = runtime.Chain(opts.Logger, hs...)
 	}
 	return &agentBuilder{
 		name:               a.Name,

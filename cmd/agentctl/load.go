@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -269,7 +270,7 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 		case *agentdv1.RunEvent_InputAck:
 			if a := k.InputAck; a.GetError() != nil && o.err == "" {
 				// Noted; the run still goes on to run_finished, which decides.
-				o.err = "input refused: " + cmpOr(a.GetError().GetReason(), "?")
+				o.err = "input refused: " + cmp.Or(a.GetError().GetReason(), "?")
 			}
 		case *agentdv1.RunEvent_RunFinished:
 			o.finish = time.Since(begin)
@@ -293,13 +294,6 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 			}
 		}
 	}
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // rpcErrKind names an RPC error by its status code and agentd's reason; by its message

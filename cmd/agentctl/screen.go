@@ -50,8 +50,6 @@ func (sc *screen) line(s string) {
 	sc.write(s + "\n")
 }
 
-func (sc *screen) linef(format string, args ...any) { sc.line(fmt.Sprintf(format, args...)) }
-
 // continueLine makes the current line owner's, starting a new one with prefix when it
 // belongs to something else.
 func (sc *screen) continueLine(owner, prefix string) {

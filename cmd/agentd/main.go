@@ -21,7 +21,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
 )
@@ -84,7 +83,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Float64Var(&cfg.rateLimit, "rate-limit", 50, "calls a second per caller (bearer token, client certificate or peer IP; health is exempt); beyond it RESOURCE_EXHAUSTED; 0 turns the limit off")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 100, "calls a caller may make at once, before --rate-limit paces it (the token bucket's size)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
-	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and approval decision of every run (arguments redacted)")
+	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted), after each agent's own hooks so that their decisions are recorded too")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
 	fs.BoolVar(&cfg.recordContent, "record-content", false, "record prompts, model output, tool arguments and tool results on trace spans (gen_ai.input.messages, …); off by default, as they may hold personal data")
 	fs.Usage = func() {
@@ -162,19 +161,9 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 		return err
 	}
 	defer tel.shutdown(log)
-	// Server-wide hooks: serverOptions puts their interceptors after auth and rate
-	// limiting and before recovery; the first one's hook runs first, then each agent's
-	// own hooks (from the agents file).
-	var (
-		hookUnary  []grpc.UnaryServerInterceptor
-		hookStream []grpc.StreamServerInterceptor
-	)
-	if cfg.audit {
-		h := audit.New(log)
-		hookUnary = append(hookUnary, hooks.UnaryServerInterceptor(h))
-		hookStream = append(hookStream, hooks.StreamServerInterceptor(h))
-	}
-	opts, err := serverOptions(cfg, log, hookUnary, hookStream)
+	// No server-wide hook is installed by an interceptor: those would run before each
+	// agent's own hooks, and --audit must run after them (newServer).
+	opts, err := serverOptions(cfg, log, nil, nil)
 	if err != nil {
 		lis.Close()
 		return err
@@ -236,10 +225,17 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, *
 			return nil, nil, err
 		}
 	}
-	reg, err := service.NewRegistry(agents, service.RegistryOptions{
+	opts := service.RegistryOptions{
 		ModelOverride: cfg.model, DemoDelay: cfg.demoDelay, Logger: log,
 		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider, RecordContent: cfg.recordContent,
-	})
+	}
+	// --audit runs after every agent's own hooks (those of the agents file), so that it
+	// records their answers and denials too: a hook's decision is seen only by the hooks
+	// after it.
+	if cfg.audit {
+		opts.PostHooks = audit.New(log)
+	}
+	reg, err := service.NewRegistry(agents, opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
@@ -222,5 +226,89 @@ func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"tool":"calculate"`) || strings.Contains(logs.String(), "2+2") {
 		t.Errorf("audit log lacks the calculate call, or shows its arguments:\n%s", logs.String())
+	}
+}
+
+// denyTools is a HookService that denies every tool call.
+type denyTools struct {
+	hooksv1.UnimplementedHookServiceServer
+}
+
+func (denyTools) BeforeTool(context.Context, *hooksv1.BeforeToolRequest) (*hooksv1.BeforeToolResponse, error) {
+	return &hooksv1.BeforeToolResponse{Decision: hooksv1.Decision_DECISION_DENY, Reason: "no tools today"}, nil
+}
+
+// --audit runs after the agent's own hooks, so it records what they decide: here a
+// remote hook of the agents file denies the demo agent's calculate call.
+func TestServeAuditFlagRecordsTheDecisionsOfTheAgentsHooks(t *testing.T) {
+	hookLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := grpc.NewServer()
+	hooksv1.RegisterHookServiceServer(hs, denyTools{})
+	hookServed := make(chan struct{})
+	go func() {
+		defer close(hookServed)
+		_ = hs.Serve(hookLis)
+	}()
+	defer func() {
+		hs.Stop()
+		<-hookServed
+	}()
+	agentsFile := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(agentsFile, []byte(`
+agents:
+  - name: demo
+    model: demo
+    hooks:
+      remote:
+        - address: `+hookLis.Addr().String()+`
+          points: [before_tool]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig([]string{"--audit", "--config", agentsFile, "--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	var decisions []map[string]any
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, line)
+		}
+		if rec["msg"] == "tool call decision" {
+			decisions = append(decisions, rec)
+		}
+	}
+	if len(decisions) != 1 {
+		t.Fatalf("%d tool call decision records, want 1 (the remote hook's denial):\n%s", len(decisions), logs.String())
+	}
+	d := decisions[0]
+	if d["tool"] != "calculate" || d["decision"] != "denied" || d["decided_by"] != "hook" || d["reason"] != "no tools today" || d["agent"] != "demo" {
+		t.Errorf("decision record %v, want calculate denied by hook: no tools today, agent demo", d)
 	}
 }

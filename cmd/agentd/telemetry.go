@@ -44,9 +44,7 @@ type telemetry struct {
 	// global no-ops, and costs next to nothing.
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
-	// metricsAddr is where /metrics is served, with --metrics-listen.
-	metricsAddr net.Addr
-	shutdowns   []func(context.Context) error
+	shutdowns      []func(context.Context) error
 }
 
 // setupTelemetry builds the SDK from the environment and installs it as OpenTelemetry's
@@ -165,7 +163,6 @@ func (tel *telemetry) serveMetrics(addr string, log *slog.Logger) (sdkmetric.Rea
 			log.Error("metrics endpoint failed", "addr", lis.Addr().String(), "error", err)
 		}
 	}()
-	tel.metricsAddr = lis.Addr()
 	// The endpoint stops after the meter provider (whose Shutdown ends the reader) has
 	// flushed: shutdowns run last to first.
 	tel.shutdowns = append(tel.shutdowns, func(ctx context.Context) error {

@@ -73,7 +73,7 @@ func (h *Hook) OnEvent(ctx context.Context, in *runtime.RunInfo, ev runtime.Even
 		}
 		attrs := []slog.Attr{
 			slog.String("tool", c.name), slog.String("call_id", e.CallID), slog.String("approval_id", e.ApprovalID),
-			slog.String("decision", e.Outcome.String()), slog.String("decided_by", decidedBy(e.DecidedBy)),
+			slog.String("decision", e.Outcome.String()), slog.String("decided_by", e.DecidedBy.String()),
 			slog.String("reason", e.Reason),
 		}
 		if e.Arguments != "" {
@@ -142,21 +142,4 @@ func sized(key, s string, n int, show bool) slog.Attr {
 func (h *Hook) record(ctx context.Context, in *runtime.RunInfo, msg string, attrs ...slog.Attr) {
 	base := []slog.Attr{slog.String("run_id", in.RunID), slog.String("thread_id", in.ThreadID), slog.String("agent", in.Agent)}
 	h.log.LogAttrs(ctx, slog.LevelInfo, msg, append(base, attrs...)...)
-}
-
-// decidedBy names a decider as the wire contract does, lower case.
-func decidedBy(d runtime.DecidedBy) string {
-	switch d {
-	case runtime.DecidedByClient:
-		return "client"
-	case runtime.DecidedByPolicy:
-		return "policy"
-	case runtime.DecidedByHook:
-		return "hook"
-	case runtime.DecidedByTimeout:
-		return "timeout"
-	case runtime.DecidedByRunEnd:
-		return "run_end"
-	}
-	return "unspecified"
 }

@@ -1,7 +1,6 @@
 package audit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -25,22 +24,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // logBuffer collects JSON log records, without times; a duration reads ">0" or "0".
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ hooktest.LogBuffer }
 
 func newLogger() (*slog.Logger, *logBuffer) {
 	var b logBuffer

@@ -7,14 +7,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
-	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 )
 
-// The conversions below mirror service/convert.go, which hooks may not import. Requests
-// leave out media bytes and opaque reasoning state: a hook decides on text, and a
-// transcript with images would soon outgrow a hook server's message size limit.
+// The transcripts a hook server is sent are converted by internal/wire, as the service's
+// are, with hookWire's options. Requests leave out media bytes and opaque reasoning
+// state: a hook decides on text, and a transcript with images would soon outgrow a hook
+// server's message size limit.
 
 // runInfo converts the run's description. Metadata that does not encode as a JSON object
 // is left out, with a warning.
@@ -22,7 +22,7 @@ func (h *Hook) runInfo(ctx context.Context, in *runtime.RunInfo) *hooksv1.RunInf
 	if in == nil {
 		return nil
 	}
-	ri := &hooksv1.RunInfo{RunId: in.RunID, ThreadId: in.ThreadID, Agent: protoString(in.Agent), Model: protoString(in.Model)}
+	ri := &hooksv1.RunInfo{RunId: in.RunID, ThreadId: in.ThreadID, Agent: wire.ProtoString(in.Agent), Model: wire.ProtoString(in.Model)}
 	if len(in.Metadata) > 0 {
 		md, err := metadataToStruct(in.Metadata)
 		if err != nil {
@@ -49,10 +49,10 @@ func metadataToStruct(md map[string]any) (*structpb.Struct, error) {
 
 func outputToProto(o runtime.Output) *hooksv1.ToolOutput {
 	out := &hooksv1.ToolOutput{IsError: o.IsError}
-	if v := outputJSON(o); v != nil {
+	if v := wire.OutputJSON(o); v != nil {
 		out.Output = &hooksv1.ToolOutput_Json{Json: v}
 	} else {
-		out.Output = &hooksv1.ToolOutput_Text{Text: protoString(o.String())}
+		out.Output = &hooksv1.ToolOutput_Text{Text: wire.ProtoString(o.String())}
 	}
 	return out
 }
@@ -70,14 +70,6 @@ func outputFromProto(o *hooksv1.ToolOutput, field string) (runtime.Output, error
 	return out, nil
 }
 
-// The transcript goes to a hook server without media bytes or opaque reasoning state:
-// a hook inspects, it does not replay.
+// hookWire sends the transcript to a hook server without media bytes or opaque reasoning
+// state: a hook inspects, it does not replay.
 var hookWire = wire.Options{OmitBinary: true}
-
-func protoString(s string) string { return wire.ProtoString(s) }
-func messagesToProto(ms []runtime.Message) []*agentdv1.Message {
-	return wire.MessagesToProto(ms, hookWire)
-}
-func messageToProto(m runtime.Message) *agentdv1.Message    { return wire.MessageToProto(m, hookWire) }
-func mediaToProto(ms []runtime.Media) []*agentdv1.MediaPart { return wire.MediaToProto(ms, hookWire) }
-func outputJSON(o runtime.Output) *structpb.Value           { return wire.OutputJSON(o) }

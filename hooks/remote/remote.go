@@ -249,7 +249,7 @@ func (h *Hook) BeforeModel(ctx context.Context, in *runtime.ModelCall) error {
 	if h.points&BeforeModel == 0 {
 		return nil
 	}
-	req := &hooksv1.BeforeModelRequest{Run: h.runInfo(ctx, in.RunInfo), Step: int32(in.Step), Messages: messagesToProto(in.Request.Messages)}
+	req := &hooksv1.BeforeModelRequest{Run: h.runInfo(ctx, in.RunInfo), Step: int32(in.Step), Messages: wire.MessagesToProto(in.Request.Messages, hookWire)}
 	for _, t := range in.Request.Tools {
 		req.ToolNames = append(req.ToolNames, t.Name)
 	}
@@ -323,7 +323,7 @@ func (h *Hook) AfterModel(ctx context.Context, in *runtime.ModelResponse) error 
 		return nil
 	}
 	req := &hooksv1.AfterModelRequest{
-		Run: h.runInfo(ctx, in.RunInfo), Step: int32(in.Step), Message: messageToProto(in.Message),
+		Run: h.runInfo(ctx, in.RunInfo), Step: int32(in.Step), Message: wire.MessageToProto(in.Message, hookWire),
 		Usage: wire.UsageToProto(in.Usage), FinishReason: wire.FinishReasonToProto(in.FinishReason),
 	}
 	resp, err := call(ctx, h, h.client.AfterModel, req)
@@ -348,7 +348,7 @@ func (h *Hook) BeforeTool(ctx context.Context, in *runtime.ToolCallInput) error 
 	}
 	req := &hooksv1.BeforeToolRequest{
 		Run: h.runInfo(ctx, in.RunInfo), ToolCallId: in.Call.ID, ToolName: in.Call.Name,
-		ArgumentsJson: protoString(in.Call.Arguments), Executor: wire.ExecutorToProto(in.Call.Executor),
+		ArgumentsJson: wire.ProtoString(in.Call.Arguments), Executor: wire.ExecutorToProto(in.Call.Executor),
 	}
 	resp, err := call(ctx, h, h.client.BeforeTool, req)
 	var answer runtime.Output
@@ -391,7 +391,7 @@ func (h *Hook) AfterTool(ctx context.Context, in *runtime.ToolCallOutput) error 
 	}
 	req := &hooksv1.AfterToolRequest{
 		Run: h.runInfo(ctx, in.RunInfo), ToolCallId: in.Call.ID, ToolName: in.Call.Name,
-		ArgumentsJson: protoString(in.Call.Arguments), Output: outputToProto(in.Output), Duration: durationpb.New(in.Duration),
+		ArgumentsJson: wire.ProtoString(in.Call.Arguments), Output: outputToProto(in.Output), Duration: durationpb.New(in.Duration),
 	}
 	resp, err := call(ctx, h, h.client.AfterTool, req)
 	var out runtime.Output
@@ -423,10 +423,10 @@ func (h *Hook) AfterRun(ctx context.Context, in *runtime.RunInfo, fin *runtime.R
 	}
 	req := &hooksv1.AfterRunRequest{
 		Run: h.runInfo(ctx, in), Reason: wire.EndReasonToProto(fin.Reason), Usage: wire.UsageToProto(fin.Usage),
-		FinalText: protoString(fin.FinalText), NewMessages: messagesToProto(fin.NewMessages),
+		FinalText: wire.ProtoString(fin.FinalText), NewMessages: wire.MessagesToProto(fin.NewMessages, hookWire),
 	}
 	if fin.Err != nil {
-		req.Error = protoString(fin.Err.Error())
+		req.Error = wire.ProtoString(fin.Err.Error())
 	}
 	resp, err := call(ctx, h, h.client.AfterRun, req)
 	if err == nil {

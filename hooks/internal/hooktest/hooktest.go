@@ -1,22 +1,29 @@
 // Package hooktest holds helpers for the tests of the built-in hooks: an agent over a
-// scripted model, a run collected to its end, and event filters.
+// scripted model, a run collected to its end, event filters, and a buffer to log to.
 package hooktest
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
 
-// Agent returns an agent over model with sequential ids; cfg.Model is set to model.
+// Agent returns an agent over model with sequential ids; cfg.Model is set to model. A
+// zero cfg.RetryBackoff means 1ms: tests do not wait between model retries.
 func Agent(t testing.TB, model runtime.Model, cfg runtime.Config) *runtime.Agent {
 	t.Helper()
 	cfg.Model = model
 	if cfg.NewID == nil {
 		cfg.NewID = rt.SequentialIDs()
+	}
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = time.Millisecond
 	}
 	a, err := runtime.New(cfg)
 	if err != nil {
@@ -101,3 +108,24 @@ func (c *Counter) Func(ctx context.Context, call runtime.ToolCall) (runtime.Outp
 
 // Calls returns the number of calls.
 func (c *Counter) Calls() int { return int(c.n.Load()) }
+
+// LogBuffer is a buffer for a logger to write to while runs go on. It is safe for
+// concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

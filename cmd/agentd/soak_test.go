@@ -1,0 +1,184 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSoakShort is a soak: the real agentd on workload:medium with no rate limit, kept
+// busy by `agentctl load` for $AGENTD_SOAK (a duration such as 10m) with
+// $AGENTD_SOAK_CONCURRENCY streams (default 1000). No run may fail, and agentd's RSS near
+// the end must be within 1.5× of its RSS a quarter of the way in: memory stays flat under
+// a steady load. RSS is read from /proc, so the soak runs on Linux only. It is skipped
+// unless AGENTD_SOAK is set:
+//
+//	AGENTD_SOAK=10m go test -run TestSoakShort -timeout 15m ./cmd/agentd/
+func TestSoakShort(t *testing.T) {
+	soak := os.Getenv("AGENTD_SOAK")
+	if soak == "" {
+		t.Skip("soak test: set AGENTD_SOAK to a duration (AGENTD_SOAK=10m go test -run TestSoakShort -timeout 15m ./cmd/agentd/)")
+	}
+	duration, err := time.ParseDuration(soak)
+	if err != nil || duration <= 0 {
+		t.Fatalf("AGENTD_SOAK=%q: want a positive duration such as 10m", soak)
+	}
+	concurrency := 1000
+	if s := os.Getenv("AGENTD_SOAK_CONCURRENCY"); s != "" {
+		if concurrency, err = strconv.Atoi(s); err != nil || concurrency < 1 {
+			t.Fatalf("AGENTD_SOAK_CONCURRENCY=%q: want a positive number", s)
+		}
+	}
+
+	dir := t.TempDir()
+	bin, ctl := filepath.Join(dir, "agentd"), filepath.Join(dir, "agentctl")
+	for _, b := range [][]string{{bin, "."}, {ctl, "../agentctl"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build -o %s %s: %v\n%s", b[0], b[1], err, out)
+		}
+	}
+	addr := freeLoopbackAddr(t)
+	logPath := filepath.Join(dir, "agentd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	agentdLog := func() string {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			return err.Error()
+		}
+		if len(b) > 20000 {
+			b = append([]byte("…"), b[len(b)-20000:]...)
+		}
+		return string(b)
+	}
+	agentd := exec.Command(bin,
+		"--listen", addr,
+		"--model", "workload:medium",
+		"--rate-limit", "0",
+		"--max-runs", strconv.Itoa(max(1024, 2*concurrency)),
+		"--log-level", "warn",
+		"--drain-period", e2eDrainPeriod.String(),
+		"--shutdown-timeout", e2eShutdownTimeout.String(),
+	)
+	agentd.Env = append(environWithout("AGENTD_", "OTEL_"), "AGENTD_CONTINUATION_KEY="+e2eKey)
+	agentd.Stdout, agentd.Stderr = logFile, logFile
+	if err := agentd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = agentd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = agentd.Process.Kill()
+			<-exited
+		}
+	})
+	waitServing(t, addr, exited, agentdLog)
+	pid := agentd.Process.Pid
+	// Read now, so that a system without /proc fails here and not after the soak.
+	idleKiB := rssKiB(t, pid)
+
+	ctx, cancel := context.WithTimeout(t.Context(), duration+2*time.Minute)
+	defer cancel()
+	// --server-pid adds agentd's RSS (start, peak, final) to the summary, which is logged.
+	load := exec.CommandContext(ctx, ctl, "--addr", addr, "--plaintext", "load",
+		"--concurrency", strconv.Itoa(concurrency), "--duration", duration.String(),
+		"--server-pid", strconv.Itoa(pid), "--json")
+	load.Env = environWithout("AGENTD_", "AGENTCTL_")
+	var stdout, stderr bytes.Buffer
+	load.Stdout, load.Stderr = &stdout, &stderr
+	started := time.Now()
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := make(chan error, 1)
+	go func() { loaded <- load.Wait() }()
+
+	// agentd's RSS a quarter of the way in, and near the end (the load still on).
+	var quarterKiB, lateKiB int64
+	for _, at := range []struct {
+		frac float64
+		kib  *int64
+	}{{0.25, &quarterKiB}, {0.95, &lateKiB}} {
+		select {
+		case err := <-loaded:
+			t.Fatalf("agentctl load ended early: %v\n%s%s\n--- agentd log:\n%s", err, stdout.String(), stderr.String(), agentdLog())
+		case <-time.After(time.Until(started.Add(time.Duration(at.frac * float64(duration))))):
+			*at.kib = rssKiB(t, pid)
+		}
+	}
+	if err := <-loaded; err != nil {
+		t.Fatalf("agentctl load: %v\n%s%s\n--- agentd log:\n%s", err, stdout.String(), stderr.String(), agentdLog())
+	}
+
+	// What is checked; the rest of the summary (rates, latencies, agentd's RSS) is logged.
+	var sum struct {
+		Runs   int            `json:"runs"`
+		Failed int            `json:"failed"`
+		Errors map[string]int `json:"errors"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("agentctl load --json: %v\n%s", err, stdout.String())
+	}
+	t.Logf("soak %s at concurrency %d: %s", duration, concurrency, strings.TrimSpace(stdout.String()))
+	t.Logf("agentd RSS: idle %d KiB, at 25%% %d KiB, at 95%% %d KiB", idleKiB, quarterKiB, lateKiB)
+	if sum.Runs == 0 || sum.Failed != 0 || len(sum.Errors) != 0 {
+		t.Errorf("%d runs completed, %d failed, errors %v: want runs and no failures", sum.Runs, sum.Failed, sum.Errors)
+	}
+	if lateKiB > quarterKiB*3/2 {
+		t.Errorf("agentd's RSS grew from %d KiB at 25%% of the soak to %d KiB at 95%%: more than 1.5×", quarterKiB, lateKiB)
+	}
+
+	if err := agentd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("agentd ended with %v after SIGTERM, want exit status 0\n--- agentd log:\n%s", waitErr, agentdLog())
+		}
+	case <-time.After(e2eShutdownTimeout):
+		t.Fatalf("agentd still running %s after SIGTERM", e2eShutdownTimeout)
+	}
+}
+
+// rssKiB returns the process's VmRSS from /proc/<pid>/status (Linux). The test fails
+// where it cannot be read: a flat-memory check on samples of 0 would pass silently.
+func rssKiB(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("agentd's RSS: %v (the soak needs Linux's /proc)", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil || n <= 0 {
+				t.Fatalf("agentd's RSS: unreadable VmRSS line %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("agentd's RSS: no VmRSS in /proc/%d/status", pid)
+	return 0
+}
