@@ -145,9 +145,15 @@ func newToolEntry(t Tool) (*toolEntry, error) {
 	if spec.Executor == 0 {
 		spec.Executor = ExecutorServer
 	}
-	schema, err := CompileSchema(spec.Parameters)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: tool %q: %w", spec.Name, err)
+	var schema *Schema
+	if st, ok := t.(SchemaTool); ok {
+		schema = st.Schema()
+	}
+	if schema == nil {
+		var err error
+		if schema, err = CompileSchema(spec.Parameters); err != nil {
+			return nil, fmt.Errorf("runtime: tool %q: %w", spec.Name, err)
+		}
 	}
 	return &toolEntry{tool: t, spec: spec, schema: schema}, nil
 }
