@@ -192,6 +192,10 @@ func RandomID(prefix string) string {
 type Request struct {
 	// RunID and ThreadID name the run and its conversation; empty ones are generated.
 	RunID, ThreadID string
+	// Caller names who the run is for (an authenticated identity, say): hooks read it in
+	// RunInfo, tools through [RunInfoFromContext], to keep what they store apart per
+	// caller. Empty means unknown.
+	Caller string
 	// Messages is the transcript so far, new input included, oldest first. The agent's
 	// system prompt goes before it.
 	Messages []Message
@@ -215,6 +219,14 @@ type Request struct {
 	Approve func(ctx context.Context, req ApprovalRequest) (Decision, error)
 	// Steer drains queued steers without blocking. Nil means none.
 	Steer func() []Steer
+	// EndSteer, when set, is how the run asks for steers where it may end: it returns
+	// the steers queued, or, when there are none, stops taking steers for good and
+	// returns nil; the code that queues steers then refuses any more, so a steer it
+	// accepted always takes effect. The run calls it where it would end COMPLETED (a
+	// steer it returns continues the run) and as it finishes, until it returns nil. With
+	// EndSteer nil the run asks Steer instead, and a steer queued after its last look is
+	// never seen.
+	EndSteer func() []Steer
 	// Interrupt, when set, lets the code that queues steers interrupt the current step:
 	// queue the steer where Steer will find it, then call Interrupt.Interrupt. The model
 	// call stops, calls not yet run are cancelled, and the steer is applied.
@@ -223,7 +235,11 @@ type Request struct {
 	Hooks Hooks
 	// Resume continues a parked run from RunFinished.Pending: Messages is the history up
 	// to the parked run's new messages included, and the calls of Pending.Message are
-	// taken up where they stopped, without calling the model first.
+	// taken up where they stopped, without calling the model first. Calls without a
+	// result are prepared again under the agent's policy and hooks as they are now (a
+	// tool disabled since the run parked does not run; BeforeTool hooks see the call
+	// again), keeping their approval: a call awaiting a decision keeps its approval id,
+	// one approved stays approved while its arguments are unchanged.
 	Resume *Pending
 	// Metadata is passed to hooks.
 	Metadata map[string]any
@@ -334,6 +350,9 @@ type Pending struct {
 	// Calls are the calls of Message, in order. Empty when the run parked before a model
 	// call (shutdown): resuming calls the model.
 	Calls []PendingCall
+	// Steers were queued and not yet applied when the run parked: the resumed run applies
+	// them at its next step, as this run would have.
+	Steers []Steer
 }
 
 // CallState is where a pending call stands.
@@ -358,6 +377,9 @@ type PendingCall struct {
 	ApprovalID string
 	// Reason is why an approval is needed.
 	Reason string
+	// Approved records that a decision approved the call with Call.Arguments: a resumed
+	// run that still requires an approval for it does not ask again.
+	Approved bool
 	// Result is set for CallDone.
 	Result Output
 }

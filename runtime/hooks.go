@@ -54,9 +54,21 @@ func (NoHooks) OnError(context.Context, *ModelFailure) (retry bool) { return fal
 // RunInfo describes the run a hook is called for.
 type RunInfo struct {
 	RunID, ThreadID, Agent, Model string
-	Metadata                      map[string]any
+	// Caller is Request.Caller: who the run is for, empty when unknown.
+	Caller   string
+	Metadata map[string]any
 
 	emit func(name string, value any)
+}
+
+type runInfoKey struct{}
+
+// RunInfoFromContext returns the run whose context ctx is, or derives from: a tool's
+// Execute and every hook get such a context. It returns nil outside a run. The RunInfo
+// is the run's own: read it, never change it.
+func RunInfoFromContext(ctx context.Context) *RunInfo {
+	info, _ := ctx.Value(runInfoKey{}).(*RunInfo)
+	return info
 }
 
 // Emit sends a HookEvent to the client, right after the hook returns.

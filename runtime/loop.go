@@ -103,7 +103,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	if threadID == "" {
 		threadID = a.newID("thread")
 	}
-	r.info = &RunInfo{RunID: runID, ThreadID: threadID, Agent: a.cfg.Name, Model: r.model.Name(), Metadata: req.Metadata}
+	r.info = &RunInfo{RunID: runID, ThreadID: threadID, Agent: a.cfg.Name, Model: r.model.Name(), Caller: req.Caller, Metadata: req.Metadata}
 	r.info.emit = func(name string, value any) { r.hookQueue = append(r.hookQueue, &HookEvent{Name: name, Value: value}) }
 	if req.Hooks != nil || a.cfg.Hooks != nil {
 		// Hook failures are logged with the run's id (and, through ctx, its trace).
@@ -118,7 +118,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		}
 	}
 	// The run's span: everything below, hooks included, runs in its context.
-	r.ctx, r.cancel = context.WithCancelCause(r.startTelemetry(ctx))
+	r.ctx, r.cancel = context.WithCancelCause(context.WithValue(r.startTelemetry(ctx), runInfoKey{}, r.info))
 	r.transcript = make([]Message, 0, len(req.Messages)+8)
 	if a.cfg.System != "" {
 		r.transcript = append(r.transcript, SystemMessage(a.cfg.System))
@@ -237,6 +237,7 @@ func (r *run) execute() {
 	}
 	if p := r.req.Resume; p != nil {
 		r.step, r.turn, r.stepInTurn = p.Step, p.Turn, p.StepInTurn
+		r.queued = append(r.queued, p.Steers...)
 		if len(p.Calls) > 0 {
 			if done := r.resumeStep(p); done {
 				return
@@ -267,6 +268,26 @@ func (r *run) endOnContext(pending *Pending) {
 func (r *run) takeSteers() {
 	if r.req.Steer != nil {
 		r.queued = append(r.queued, r.req.Steer()...)
+	}
+}
+
+// takeLastSteers moves queued steers out of the request where the run may end, and,
+// when none are left, closes the request's steering (Request.EndSteer), so that no steer
+// is accepted that the run will not see. It reports whether it found any.
+func (r *run) takeLastSteers() bool {
+	if r.req.EndSteer == nil {
+		n := len(r.queued)
+		r.takeSteers()
+		return len(r.queued) > n
+	}
+	found := false
+	for {
+		s := r.req.EndSteer()
+		if len(s) == 0 {
+			return found
+		}
+		found = true
+		r.queued = append(r.queued, s...)
 	}
 }
 
@@ -383,7 +404,7 @@ func (r *run) runStep() (done bool) {
 			return true
 		}
 		r.takeSteers()
-		if len(r.queued) > 0 {
+		if len(r.queued) > 0 || r.takeLastSteers() {
 			r.step++
 			r.stepInTurn++
 			return false
@@ -429,15 +450,7 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	pcs := make([]*pcall, len(p.Calls))
 	for i, c := range p.Calls {
 		// Results of calls done before the run parked were reported then.
-		pc := &pcall{PendingCall: c, entry: r.tools[c.Call.Name], reported: c.State == CallDone}
-		if pc.entry == nil && pc.State != CallDone {
-			pc.State = CallDone
-			pc.Result = ErrorOutput(r.unknownTool(c.Call.Name))
-		}
-		if pc.entry != nil {
-			pc.autoApprovable = r.toolPolicy(c.Call.Name).Approval < ApprovalAlways
-		}
-		pcs[i] = pc
+		pcs[i] = &pcall{PendingCall: c, entry: r.tools[c.Call.Name], reported: c.State == CallDone}
 	}
 	return r.toolStep(stepCtx, stepID, FinishToolCalls, []Message{msg}, msg, pcs, true)
 }
@@ -598,7 +611,12 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 		r.finishUnread()
 		return
 	}
-	r.takeSteers()
+	r.takeLastSteers()
+	if pending != nil && len(r.queued) > 0 {
+		// A parked run keeps its steers: they take effect where it resumes.
+		pending.Steers = slices.Clip(r.queued)
+		r.queued = nil
+	}
 	for _, s := range r.queued {
 		r.event(eventSteerDropped, attrSteerSeq.Int64(s.Seq), attrReason.String(reason.String()))
 		if !r.emit(&SteerApplied{Seq: s.Seq, Dropped: true, DropReason: "the run ended (" + reason.String() + ") before the steer could be applied"}) {

@@ -41,17 +41,19 @@ func syncArguments(msg Message, pcs []*pcall) {
 }
 
 // toolStep runs steps 7 to 11 of the loop for the calls of one assistant message. With
-// prepared set the calls come from a parked step and skip preparation.
-func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReason, stepMsgs []Message, msg Message, pcs []*pcall, prepared bool) (done bool) {
+// resumed set the calls come from a parked step: those without a result are prepared
+// again (see Request.Resume).
+func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReason, stepMsgs []Message, msg Message, pcs []*pcall, resumed bool) (done bool) {
 	// 7. Prepare: arguments, BeforeTool hooks, policy.
-	if !prepared {
-		for _, c := range pcs {
-			if stop := r.prepare(c); stop != nil {
-				return r.stopStep(stepID, reason, stepMsgs, pcs, stop)
-			}
-			if r.gone {
-				return true
-			}
+	for _, c := range pcs {
+		if c.State == CallDone {
+			continue // a resumed call whose result came before the run parked
+		}
+		if stop := r.prepare(c, resumed); stop != nil {
+			return r.stopStep(stepID, reason, stepMsgs, pcs, stop)
+		}
+		if r.gone {
+			return true
 		}
 	}
 	// Approvals: every request goes out before the first wait.
@@ -105,14 +107,17 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 }
 
 // prepare validates a call, runs the BeforeTool hooks and applies policy. It returns a
-// stop requested by a hook.
-func (r *run) prepare(c *pcall) *StopError {
+// stop requested by a hook. A resumed call keeps the approval it had: one awaiting a
+// decision keeps its approval id, so that the decision a resume carries applies, and one
+// approved needs no new decision while its arguments stay as approved.
+func (r *run) prepare(c *pcall, resumed bool) *StopError {
 	if c.entry == nil {
 		c.resolve(ErrorOutput(r.unknownTool(c.Call.Name)))
 		return nil
 	}
+	prev := c.PendingCall
 	name := c.Call.Name
-	if err := c.entry.schema.Validate(c.Call.Arguments); err != nil {
+	if err := c.entry.schema.ValidateContext(r.ctx, c.Call.Arguments); err != nil {
 		c.resolve(ErrorOutput(fmt.Sprintf("tool %s got %v", name, err)))
 		return nil
 	}
@@ -135,7 +140,7 @@ func (r *run) prepare(c *pcall) *StopError {
 			return nil
 		}
 		if in.Call.Arguments != c.Call.Arguments {
-			if err := c.entry.schema.Validate(in.Call.Arguments); err != nil {
+			if err := c.entry.schema.ValidateContext(r.ctx, in.Call.Arguments); err != nil {
 				c.resolve(ErrorOutput(fmt.Sprintf("tool %s got, from a hook, %v", name, err)))
 				return nil
 			}
@@ -144,13 +149,19 @@ func (r *run) prepare(c *pcall) *StopError {
 		requireApproval = in.RequireApproval
 	}
 	pol := r.toolPolicy(name)
-	switch {
+	c.autoApprovable = pol.Approval < ApprovalAlways
+	switch needs := pol.Approval > ApprovalAuto || requireApproval; {
 	case pol.Disabled:
 		c.resolve(ErrorOutput(fmt.Sprintf("tool %s is disabled for this run", name)))
-	case pol.Approval > ApprovalAuto || requireApproval:
+	case resumed && prev.State == CallAwaitingApproval && c.Call.Arguments == prev.Call.Arguments:
+		// Still asked, even if policy no longer asks: the client may have decided.
+		c.State, c.ApprovalID, c.Reason = CallAwaitingApproval, prev.ApprovalID, prev.Reason
+	case needs && resumed && prev.Approved && c.Call.Arguments == prev.Call.Arguments:
+		c.State = CallReady
+	case needs:
 		c.State = CallAwaitingApproval
 		c.ApprovalID = r.a.newID("appr")
-		c.autoApprovable = pol.Approval < ApprovalAlways
+		c.Approved = false
 		c.Reason = "the policy of tool " + name + " requires an approval"
 		if pol.Approval == ApprovalAuto {
 			c.Reason = "a hook requires an approval for this call"
@@ -219,7 +230,7 @@ func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
 			d.DecidedBy = DecidedByClient
 		}
 		if d.Outcome == OutcomeApproved && d.EditedArguments != "" && d.EditedArguments != c.Call.Arguments {
-			if verr := c.entry.schema.Validate(d.EditedArguments); verr != nil {
+			if verr := c.entry.schema.ValidateContext(r.ctx, d.EditedArguments); verr != nil {
 				d = Decision{Outcome: OutcomeDenied, DecidedBy: d.DecidedBy, Reason: fmt.Sprintf("the edited arguments are not valid: %v", verr)}
 			} else {
 				c.Call.Arguments = d.EditedArguments
@@ -269,7 +280,7 @@ func (r *run) endReason(stepCtx context.Context) string {
 func (r *run) resolveApproval(c *pcall, o Outcome, by DecidedBy, args, reason string) bool {
 	switch o {
 	case OutcomeApproved:
-		c.State = CallReady
+		c.State, c.Approved = CallReady, true
 	case OutcomeDenied:
 		msg := fmt.Sprintf("the call of %s was denied", c.Call.Name)
 		if reason != "" {
@@ -462,6 +473,9 @@ func (r *run) runTool(c *pcall) execDone {
 	var o toolOutcome
 	switch {
 	case errors.Is(res.err, ErrInterrupt):
+		d.parked = true
+	case c.entry.spec.Executor == ExecutorClient && errors.Is(context.Cause(r.ctx), ErrShutdown):
+		// The client may still send the result: to the replica that resumes the run.
 		d.parked = true
 	case res.err == nil:
 		d.out = res.out
