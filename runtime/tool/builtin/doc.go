@@ -6,11 +6,14 @@
 //   - [Calculate] (calculate) evaluates an arithmetic expression with a small parser of
 //     its own: numbers, + - * / %, ^ or ** for powers, parentheses, sqrt() and abs().
 //     Nothing is ever evaluated as code.
-//   - [SaveNote] (save_note) stores a note in an in-memory [Notes] store. It is the one
+//   - [SaveNote] (save_note) stores a note in an in-memory [Notes] store, kept apart per
+//     caller and thread ([NoteScope]) and bounded per scope and in all. It is the one
 //     tool with an effect, so [Policy] makes its calls ask for an approval.
 //   - [HTTPFetch] (http_fetch) GETs an http or https URL whose host is on the allow-list
-//     it is made with, bounded in size and time, redirects included. It is not among
-//     [Tools]: it needs that list. [Policy] makes its calls ask for an approval too.
+//     it is made with, bounded in size and time, redirects included; it connects to
+//     the host's own network (loopback, private, link-local addresses) or a cloud's
+//     metadata service only where the list names the address. It is not among [Tools]:
+//     it needs that list. [Policy] makes its calls ask for an approval too.
 //
 // [Tools] returns the first three:
 //

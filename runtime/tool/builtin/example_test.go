@@ -76,3 +76,17 @@ func ExampleHTTPFetch() {
 	// Output:
 	// host not allowed: "example.org" is not on the allow-list (example.com, *.example.com)
 }
+
+// An address of the host's own network is refused unless the list names it, however
+// the URL writes it; the model reads why.
+func ExampleHTTPFetch_loopback() {
+	tool, err := builtin.HTTPFetch([]string{"*.example.com"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = tool.Execute(context.Background(), runtime.ToolCall{Arguments: `{"url":"http://[::ffff:127.0.0.1]:8080/admin"}`})
+	fmt.Println(err)
+	// Output:
+	// host not allowed: ::ffff:127.0.0.1 is a loopback address, which the allow-list does not name
+}

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -63,95 +64,6 @@ const httpFetchSchema = `{
   "additionalProperties": false
 }`
 
-// hostPattern is one entry of an allow-list: an exact host, or a suffix pattern
-// ("*.example.com") matching the host's subdomains; with a port, only that port.
-type hostPattern struct {
-	host   string // lower case, without a trailing dot; for a suffix pattern ".example.com"
-	suffix bool
-	port   string // "" for any
-}
-
-func (p hostPattern) String() string {
-	s := p.host
-	if p.suffix {
-		s = "*" + s
-	}
-	if p.port != "" {
-		s = net.JoinHostPort(s, p.port)
-	}
-	return s
-}
-
-// parseHostPattern reads an allow-list entry: "example.com", "*.example.com",
-// "127.0.0.1", "[::1]", each optionally with ":port".
-func parseHostPattern(s string) (hostPattern, error) {
-	raw := s
-	s = strings.ToLower(strings.TrimSpace(s))
-	if strings.Contains(s, "/") {
-		return hostPattern{}, fmt.Errorf("%q: want a host name such as example.com or *.example.com, not a URL", raw)
-	}
-	var p hostPattern
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
-		h, port, err := net.SplitHostPort(s)
-		if err != nil {
-			if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
-				return hostPattern{}, fmt.Errorf("%q: %v", raw, err)
-			}
-			h = s[1 : len(s)-1] // "[::1]" without a port
-		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return hostPattern{}, fmt.Errorf("%q: invalid port %q", raw, port)
-		}
-		s, p.port = h, port
-	}
-	if rest, ok := strings.CutPrefix(s, "*."); ok {
-		p.suffix, s = true, rest
-	}
-	s = strings.TrimSuffix(s, ".")
-	switch {
-	case s == "":
-		return hostPattern{}, fmt.Errorf("%q: empty host", raw)
-	case net.ParseIP(s) != nil:
-		if p.suffix {
-			return hostPattern{}, fmt.Errorf("%q: a * pattern needs a domain, not an IP address", raw)
-		}
-	case !validHostname(s):
-		return hostPattern{}, fmt.Errorf("%q: want a host name such as example.com, *.example.com or an IP address, optionally with :port", raw)
-	}
-	if p.suffix {
-		s = "." + s
-	}
-	p.host = s
-	return p, nil
-}
-
-// validHostname reports whether s is made of DNS labels: letters, digits, '-' and '_'.
-func validHostname(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(s, ".") {
-		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
-			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func (p hostPattern) match(host, port string) bool {
-	if p.port != "" && p.port != port {
-		return false
-	}
-	if p.suffix {
-		return strings.HasSuffix(host, p.host)
-	}
-	return host == p.host
-}
-
 // fetcher is the http_fetch tool.
 type fetcher struct {
 	allow    []hostPattern
@@ -160,35 +72,76 @@ type fetcher struct {
 	client   *http.Client
 	spec     runtime.ToolSpec
 	hosts    string // allow, as text for the description and refusals
+
+	// lookup and dial are the network of the default transport, which checks every
+	// address it dials; they are seams for tests.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // HTTPFetch returns the http_fetch tool, which GETs an http or https URL whose host is
-// on allowHosts and returns a [FetchResult]. An entry of allowHosts is a host name
-// ("example.com"), a pattern matching every subdomain of a domain ("*.example.com", which
-// does not match example.com itself), or an IP address ("127.0.0.1", "[::1]"); each may
-// name a port ("example.com:8443"), and without one allows every port. An empty list
-// refuses every fetch, with an error saying so. An entry that is none of these is an
-// error.
+// on allowHosts and returns a [FetchResult]. An entry of allowHosts is one of
 //
-// Redirects are followed (at most 10) only to http or https URLs on the list. The body
-// is read up to [WithFetchMaxBytes] (1 MiB by default) and cut there, with Truncated
-// set and a note at its end; the whole fetch takes at most [WithFetchTimeout] (10s by
-// default). Text content (text/*, JSON, XML, JavaScript) is the body; an image within
-// the limit is attached as [runtime.Media], and other binary content becomes a short
-// note. A fetch that fails (a host not allowed, a refused redirect, no answer in time)
-// is an error; an answer with any status is a result.
+//   - a host name ("example.com");
+//   - a pattern matching every subdomain of a domain ("*.example.com", which does not
+//     match example.com itself);
+//   - an IP address ("10.0.0.7", "::1" or "[::1]");
+//   - a CIDR prefix ("10.0.0.0/8", "fd00::/8"), matching every address it holds.
 //
-// A host name on the list is trusted with whatever it resolves to: the list is checked
-// against URLs, not addresses. The tool's description names the allowed hosts, so the
-// model knows what it may fetch. [WithFetchTransport] replaces the HTTP transport.
+// The first three may name a port ("example.com:8443", "[::1]:8080"); without one they
+// allow every port. An empty list refuses every fetch, with an error saying so. An
+// entry that is none of these is an error naming it.
+//
+// Host names in URLs are compared in one form: lower case, without a trailing dot, in
+// ASCII as the URL gives them (a name that is not ASCII is refused: write it in
+// punycode). A name pattern never matches an IP address: a URL that names an address
+// ("http://10.0.0.7/", "http://[::1]/") is fetched only when an address or a prefix
+// entry holds it, and an IPv6 address with a zone ("[fe80::1%25eth0]") is never
+// fetched.
+//
+// The model cannot reach the host's own network through a name either. Unless an
+// address or a prefix entry holds it, http_fetch refuses to connect to a loopback,
+// private (RFC 1918, fc00::/7), link-local (169.254.0.0/16, fe80::/10), unspecified,
+// multicast, shared (CGNAT, 100.64.0.0/10) or otherwise reserved address, and to an
+// IPv4-mapped, IPv4-compatible, NAT64, 6to4 or Teredo address holding one of these.
+// A cloud metadata address (169.254.169.254, fd00:ec2::254, 100.100.100.200,
+// 168.63.129.16, 169.254.170.2) needs an entry of that very address: a prefix holding
+// it is not enough. The check is made when the transport dials, on the addresses the
+// name resolved to for that connection, and the connection goes to the address checked,
+// so a name that resolves to a public address once and to a private one later (DNS
+// rebinding) is refused the second time. Proxies from the environment are not used: a
+// proxy would resolve the names itself.
+//
+// Redirects are followed (at most 10) only to http or https URLs the list allows, and
+// their connections are checked like the first. The body is read up to
+// [WithFetchMaxBytes] (1 MiB by default) and cut there, with Truncated set and a note at
+// its end; the whole fetch takes at most [WithFetchTimeout] (10s by default). Text
+// content (text/*, JSON, XML, JavaScript) is the body; an image within the limit is
+// attached as [runtime.Media], and other binary content becomes a short note. A fetch
+// that fails (a host not allowed, a refused redirect or address, no answer in time) is
+// an error, wrapping [ErrHostNotAllowed] when the list refused it; an answer with any
+// status is a result.
+//
+// [WithFetchTransport] replaces the HTTP transport, and with it the check of addresses
+// at dial time: the host names and addresses in URLs, redirects included, are still
+// checked as above, but where a name leads is then the transport's business. The
+// tool's description names the allowed hosts, so the model knows what it may fetch.
 func HTTPFetch(allowHosts []string, opts ...Option) (runtime.Tool, error) {
 	o := newOptions(opts)
-	f := &fetcher{maxBytes: DefaultFetchMaxBytes, timeout: DefaultFetchTimeout}
+	f := &fetcher{maxBytes: DefaultFetchMaxBytes, timeout: DefaultFetchTimeout, lookup: o.fetchLookup, dial: o.fetchDial}
 	if o.fetchMaxBytes > 0 {
 		f.maxBytes = o.fetchMaxBytes
 	}
 	if o.fetchTimeout > 0 {
 		f.timeout = o.fetchTimeout
+	}
+	if f.lookup == nil {
+		f.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if f.dial == nil {
+		f.dial = (&net.Dialer{}).DialContext
 	}
 	var errs []error
 	for i, h := range allowHosts {
@@ -204,9 +157,11 @@ func HTTPFetch(allowHosts []string, opts ...Option) (runtime.Tool, error) {
 	}
 	rt := o.fetchTransport
 	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		t.DialContext = f.dialContext
 		// No idle connections: a tool has no Close, and a kept connection would hold
 		// goroutines for as long as the server keeps it open.
-		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DisableKeepAlives = true
 		rt = t
 	}
@@ -247,17 +202,136 @@ func (f *fetcher) check(u *url.URL) error {
 	if len(f.allow) == 0 {
 		return fmt.Errorf("%w: %q: no host may be fetched, the tool's allow-list is empty", ErrHostNotAllowed, u.Hostname())
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	for _, p := range f.allow {
-		if p.match(host, port) {
-			return nil
-		}
+	name, ip, err := parseHost(u.Hostname())
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrHostNotAllowed, err)
+	case ip.IsValid():
+		return f.checkIP(ip, port, u.Hostname(), u.Host)
+	case f.nameAllowed(name, port):
+		return nil
 	}
 	return fmt.Errorf("%w: %q is not on the allow-list (%s)", ErrHostNotAllowed, u.Host, f.hosts)
+}
+
+// nameAllowed reports whether a name entry of the list allows the host name on the port.
+func (f *fetcher) nameAllowed(name, port string) bool {
+	for _, p := range f.allow {
+		if p.matchName(name, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// named says whether an address entry of the list names ip on the port (allowed), or
+// on other ports only (named).
+func (f *fetcher) named(ip netip.Addr, port string, metadata bool) (allowed, named bool) {
+	for _, p := range f.allow {
+		n, onPort := p.matchIP(ip, port, metadata)
+		if onPort {
+			return true, true
+		}
+		named = named || n
+	}
+	return false, named
+}
+
+// checkIP refuses an address given as the host of a URL that no address entry of the
+// list allows; the refusal names it as the URL wrote it, as addr (its host) or hostPort
+// (its host and port).
+func (f *fetcher) checkIP(ip netip.Addr, port, addr, hostPort string) error {
+	ip = ip.Unmap()
+	kind, metadata := special(ip)
+	allowed, named := f.named(ip, port, metadata)
+	switch {
+	case allowed:
+		return nil
+	case kind != "" && !named:
+		return fmt.Errorf("%w: %s is %s, which the allow-list does not name", ErrHostNotAllowed, addr, kind)
+	}
+	return fmt.Errorf("%w: %q is not on the allow-list (%s)", ErrHostNotAllowed, hostPort, f.hosts)
+}
+
+// checkResolved refuses an address a host name on the list resolved to, when it is one
+// the list must name ([special]) and does not.
+func (f *fetcher) checkResolved(name string, ip netip.Addr, port string) error {
+	if ip.Zone() != "" {
+		return fmt.Errorf("%w: %s resolves to an IPv6 address with a zone, which cannot be fetched", ErrHostNotAllowed, name)
+	}
+	ip = ip.Unmap()
+	kind, metadata := special(ip)
+	if kind == "" {
+		return nil
+	}
+	allowed, named := f.named(ip, port, metadata)
+	switch {
+	case allowed:
+		return nil
+	case named:
+		return fmt.Errorf("%w: %s resolves to %s, which the allow-list names for other ports than %s", ErrHostNotAllowed, name, kind, port)
+	}
+	return fmt.Errorf("%w: %s resolves to %s, which the allow-list does not name", ErrHostNotAllowed, name, kind)
+}
+
+// dialContext is the default transport's dialer. It checks the host again, resolves a
+// name itself, and connects only to the addresses the list allows, by address, so
+// that the address checked is the address connected to.
+func (f *fetcher) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	name, ip, err := parseHost(host)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrHostNotAllowed, err)
+	}
+	var ips []netip.Addr
+	if ip.IsValid() {
+		if err := f.checkIP(ip, port, host, addr); err != nil {
+			return nil, err
+		}
+		ips = append(ips, ip.Unmap())
+	} else {
+		if !f.nameAllowed(name, port) {
+			return nil, fmt.Errorf("%w: %q is not on the allow-list (%s)", ErrHostNotAllowed, addr, f.hosts)
+		}
+		found, err := f.lookup(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		var refused error
+		for _, ip := range found {
+			if err := f.checkResolved(name, ip, port); err != nil {
+				refused = cmp.Or(refused, err)
+				continue
+			}
+			ips = append(ips, ip.Unmap())
+		}
+		switch {
+		case len(ips) > 0:
+		case refused != nil:
+			return nil, refused
+		default:
+			return nil, fmt.Errorf("lookup %s: no addresses", host)
+		}
+	}
+	var first error
+	for _, ip := range ips {
+		c, err := f.dial(ctx, network, net.JoinHostPort(ip.String(), port))
+		if err == nil {
+			return c, nil
+		}
+		first = cmp.Or(first, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, first
 }
 
 func (f *fetcher) checkRedirect(req *http.Request, via []*http.Request) error {

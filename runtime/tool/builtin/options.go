@@ -1,7 +1,10 @@
 package builtin
 
 import (
+	"context"
+	"net"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -15,6 +18,10 @@ type options struct {
 	fetchMaxBytes  int64
 	fetchTimeout   time.Duration
 	fetchTransport http.RoundTripper
+
+	// The network of HTTPFetch's default transport, for tests; nil means the host's.
+	fetchLookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	fetchDial   func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func newOptions(opts []Option) options {
@@ -35,8 +42,9 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithNotes makes [Tools] store notes in n, where the caller can list them. Without it,
-// Tools makes a store of its own that nobody else can read. [SaveNote] takes its store as
+// WithNotes makes [Tools] store notes in n, where the caller can list them
+// ([Notes.List], [Notes.ListIn]). Without it, Tools makes a store of its own that nobody
+// else can read. [SaveNote] takes its store as
 // an argument and ignores this option.
 func WithNotes(n *Notes) Option {
 	return func(o *options) { o.notes = n }
@@ -55,9 +63,11 @@ func WithFetchTimeout(d time.Duration) Option {
 }
 
 // WithFetchTransport makes [HTTPFetch] send its requests through rt, for a proxy of the
-// embedder's or a test's fake network; the allow-list is checked before rt sees a
-// request, redirects included. Nil keeps the default: [http.DefaultTransport]'s settings
-// (proxies from the environment) without keep-alives.
+// embedder's or a test's fake network. The allow-list is checked on every URL before rt
+// sees a request, redirects included, but the addresses rt connects to are rt's
+// business: the default transport's check of every address it dials (see [HTTPFetch])
+// is gone with it. Nil keeps the default: [http.DefaultTransport]'s settings without
+// proxies or keep-alives, dialing only addresses the allow-list allows.
 func WithFetchTransport(rt http.RoundTripper) Option {
 	return func(o *options) { o.fetchTransport = rt }
 }
