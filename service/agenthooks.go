@@ -1,10 +1,16 @@
 package service
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/hooks/budget"
@@ -58,16 +64,85 @@ type AuditConfig struct {
 
 // RemoteHookConfig names a remote hook.
 type RemoteHookConfig struct {
-	// Address of the HookService, host:port (plaintext; keep it on loopback or a
-	// private network).
+	// Address of the HookService: a gRPC target such as host:port,
+	// dns:///hooks.internal:7070 or unix:///run/agentd/hook.sock. On a loopback address
+	// or a Unix socket the connection is plaintext unless TLS is set; any other address
+	// needs TLS, or Plaintext to say that its network is trusted otherwise.
 	Address string `yaml:"address"`
 	// Points are the hook points called: before_run, before_model, after_model,
 	// before_tool, after_tool, after_run. Empty means before_tool and after_tool.
 	Points []string `yaml:"points,omitempty"`
 	// Timeout bounds each call; zero means 2s.
 	Timeout Duration `yaml:"timeout,omitempty"`
-	// FailClosed stops the run when the hook cannot answer; by default the run goes on.
+	// FailClosed stops the run when the hook cannot answer (down, too slow, or its
+	// certificate does not verify); by default the run goes on. A hook that denies
+	// calls wants it: a policy that is down must not let calls through.
 	FailClosed bool `yaml:"fail_closed,omitempty"`
+	// TLS connects over TLS; tls: {} verifies the server against the system's CAs.
+	TLS *RemoteHookTLSConfig `yaml:"tls,omitempty"`
+	// Plaintext allows a connection without TLS to an address that is neither on
+	// loopback nor a Unix socket, for a network that protects it otherwise (a service
+	// mesh's mTLS, a private link). Calls carry tool arguments and outputs, and the
+	// hook's answers decide what runs: whoever is on the path reads and forges them.
+	Plaintext bool `yaml:"plaintext,omitempty"`
+}
+
+// RemoteHookTLSConfig configures TLS to a remote hook. Its files are PEM, read when the
+// registry is built (a changed file takes effect when agentd starts again); relative
+// paths are from agentd's working directory.
+type RemoteHookTLSConfig struct {
+	// CAFile holds the CA certificates that verify the server; empty means the
+	// system's.
+	CAFile string `yaml:"ca_file,omitempty"`
+	// CertFile and KeyFile are the client certificate and its key agentd presents to a
+	// server that asks for one (mTLS); both or neither.
+	CertFile string `yaml:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty"`
+	// ServerName is the name the server's certificate must hold; empty means the host
+	// of Address.
+	ServerName string `yaml:"server_name,omitempty"`
+}
+
+// load reads the files and returns the client's TLS configuration; errors name the
+// field at fault after prefix.
+func (c *RemoteHookTLSConfig) load(prefix string) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+	var errs []error
+	if c.CAFile != "" {
+		pemData, err := os.ReadFile(c.CAFile)
+		tc.RootCAs = x509.NewCertPool()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.ca_file: %w", prefix, err))
+		} else if !tc.RootCAs.AppendCertsFromPEM(pemData) {
+			errs = append(errs, fmt.Errorf("%s.ca_file: %s holds no PEM certificate", prefix, c.CAFile))
+		}
+	}
+	switch {
+	case c.CertFile == "" && c.KeyFile == "":
+	case c.CertFile == "" || c.KeyFile == "":
+		errs = append(errs, fmt.Errorf("%s: cert_file and key_file go together (mTLS): give both or neither", prefix))
+	default:
+		certPEM, err := os.ReadFile(c.CertFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.cert_file: %w", prefix, err))
+		}
+		keyPEM, kerr := os.ReadFile(c.KeyFile)
+		if kerr != nil {
+			errs = append(errs, fmt.Errorf("%s.key_file: %w", prefix, kerr))
+		}
+		if err == nil && kerr == nil {
+			cert, err := tls.X509KeyPair(certPEM, keyPEM)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s.cert_file, key_file: %v", prefix, err))
+			} else {
+				tc.Certificates = []tls.Certificate{cert}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return tc, nil
 }
 
 // build makes the agent's hooks. The returned closers release remote connections.
@@ -116,9 +191,30 @@ func (h HooksConfig) build(log *slog.Logger) (runtime.Hooks, []func() error, err
 			}
 			opts = append(opts, remote.WithPoints(points...))
 		}
+		prefix := fmt.Sprintf("hooks.remote[%d]", i)
+		switch {
+		case c.TLS != nil && c.Plaintext:
+			errs = append(errs, fmt.Errorf("%s: tls and plaintext: true exclude each other; keep one", prefix))
+			continue
+		case c.TLS != nil:
+			tc, err := c.TLS.load(prefix + ".tls")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			opts = append(opts, remote.WithTLS(tc))
+		case c.Plaintext:
+			opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials())))
+		}
 		rh, err := remote.Dial(c.Address, opts...)
+		if errors.Is(err, remote.ErrPlaintext) {
+			errs = append(errs, fmt.Errorf("%s.address: %s is neither on loopback nor a Unix socket, and calls to it would be plaintext: "+
+				"set tls (tls: {} trusts the system's CAs; ca_file for a private CA, cert_file and key_file for mTLS), "+
+				"or plaintext: true if its network is protected otherwise", prefix, c.Address))
+			continue
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("hooks.remote[%d]: %v", i, err))
+			errs = append(errs, fmt.Errorf("%s: %v", prefix, err))
 			continue
 		}
 		closers = append(closers, rh.Close)

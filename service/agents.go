@@ -113,7 +113,11 @@ type AgentConfig struct {
 type HTTPFetchConfig struct {
 	// AllowHosts are the hosts the tool may fetch from, redirects included: host names
 	// ("example.com"), "*.example.com" for every subdomain of example.com (not
-	// example.com itself), IP addresses; each optionally with ":port". Required.
+	// example.com itself), IP addresses, each optionally with ":port", and CIDR
+	// prefixes ("10.0.0.0/8"). Loopback, private, link-local and other internal
+	// addresses, whether a URL names them or a listed name resolves to them, are reached
+	// only where an IP or CIDR entry names them (a cloud metadata address only by an
+	// entry of its own). Required.
 	AllowHosts []string `yaml:"allow_hosts"`
 	// MaxBytes is how much of a body is read before it is cut; 0 means 1 MiB. The
 	// agent's max_tool_output_bytes still bounds what the model reads.
@@ -267,6 +271,9 @@ func knownFields(typeName string) string {
 		reflect.TypeFor[PolicyConfig](), reflect.TypeFor[ToolPolicyConfig](),
 		reflect.TypeFor[MCPServerConfig](), reflect.TypeFor[HTTPFetchConfig](),
 		reflect.TypeFor[HooksConfig](), reflect.TypeFor[ModelSettings](),
+		reflect.TypeFor[RemoteHookConfig](), reflect.TypeFor[RemoteHookTLSConfig](),
+		reflect.TypeFor[LoopDetectConfig](), reflect.TypeFor[BudgetConfig](),
+		reflect.TypeFor[ErrorBreakerConfig](), reflect.TypeFor[AuditConfig](),
 	} {
 		if t.String() != typeName {
 			continue

@@ -10,6 +10,18 @@
 //	defer h.Close()
 //	grpc.NewServer(grpc.ChainStreamInterceptor(hooks.StreamServerInterceptor(h)))
 //
+// The connection is plaintext only to a hook server on a loopback address or a Unix
+// socket. To any other address [Dial] wants [WithTLS] (a private CA, a client
+// certificate for mTLS, the server name to verify), or transport credentials of the
+// caller's choosing with [WithDialOptions]; without them it fails with [ErrPlaintext]:
+//
+//	h, err := remote.Dial("dns:///policy.internal:7070",
+//		remote.WithTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}),
+//		remote.WithFailClosed(true))
+//
+// A server whose certificate does not verify is a failed call like an unreachable one,
+// handled by the fail mode below.
+//
 // Each configured point is one unary RPC on the run's path: the run waits for the answer,
 // at most the timeout ([WithTimeout], 2 s by default). The answers map onto the runtime's
 // hook inputs:
@@ -32,7 +44,10 @@
 // server had answered DECISION_CONTINUE. Fail-closed ([WithFailClosed]) stops the run
 // with the reason "hook unreachable: …" (timeouts, unavailable servers) or "hook failed:
 // …" (anything else). AfterRun cannot stop a run, so its failures are only logged. A call
-// cut short because the run itself was cancelled is not a failure.
+// cut short because the run itself was cancelled is not a failure. A hook that enforces
+// a policy (one that denies calls or stops runs) wants fail-closed: a policy server that
+// is down, or one agentd cannot verify, must not let the calls through. Fail-open suits
+// hooks that observe or enrich.
 //
 // At the points not configured ([WithPoints]; BeforeTool and AfterTool by default) the
 // hook does nothing, as runtime.NoHooks. OnEvent and OnError are never called remotely:

@@ -2,8 +2,11 @@ package remote_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -86,4 +89,28 @@ func ExampleParsePoint() {
 	_ = remote.WithPoints(points...)
 	// Output:
 	// [BeforeTool AfterTool AfterRun]
+}
+
+func ExampleWithTLS() {
+	// The CA that signed the hook server's certificate, and the certificate agentd
+	// presents to a server that asks for one (mTLS).
+	caPEM, err := os.ReadFile("/etc/agentd/hooks-ca.pem")
+	if err != nil {
+		panic(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		panic("no CA certificate in /etc/agentd/hooks-ca.pem")
+	}
+	cert, err := tls.LoadX509KeyPair("/etc/agentd/hooks-client.pem", "/etc/agentd/hooks-client-key.pem")
+	if err != nil {
+		panic(err)
+	}
+	hook, err := remote.Dial("dns:///policy.internal:7070",
+		remote.WithTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}),
+		remote.WithFailClosed(true)) // a policy that cannot be asked lets nothing through
+	if err != nil {
+		panic(err)
+	}
+	defer hook.Close()
 }

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -17,6 +18,8 @@ type options struct {
 	log        *slog.Logger
 	name       string
 	dialOpts   []grpc.DialOption
+	useTLS     bool
+	tls        *tls.Config
 }
 
 // DefaultTimeout bounds each call of the hook server unless [WithTimeout] says otherwise.
@@ -78,10 +81,21 @@ func WithName(name string) Option {
 	return func(o *options) { o.name = name }
 }
 
+// WithTLS makes [Dial] connect over TLS with cfg: RootCAs to trust a private CA
+// (nil: the system's roots), Certificates for a client certificate (mTLS), ServerName
+// when the server's certificate names a host other than the target's. A nil cfg means
+// TLS with the system's roots. cfg is cloned; the clone gets TLS 1.2 as its minimum
+// version unless cfg names one. WithTLS replaces any transport credentials given with
+// [WithDialOptions]. [New] ignores it.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) { o.useTLS, o.tls = true, cfg }
+}
+
 // WithDialOptions sets the options [Dial] creates its connection with (transport
-// credentials, a stats handler for tracing, keepalives). Without them Dial connects
-// with insecure credentials, fit for a hook server on localhost or a Unix socket.
-// [New] ignores them.
+// credentials, a stats handler for tracing, keepalives). Given any, Dial adds no
+// credentials of its own but those of [WithTLS]: the options must then hold the
+// transport credentials, insecure.NewCredentials() among them for plaintext to a
+// server whose network is trusted otherwise. [New] ignores them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }

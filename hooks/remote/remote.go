@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -104,14 +106,39 @@ func New(conn grpc.ClientConnInterface, opts ...Option) *Hook {
 	return &Hook{client: hooksv1.NewHookServiceClient(conn), name: name, points: o.points, timeout: o.timeout, failClosed: o.failClosed, log: o.log}
 }
 
+// ErrPlaintext is the error of [Dial] asked for plaintext to a target that is neither a
+// loopback address nor a Unix socket: what a hook sees (tool arguments, messages,
+// outputs) would cross the network in the clear, and whoever is on the path could answer
+// in the hook server's place.
+var ErrPlaintext = errors.New("remote: plaintext to a hook server that is neither on loopback nor on a Unix socket")
+
 // Dial returns a Hook with a connection of its own to the hook server at target (a gRPC
 // target such as "dns:///hooks.internal:9000" or "unix:///run/agentd/hook.sock"); close it
-// with [Hook.Close]. Connecting is lazy: an unreachable server is a failure of the
-// calls, handled by the fail mode, not an error of Dial.
+// with [Hook.Close]. Connecting is lazy: an unreachable server, or one whose certificate
+// does not verify, is a failure of the calls, handled by the fail mode, not an error of
+// Dial.
+//
+// The connection is over TLS with [WithTLS]. Without it and without [WithDialOptions],
+// Dial connects in plaintext only to a target on a loopback address ("localhost",
+// 127.0.0.0/8, ::1) or a Unix socket ("unix:", "unix-abstract:"), and refuses any other
+// with an error that wraps [ErrPlaintext].
 func Dial(target string, opts ...Option) (*Hook, error) {
 	o := evaluate(opts)
-	dopts := o.dialOpts
-	if len(dopts) == 0 {
+	dopts := slices.Clone(o.dialOpts)
+	switch {
+	case o.useTLS:
+		cfg := o.tls.Clone()
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		if cfg.MinVersion == 0 {
+			cfg.MinVersion = tls.VersionTLS12
+		}
+		dopts = append(dopts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	case len(dopts) == 0:
+		if !isLocal(target) {
+			return nil, fmt.Errorf("%w: %s; give WithTLS, or the transport credentials of its network with WithDialOptions", ErrPlaintext, target)
+		}
 		dopts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	cc, err := grpc.NewClient(target, dopts...)
