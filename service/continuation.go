@@ -45,7 +45,7 @@ const (
 // The kinds of refused continuation. Every error of open and check wraps exactly one.
 var (
 	errContinuationMalformed = errors.New("continuation malformed")
-	errContinuationForged    = errors.New("continuation forged")
+	errContinuationForged    = errors.New("continuation signature does not match")
 	errContinuationExpired   = errors.New("continuation expired")
 	errContinuationMismatch  = errors.New("continuation mismatch")
 )
@@ -128,7 +128,7 @@ func (c *continuationCodec) open(b []byte) (*continuation, error) {
 	}
 	body, mac := b[:len(b)-continuationMACSize], b[len(b)-continuationMACSize:]
 	if !hmac.Equal(mac, c.mac(body)) {
-		return nil, fmt.Errorf("%w: the signature does not match; it was altered, or signed with another key", errContinuationForged)
+		return nil, fmt.Errorf("%w: it was signed with another key than this replica's (replicas hold different keys), or altered; every replica that may resume a run needs the same key (AGENTD_CONTINUATION_KEY or --continuation-key-file)", errContinuationForged)
 	}
 	var w wireContinuation
 	if err := json.Unmarshal(body[1:], &w); err != nil {
@@ -202,6 +202,14 @@ type wirePending struct {
 	StepID     string       `json:"id,omitempty"`
 	Message    *wireMessage `json:"m,omitempty"`
 	Calls      []wireCall   `json:"c,omitempty"`
+	Steers     []wireSteer  `json:"q,omitempty"`
+}
+
+// wireSteer is a steer the run accepted and had not applied when it parked.
+type wireSteer struct {
+	Seq       int64        `json:"s,omitempty"`
+	Message   *wireMessage `json:"m,omitempty"`
+	Interrupt bool         `json:"i,omitempty"`
 }
 
 type wireCall struct {
@@ -209,6 +217,7 @@ type wireCall struct {
 	State      runtime.CallState `json:"s,omitempty"`
 	ApprovalID string            `json:"a,omitempty"`
 	Reason     string            `json:"r,omitempty"`
+	Approved   bool              `json:"ok,omitempty"`
 	Result     *wireOutput       `json:"o,omitempty"`
 }
 
@@ -270,8 +279,12 @@ func toWirePending(p *runtime.Pending) *wirePending {
 			State:      c.State,
 			ApprovalID: c.ApprovalID,
 			Reason:     c.Reason,
+			Approved:   c.Approved,
 			Result:     toWireOutput(c.Result),
 		})
+	}
+	for _, st := range p.Steers {
+		w.Steers = append(w.Steers, wireSteer{Seq: st.Seq, Message: toWireMessage(st.Message), Interrupt: st.Interrupt})
 	}
 	return w
 }
@@ -287,8 +300,12 @@ func (w *wirePending) runtime() *runtime.Pending {
 			State:      c.State,
 			ApprovalID: c.ApprovalID,
 			Reason:     c.Reason,
+			Approved:   c.Approved,
 			Result:     c.Result.runtime(),
 		})
+	}
+	for _, st := range w.Steers {
+		p.Steers = append(p.Steers, runtime.Steer{Seq: st.Seq, Message: st.Message.runtime(), Interrupt: st.Interrupt})
 	}
 	return p
 }

@@ -47,6 +47,7 @@ func richPending() *runtime.Pending {
 				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_1", Name: "add", Arguments: `{"a": 1,  "b":2}`, Executor: runtime.ExecutorServer}},
 				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_2", Name: "search", Arguments: `{"q":"<b>&amp;</b>"}`, Executor: runtime.ExecutorServer}},
 				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_3", Name: "ask_user", Arguments: `{}`, Executor: runtime.ExecutorClient}},
+				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_7", Name: "add", Arguments: `{"a":2}`, Executor: runtime.ExecutorServer}},
 				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_4", Name: "shell", Arguments: "{\n  \"cmd\": \"ls\"\n}", Executor: runtime.ExecutorServer}},
 				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_5", Name: "render", Arguments: `{}`, Executor: runtime.ExecutorServer}},
 				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_6", Name: "noop", Arguments: ``, Executor: runtime.ExecutorServer}},
@@ -72,6 +73,11 @@ func richPending() *runtime.Pending {
 				State: runtime.CallReady,
 			},
 			{
+				Call:     runtime.ToolCall{ID: "call_7", Name: "add", Arguments: `{"a":2}`, Executor: runtime.ExecutorServer},
+				State:    runtime.CallReady,
+				Approved: true,
+			},
+			{
 				Call:       runtime.ToolCall{ID: "call_4", Name: "shell", Arguments: "{\n  \"cmd\": \"rm -rf /tmp/x\"\n}", Executor: runtime.ExecutorServer},
 				State:      runtime.CallAwaitingApproval,
 				ApprovalID: "appr_1",
@@ -90,6 +96,11 @@ func richPending() *runtime.Pending {
 				State:  runtime.CallDone,
 				Result: runtime.Output{JSON: json.RawMessage{}}, // set but empty: stays set
 			},
+		},
+		// Steers accepted and not applied when the run parked.
+		Steers: []runtime.Steer{
+			{Seq: 4, Message: runtime.Message{ID: "msg_s", Role: runtime.RoleUser, Parts: []runtime.Part{{Kind: runtime.PartText, Text: "also <this>"}}}},
+			{Seq: 9, Message: runtime.UserMessage("stop that"), Interrupt: true},
 		},
 	}
 }
@@ -250,7 +261,8 @@ func TestContinuationOpenRefuses(t *testing.T) {
 		{"payload edited, MAC kept", mutate(func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"a":"assistant"`), []byte(`"a":"superuser"`), 1)
 		}), errContinuationForged, "signature"},
-		{"signed with another key", otherKey, errContinuationForged, "another key"},
+		// Replicas holding different keys is the usual cause: the error names the setting.
+		{"signed with another key", otherKey, errContinuationForged, "replicas hold different keys), or altered; every replica that may resume a run needs the same key (AGENTD_CONTINUATION_KEY or --continuation-key-file)"},
 		{"version 0", withVersion(0), errContinuationMalformed, "unsupported version 0"},
 		{"version 2, correctly signed", withVersion(2), errContinuationMalformed, "unsupported version 2"},
 		{"not a continuation", []byte("hello, this is not a continuation at all"), errContinuationMalformed, "unsupported version 104"},

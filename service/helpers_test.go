@@ -33,6 +33,13 @@ type scripted struct {
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
 func newTestServer(t testing.TB, cfg service.Config, agents ...scripted) *servicetest.Server {
 	t.Helper()
+	return newTestServerWith(t, cfg, service.RegistryOptions{}, agents...)
+}
+
+// newTestServerWith is newTestServer with registry options (hooks, say); their Resolve
+// and Logger are the test's.
+func newTestServerWith(t testing.TB, cfg service.Config, ropts service.RegistryOptions, agents ...scripted) *servicetest.Server {
+	t.Helper()
 	models := map[string]*rt.Model{}
 	acfg := service.DefaultAgentsConfig()
 	for _, a := range agents {
@@ -56,7 +63,8 @@ func newTestServer(t testing.TB, cfg service.Config, agents ...scripted) *servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	reg, err := service.NewRegistry(acfg, service.RegistryOptions{Resolve: service.NewModelResolver(providers...), Logger: cfg.Logger})
+	ropts.Resolve, ropts.Logger = service.NewModelResolver(providers...), cfg.Logger
+	reg, err := service.NewRegistry(acfg, ropts)
 	if err != nil {
 		t.Fatal(err)
 	}

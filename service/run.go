@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -20,7 +23,7 @@ import (
 
 // Run implements agentdv1.AgentServiceServer: a whole conversation on one stream.
 func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) error {
-	first, err := stream.Recv()
+	first, err := s.recvStart(stream)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "start", Description: "the stream closed before its start message"}})
@@ -44,11 +47,33 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	// Client messages are read once run_started is out, so that it stays the first event
 	// and every ack follows it.
 	ss.started = func() { go ss.receive(stream.Recv) }
-	rf, err := ss.executeStreaming(req)
-	if err != nil {
-		return err
+	return ss.executeStreaming(req)
+}
+
+// recvStart reads a Run stream's first message, which must come within the start
+// timeout: a stream that never starts a run does not hold the server. The receive it
+// waits for is not joined: when the time is up the handler returns, and the end of the
+// RPC ends the receive.
+func (s *Server) recvStart(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) (*agentdv1.RunRequest, error) {
+	type received struct {
+		req *agentdv1.RunRequest
+		err error
 	}
-	return runStatus(rf.GetError())
+	ch := make(chan received, 1)
+	go func() {
+		req, err := stream.Recv()
+		ch <- received{req, err}
+	}()
+	t := time.NewTimer(s.cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.req, r.err
+	case <-t.C:
+		return nil, statusError(codes.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
+	case <-stream.Context().Done():
+		return nil, status.FromContextError(stream.Context().Err()).Err()
+	}
 }
 
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
@@ -64,11 +89,7 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 		return err
 	}
 	defer s.endSession(ss)
-	rf, err := ss.executeStreaming(req)
-	if err != nil {
-		return err
-	}
-	return runStatus(rf.GetError())
+	return ss.executeStreaming(req)
 }
 
 // ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
@@ -91,12 +112,6 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 		return nil, err
 	}
 	return resp, nil
-}
-
-// executeStreaming runs the session with heartbeats and go_away.
-func (ss *session) executeStreaming(req *runtime.Request) (*agentdv1.RunFinished, error) {
-	defer ss.keepAlive()()
-	return ss.execute(req)
 }
 
 // newSession checks a RunSpec and prepares its run. Errors are gRPC statuses: nothing has
@@ -133,7 +148,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		approvals:   map[string]*approvalSlot{},
 		clientCalls: map[string]*clientSlot{},
 		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
+		msgLimit:    rate.NewLimiter(rate.Limit(s.cfg.MessageRate), s.cfg.MessageBurst),
 		toolParams:  map[string]runtime.ToolSpec{},
+		schemas:     map[string]*runtime.Schema{},
 		hasher:      newTranscriptHasher(),
 	}
 	if mode != modeRun {
@@ -151,7 +168,11 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	}
 
 	var fe fieldErrors
-	req := &runtime.Request{RunID: ss.runID, ThreadID: ss.thread, Steer: ss.drainSteers, Interrupt: &ss.interrupt, Approve: ss.approve}
+	caller := ""
+	if s.cfg.Caller != nil {
+		caller = s.cfg.Caller(ctx)
+	}
+	req := &runtime.Request{RunID: ss.runID, ThreadID: ss.thread, Caller: caller, Steer: ss.drainSteers, EndSteer: ss.endSteer, Interrupt: &ss.interrupt, Approve: ss.approve}
 	// The hooks the server's interceptors put on the RPC's context run first, in the
 	// order they were installed; the agent's own hooks follow (runtime.Config.Hooks).
 	if hs := hooks.FromContext(ctx); len(hs) > 0 {
@@ -167,7 +188,11 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		fe.add("start.client_tools", "%d client tools declared; the limit is %d", n, s.cfg.MaxClientTools)
 	}
 	policy := runtime.Policy{Tools: map[string]runtime.ToolPolicy{}}
+	schemaBytes := 0
 	for i, ctool := range spec.GetClientTools() {
+		if i == s.cfg.MaxClientTools {
+			break // refused above; the rest is not worth compiling
+		}
 		f := fmt.Sprintf("start.client_tools[%d]", i)
 		name := ctool.GetSpec().GetName()
 		if _, clash := ss.toolParams[name]; clash {
@@ -182,14 +207,25 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 				continue
 			}
 			ts.Parameters = json.RawMessage(raw)
+			if schemaBytes += len(raw); schemaBytes > s.cfg.MaxClientSchemaBytes {
+				fe.add("start.client_tools", "the client tools' schemas hold more than %d bytes together, as many as the server compiles for one run", s.cfg.MaxClientSchemaBytes)
+				break
+			}
 		}
-		if _, err := runtime.CompileSchema(ts.Parameters); err != nil {
+		// Compiled once, within the runtime's limits: a schema whose validation could
+		// cost too much is refused here, before the run starts.
+		schema, err := runtime.CompileSchema(ts.Parameters)
+		if err != nil {
 			fe.add(f+".spec.parameters", "not a usable JSON Schema: %v", err)
 			continue
 		}
+		ss.schemas[name] = schema
 		if d := ctool.GetTimeout(); d != nil {
-			if d.AsDuration() <= 0 {
+			switch t := d.AsDuration(); {
+			case t <= 0:
 				fe.add(f+".timeout", "must be positive")
+			case t > s.cfg.MaxClientToolTimeout:
+				fe.add(f+".timeout", "%s is longer than the server allows, %s", t, s.cfg.MaxClientToolTimeout)
 			}
 			ts.Timeout = d.AsDuration()
 		}
@@ -197,7 +233,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 			policy.Tools[name] = runtime.ToolPolicy{Approval: runtime.ApprovalAlways}
 		}
 		ss.toolParams[name] = ts
-		req.ClientTools = append(req.ClientTools, ss.clientTool(ts))
+		req.ClientTools = append(req.ClientTools, ss.clientTool(ts, schema))
 	}
 
 	// Settings: a client may tighten the agent's policy, never loosen it.
@@ -232,8 +268,11 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	if ss.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == modeRun {
 		req.ApprovalTimeout = s.cfg.ApprovalTimeout
 		if d := cfg.GetApprovalTimeout(); d != nil {
-			if d.AsDuration() <= 0 {
+			switch t := d.AsDuration(); {
+			case t <= 0:
 				fe.add("start.config.approval_timeout", "must be positive")
+			case t > s.cfg.MaxApprovalTimeout:
+				fe.add("start.config.approval_timeout", "%s is longer than the server allows, %s", t, s.cfg.MaxApprovalTimeout)
 			}
 			req.ApprovalTimeout = d.AsDuration()
 		}
@@ -284,7 +323,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		if err != nil {
 			return nil, nil, continuationStatus(err)
 		}
-		ss.preload(ct.Pending, spec, &fe)
+		ss.preload(ctx, ct.Pending, spec, &fe)
 		req.Resume = ct.Pending
 	}
 	if len(fe) > 0 {
@@ -296,9 +335,16 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		}
 	}
 
-	// Admission.
+	// Admission: the caller's share first, then the server's.
+	if caller != "" && s.cfg.MaxRunsPerCaller > 0 {
+		if !s.callers.admit(caller, s.cfg.MaxRunsPerCaller) {
+			return nil, nil, statusError(codes.ResourceExhausted, reasonTooManyCallerRuns, fmt.Sprintf("caller %s has %d runs in progress, as many as the server allows one caller: start this one when one of them ends", caller, s.cfg.MaxRunsPerCaller), map[string]string{"limit": strconv.Itoa(s.cfg.MaxRunsPerCaller)})
+		}
+		ss.caller = caller
+	}
 	if n := s.active.Add(1); n > int64(s.cfg.MaxConcurrentRuns) {
 		s.active.Add(-1)
+		s.callers.release(ss.caller)
 		return nil, nil, statusError(codes.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
 	}
 	s.runs.Add(1)
@@ -306,6 +352,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	ss.ctx, ss.cancel = context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.stopRuns, func() { ss.cancel(context.Cause(s.stopRuns)) })
 	ss.stopAfter = stop
+	if send != nil {
+		ss.out = newOutbox(send, func(err error) { ss.cancel(err) })
+	}
 	return ss, req, nil
 }
 
@@ -334,7 +383,7 @@ func transcriptBytes(spec *agentdv1.RunSpec) int {
 
 // preload checks the decisions and client tool results a resume carries against the
 // parked step, and keeps them for the run.
-func (ss *session) preload(p *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) {
+func (ss *session) preload(ctx context.Context, p *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) {
 	awaiting := map[string]runtime.PendingCall{}
 	ready := map[string]runtime.PendingCall{}
 	if p != nil {
@@ -359,7 +408,7 @@ func (ss *session) preload(p *runtime.Pending, spec *agentdv1.RunSpec, fe *field
 			fe.add(f+".approval_id", "%q is decided twice", d.GetApprovalId())
 			continue
 		}
-		rd, refusal := ss.decision(d, c.Call.Name, c.Call.Arguments)
+		rd, refusal := ss.decision(ctx, d, c.Call.Name, c.Call.Arguments)
 		if refusal != nil {
 			fe.add(f, "%s", refusal.GetMessage())
 			continue
@@ -399,6 +448,7 @@ func continuationStatus(err error) error {
 func (s *Server) endSession(ss *session) {
 	ss.stopAfter()
 	ss.cancel(nil)
+	s.callers.release(ss.caller)
 	s.active.Add(-1)
 	s.runs.Done()
 }

@@ -35,22 +35,60 @@ type Config struct {
 	MaxConcurrentRuns int
 	// MaxClientTools bounds the client tools one run may declare; 0 means 64.
 	MaxClientTools int
+	// MaxClientSchemaBytes bounds the JSON Schemas of a run's client tools together, in
+	// bytes of their JSON text: compiling a schema costs time in proportion to its size,
+	// and every start compiles its client tools' schemas. Each schema is also bounded on
+	// its own by runtime.SchemaLimits. 0 means 256 KiB.
+	MaxClientSchemaBytes int
 	// MaxTranscriptBytes bounds the size of a start's transcript: its messages (as
 	// encoded on the wire) and its input. A larger one is refused with INVALID_ARGUMENT
 	// naming the limit. 0 means 2 MiB: more than the context window of most models, less
 	// than gRPC's default 4 MiB message limit. A server that raises the message limit
 	// (grpc.MaxRecvMsgSize) for long resumed transcripts raises this one too.
 	MaxTranscriptBytes int
+	// MaxRunsPerCaller bounds the runs in progress of one caller (see Caller), so that
+	// one caller cannot take every slot of MaxConcurrentRuns; past it its new runs get
+	// RESOURCE_EXHAUSTED. 0 means no limit per caller.
+	MaxRunsPerCaller int
+	// Caller names who makes an RPC, from its context: per-caller limits and per-caller
+	// state (Request.Caller, which tools such as save_note keep notes apart by) key on
+	// it. An empty name is anonymous: no per-caller limit applies to it. Nil means every
+	// caller is anonymous.
+	Caller func(ctx context.Context) string
+	// StartTimeout bounds how long a Run stream may stay open without its start message;
+	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
+	StartTimeout time.Duration
+	// StallTimeout bounds how long a stream's client may read nothing while agentd has
+	// an event to send it (gRPC flow control holds the send): past it the run ends FAILED
+	// (reason CLIENT_STALLED) with its transcript, and the RPC ends with that outcome.
+	// 0 means 2 minutes.
+	StallTimeout time.Duration
 	// SteerRate and SteerBurst bound a run's steers (a token bucket); 0 means 5 a second
 	// with bursts of 10.
 	SteerRate  float64
 	SteerBurst int
+	// MaxQueuedSteers and MaxQueuedSteerBytes bound the steers a run holds that it has
+	// not applied yet (while it waits on an approval, say); a steer past either is
+	// refused in its ack, naming the limit. 0 means 16 steers and 1 MiB.
+	MaxQueuedSteers     int
+	MaxQueuedSteerBytes int
+	// MessageRate and MessageBurst bound every client message of a Run stream after
+	// start, whatever its kind (pings included): a token bucket per stream. A message
+	// past it is refused in its ack. 0 means 50 a second with bursts of 100.
+	MessageRate  float64
+	MessageBurst int
 	// ApprovalTimeout is how long an approval waits under APPROVAL_POLICY_ASK when the
-	// client names none; 0 means 10 minutes.
+	// client names none; 0 means 10 minutes, or MaxApprovalTimeout if that is shorter.
 	ApprovalTimeout time.Duration
+	// MaxApprovalTimeout is the longest approval_timeout a client may ask for; a longer
+	// one is refused with INVALID_ARGUMENT. 0 means 24 hours.
+	MaxApprovalTimeout time.Duration
 	// ClientToolTimeout is how long a client tool call waits for its result when the
-	// client names none; 0 means 5 minutes.
+	// client names none; 0 means 5 minutes, or MaxClientToolTimeout if that is shorter.
 	ClientToolTimeout time.Duration
+	// MaxClientToolTimeout is the longest timeout a client may give one of its tools; a
+	// longer one is refused with INVALID_ARGUMENT. 0 means 1 hour.
+	MaxClientToolTimeout time.Duration
 	// HeartbeatInterval is the silence after which a stream gets a heartbeat; 0 means 15 s.
 	HeartbeatInterval time.Duration
 	// Now is the clock; nil means time.Now.
@@ -75,8 +113,9 @@ type Server struct {
 	agents *Registry
 	codec  *continuationCodec
 
-	active atomic.Int64   // runs in progress
-	runs   sync.WaitGroup // one per run in progress
+	active  atomic.Int64   // runs in progress
+	runs    sync.WaitGroup // one per run in progress
+	callers callerRuns     // runs in progress per caller
 
 	drainOnce   sync.Once
 	drainCtx    context.Context // done when draining starts
@@ -100,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxClientTools <= 0 {
 		cfg.MaxClientTools = 64
 	}
+	if cfg.MaxClientSchemaBytes <= 0 {
+		cfg.MaxClientSchemaBytes = 256 << 10
+	}
 	if cfg.MaxTranscriptBytes <= 0 {
 		cfg.MaxTranscriptBytes = 2 << 20
 	}
@@ -109,12 +151,39 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SteerBurst <= 0 {
 		cfg.SteerBurst = 10
 	}
+	if cfg.MaxQueuedSteers <= 0 {
+		cfg.MaxQueuedSteers = 16
+	}
+	if cfg.MaxQueuedSteerBytes <= 0 {
+		cfg.MaxQueuedSteerBytes = 1 << 20
+	}
+	if cfg.MessageRate <= 0 {
+		cfg.MessageRate = 50
+	}
+	if cfg.MessageBurst <= 0 {
+		cfg.MessageBurst = 100
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 2 * time.Minute
+	}
 	if cfg.ApprovalTimeout <= 0 {
 		cfg.ApprovalTimeout = 10 * time.Minute
+	}
+	if cfg.MaxApprovalTimeout <= 0 {
+		cfg.MaxApprovalTimeout = 24 * time.Hour
 	}
 	if cfg.ClientToolTimeout <= 0 {
 		cfg.ClientToolTimeout = 5 * time.Minute
 	}
+	if cfg.MaxClientToolTimeout <= 0 {
+		cfg.MaxClientToolTimeout = time.Hour
+	}
+	// The defaults stay within the limits a client is held to.
+	cfg.ApprovalTimeout = min(cfg.ApprovalTimeout, cfg.MaxApprovalTimeout)
+	cfg.ClientToolTimeout = min(cfg.ClientToolTimeout, cfg.MaxClientToolTimeout)
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 15 * time.Second
 	}
@@ -203,6 +272,39 @@ func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// callerRuns counts the runs in progress of each caller. It is safe for concurrent use;
+// callers with no run in progress take no memory.
+type callerRuns struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// admit counts a run of caller unless it has limit in progress already.
+func (c *callerRuns) admit(caller string, limit int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[caller] >= limit {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[caller]++
+	return true
+}
+
+// release ends a run admit counted; an empty caller was not counted.
+func (c *callerRuns) release(caller string) {
+	if caller == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[caller]--; c.n[caller] <= 0 {
+		delete(c.n, caller)
 	}
 }
 

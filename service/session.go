@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -45,6 +46,9 @@ type session struct {
 	thread string
 	reqID  string
 	send   func(*agentdv1.RunEvent) error // nil for ExecuteRun
+	out    *outbox                        // sends what send sends; nil for ExecuteRun
+	// caller is the key of the per-caller run limit; empty when none applies.
+	caller string
 	// stopAfter unhooks the session from the server's shutdown.
 	stopAfter func() bool
 	// started, if set, is called once run_started has been sent.
@@ -54,8 +58,12 @@ type session struct {
 
 	// Set up before the run starts, read-only after.
 	toolParams map[string]runtime.ToolSpec // every tool of the run, for edited arguments
-	hasher     *transcriptHasher           // the transcript so far: history, then each step's messages
-	startHash  *transcriptHasher           // the history alone
+	// schemas are the compiled schemas of the run's tools, for edited arguments: the
+	// client tools' from the start, the agent's tools' compiled when first needed. Only
+	// the goroutine that reads client messages uses it once the run has started.
+	schemas   map[string]*runtime.Schema
+	hasher    *transcriptHasher // the transcript so far: history, then each step's messages
+	startHash *transcriptHasher // the history alone
 
 	mu              sync.Mutex
 	seq             int64
@@ -66,28 +74,40 @@ type session struct {
 	inputDoneCh     chan struct{}
 	approvals       map[string]*approvalSlot
 	clientCalls     map[string]*clientSlot
-	steers          []runtime.Steer
+	steers          []runtime.Steer // accepted, not yet taken by the run
+	steerBytes      int             // the encoded size of steers
+	steerClosed     bool            // the run takes no more steers (Request.EndSteer)
 	interrupt       runtime.Interrupter
 	steerLimit      *rate.Limiter
+	msgLimit        *rate.Limiter // every client message after start
 	clientCancelled bool
+	stalled         bool // the client read nothing for the stall timeout
 	preDecisions    map[string]runtime.Decision
 	preResults      map[string]runtime.Output
 	step            runtime.StepStarted // the last step started, for checkpoints
 }
 
+// approvalSlot is an approval the run asked the client for. A decision is accepted only
+// while the run still waits for it: closed says why it no longer does.
 type approvalSlot struct {
 	tool, args string
 	decided    bool
+	closed     string
 	ch         chan runtime.Decision
 }
 
+// clientSlot is a client tool call whose result the run awaits; closed says why it no
+// longer does.
 type clientSlot struct {
-	done bool
-	ch   chan runtime.Output
+	done   bool
+	closed string
+	ch     chan runtime.Output
 }
 
-// sendLocked stamps and sends one event; numbered events take the next seq. A failed
-// send cancels the run: the client is gone.
+// sendLocked stamps one event and queues it for the stream; numbered events take the
+// next seq. It never blocks: the order events are queued in, under mu, is the order they
+// go out in. A failed send has cancelled the run (the client is gone): its error comes
+// back from every later call.
 func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	if ss.sendErr != nil {
 		return ss.sendErr
@@ -100,21 +120,26 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	ev.RunId = ss.runID
 	ev.Time = timestamppb.New(now)
 	ss.lastSent = now
-	if ss.send == nil {
+	if ss.out == nil {
 		return nil
 	}
-	if err := ss.send(ev); err != nil {
+	if err := ss.out.put(ev); err != nil {
 		ss.sendErr = err
-		ss.cancel(err)
 		return err
 	}
 	return nil
 }
 
+// sendEvent sends one of the run's events. Called on the run's goroutine, it waits while
+// the client is behind, which holds the model back.
 func (ss *session) sendEvent(ev *agentdv1.RunEvent) error {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.sendLocked(ev, true)
+	err := ss.sendLocked(ev, true)
+	ss.mu.Unlock()
+	if err == nil && ss.out != nil {
+		err = ss.out.wait(ss.ctx)
+	}
+	return err
 }
 
 // ackLocked answers a client message.
@@ -152,33 +177,53 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 			ss.closeInput()
 			return
 		}
-		ss.handle(req)
+		if !ss.handle(req) {
+			// Over the stream's message rate: read nothing more until the bucket has a
+			// token again, so that a client flooding the stream is held back by flow
+			// control instead of being served at the flood's pace.
+			if ss.msgLimit.Wait(ss.ctx) != nil {
+				ss.msgLimit = nil // the run is over: the rest is read and ignored
+			}
+		}
 	}
 }
 
-// handle acts on one client message after start.
-func (ss *session) handle(req *agentdv1.RunRequest) {
+// handle acts on one client message after start. It returns false when the message was
+// refused for the stream's message rate.
+func (ss *session) handle(req *agentdv1.RunRequest) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended {
-		return // run_finished is out: the stream carries nothing more
+		return true // run_finished is out: the stream carries nothing more
 	}
 	seq := req.GetClientSeq()
+	if _, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel); !cancel && ss.msgLimit != nil && !ss.msgLimit.Allow() {
+		// A cancel is never refused: it is one message, and it ends the flood.
+		ss.ackLocked(seq, ackError("RATE_LIMITED", "too many messages on this stream: at most %g a second (burst %d)", float64(ss.msgLimit.Limit()), ss.msgLimit.Burst()))
+		return false
+	}
 	if fe := takeInvalidUTF8(req); fe != nil {
 		// Decoded with the strings made valid (Codec): refused, and the run goes on.
 		ss.ackLocked(seq, utf8Refusal(fe))
-		return
+		return true
 	}
 	switch k := req.GetKind().(type) {
 	case *agentdv1.RunRequest_Start:
 		ss.ackLocked(seq, ackError("ALREADY_STARTED", "the run has already started: one run per stream"))
 	case *agentdv1.RunRequest_ApprovalDecision:
-		ss.decideLocked(seq, k.ApprovalDecision)
+		// Validating edited arguments must not hold up the run's events.
+		ss.mu.Unlock()
+		ss.decide(seq, k.ApprovalDecision)
+		ss.mu.Lock()
 	case *agentdv1.RunRequest_Steer:
 		ss.steerLocked(seq, k.Steer)
 	case *agentdv1.RunRequest_ToolResult:
 		ss.toolResultLocked(seq, k.ToolResult)
 	case *agentdv1.RunRequest_Cancel:
+		if refusal := ss.endingLocked(); refusal != nil {
+			ss.ackLocked(seq, refusal)
+			return true
+		}
 		ss.ackLocked(seq, nil)
 		ss.clientCancelled = true
 		reason := k.Cancel.GetReason()
@@ -192,11 +237,31 @@ func (ss *session) handle(req *agentdv1.RunRequest) {
 	default:
 		ss.ackLocked(seq, ackError("EMPTY_MESSAGE", "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
 	}
+	return true
+}
+
+// endingLocked refuses input once the run's context is done: whatever the message asks,
+// the run will not act on it any more.
+func (ss *session) endingLocked() *agentdv1.RunError {
+	if ss.ctx.Err() == nil {
+		return nil
+	}
+	why := "it is ending"
+	switch cause := context.Cause(ss.ctx); {
+	case errors.Is(cause, errClientCancel):
+		why = "it was cancelled"
+	case errors.Is(cause, runtime.ErrShutdown):
+		why = "the server is shutting down; resume it from its continuation on another replica"
+	case errors.Is(cause, errClientStalled):
+		why = "its client read nothing for too long"
+	}
+	return ackError("RUN_ENDING", "the run cannot act on this any more: %s", why)
 }
 
 // decision turns a client's approval decision into the runtime's, checking it against
-// the call: outcome, editability and the tool's schema.
-func (ss *session) decision(d *agentdv1.ApprovalDecision, tool, args string) (runtime.Decision, *agentdv1.RunError) {
+// the call: outcome, editability and the tool's schema. It validates edited arguments,
+// which may take a while, so it is called without mu held; ctx bounds the validation.
+func (ss *session) decision(ctx context.Context, d *agentdv1.ApprovalDecision, tool, args string) (runtime.Decision, *agentdv1.RunError) {
 	rd := runtime.Decision{Reason: d.GetReason(), DecidedBy: runtime.DecidedByClient}
 	switch d.GetOutcome() {
 	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED:
@@ -216,12 +281,14 @@ func (ss *session) decision(d *agentdv1.ApprovalDecision, tool, args string) (ru
 	if err != nil {
 		return rd, ackError("INVALID_ARGUMENTS", "edited_arguments: %v", err)
 	}
-	spec := ss.toolParams[tool]
-	schema, err := runtime.CompileSchema(spec.Parameters)
-	if err != nil {
-		return rd, ackError("INVALID_ARGUMENTS", "tool %s has no usable schema: %v", tool, err)
+	schema := ss.schemas[tool]
+	if schema == nil {
+		if schema, err = runtime.CompileSchema(ss.toolParams[tool].Parameters); err != nil {
+			return rd, ackError("INVALID_ARGUMENTS", "tool %s has no usable schema: %v", tool, err)
+		}
+		ss.schemas[tool] = schema
 	}
-	if err := schema.Validate(edited); err != nil {
+	if err := schema.ValidateContext(ctx, edited); err != nil {
 		return rd, ackError("INVALID_ARGUMENTS", "edited_arguments for tool %s: %v", tool, err)
 	}
 	if edited != args {
@@ -230,17 +297,29 @@ func (ss *session) decision(d *agentdv1.ApprovalDecision, tool, args string) (ru
 	return rd, nil
 }
 
-func (ss *session) decideLocked(seq int64, d *agentdv1.ApprovalDecision) {
+// decide acts on a client's approval decision. It is called without mu held: edited
+// arguments are validated outside the lock, then the approval is checked again.
+func (ss *session) decide(seq int64, d *agentdv1.ApprovalDecision) {
+	ss.mu.Lock()
 	slot := ss.approvals[d.GetApprovalId()]
-	switch {
-	case slot == nil:
-		ss.ackLocked(seq, ackError("UNKNOWN_APPROVAL", "no approval %q is open in this run", d.GetApprovalId()))
-		return
-	case slot.decided:
-		ss.ackLocked(seq, ackError("ALREADY_DECIDED", "approval %q was already decided", d.GetApprovalId()))
+	refusal := ss.approvalRefusalLocked(slot, d.GetApprovalId())
+	if refusal != nil {
+		ss.ackLocked(seq, refusal)
+		ss.mu.Unlock()
 		return
 	}
-	rd, refusal := ss.decision(d, slot.tool, slot.args)
+	tool, args := slot.tool, slot.args
+	ss.mu.Unlock()
+	rd, refusal := ss.decision(ss.ctx, d, tool, args)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended {
+		return
+	}
+	if refusal == nil {
+		// The approval may have closed while the arguments were validated.
+		refusal = ss.approvalRefusalLocked(slot, d.GetApprovalId())
+	}
 	if refusal != nil {
 		ss.ackLocked(seq, refusal)
 		return
@@ -250,30 +329,60 @@ func (ss *session) decideLocked(seq int64, d *agentdv1.ApprovalDecision) {
 	slot.ch <- rd // buffered: the waiting Approve picks it up after the ack went out
 }
 
+// approvalRefusalLocked says why approval id takes no decision, or nil when it does.
+func (ss *session) approvalRefusalLocked(slot *approvalSlot, id string) *agentdv1.RunError {
+	switch {
+	case slot == nil:
+		return ackError("UNKNOWN_APPROVAL", "no approval %q is open in this run", id)
+	case slot.decided:
+		return ackError("ALREADY_DECIDED", "approval %q was already decided", id)
+	case slot.closed != "":
+		return ackError("APPROVAL_CLOSED", "approval %q is no longer open: %s", id, slot.closed)
+	}
+	return ss.endingLocked()
+}
+
 func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
+	if refusal := ss.endingLocked(); refusal != nil {
+		ss.ackLocked(seq, refusal)
+		return
+	}
+	if ss.steerClosed {
+		ss.ackLocked(seq, ackError("RUN_ENDING", "the run is ending and takes no more steers: start a new run with this input"))
+		return
+	}
 	var m runtime.Message
+	size := 0
 	switch {
 	case st.GetMessage() != nil && st.GetText() != "":
 		ss.ackLocked(seq, ackError("INVALID_STEER", "set message or text, not both"))
 		return
 	case st.GetMessage() != nil:
-		var fe fieldErrors
 		pm := st.GetMessage()
 		if pm.GetRole() == agentdv1.Role_ROLE_UNSPECIFIED {
 			pm = &agentdv1.Message{Id: pm.GetId(), Role: agentdv1.Role_ROLE_USER, Parts: pm.GetParts()}
 		}
-		m = messageFromProto(pm, "steer.message", &fe)
-		if m.Role != runtime.RoleUser {
-			fe.add("steer.message.role", "a steer is a user message")
-		}
+		var fe fieldErrors
+		m = steerMessage(pm, &fe)
 		if len(fe) > 0 {
 			ss.ackLocked(seq, ackError("INVALID_STEER", "%s", fe.summary()))
 			return
 		}
+		size = proto.Size(pm)
 	case st.GetText() != "":
 		m = runtime.UserMessage(st.GetText())
+		size = len(st.GetText())
 	default:
 		ss.ackLocked(seq, ackError("INVALID_STEER", "a steer needs a message or a text"))
+		return
+	}
+	cfg := &ss.srv.cfg
+	switch {
+	case len(ss.steers) >= cfg.MaxQueuedSteers:
+		ss.ackLocked(seq, ackError("STEER_QUEUE_FULL", "%d steers already wait to be applied, as many as this server holds for a run: send this one once steer_applied reports them", len(ss.steers)))
+		return
+	case ss.steerBytes+size > cfg.MaxQueuedSteerBytes:
+		ss.ackLocked(seq, ackError("STEER_QUEUE_FULL", "the steers waiting to be applied would hold %d bytes, more than the %d this server holds for a run: send this one once steer_applied reports them", ss.steerBytes+size, cfg.MaxQueuedSteerBytes))
 		return
 	}
 	if !ss.steerLimit.Allow() {
@@ -283,15 +392,51 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
 	ss.ackLocked(seq, nil)
 	ss.steers = append(ss.steers, runtime.Steer{Seq: seq, Message: m, Interrupt: interrupt})
+	ss.steerBytes += size
 	if interrupt {
 		ss.interrupt.Interrupt()
 	}
 }
 
+// steerMessage converts a steer's message, which must be what a start's new input may
+// be: a user message of text and media.
+func steerMessage(pm *agentdv1.Message, fe *fieldErrors) runtime.Message {
+	m := messageFromProto(pm, "steer.message", fe)
+	if m.Role != runtime.RoleUser {
+		fe.add("steer.message.role", "a steer is a user message")
+	}
+	for j, p := range m.Parts {
+		if p.Kind != runtime.PartText && p.Kind != runtime.PartMedia {
+			fe.add(fmt.Sprintf("steer.message.parts[%d]", j), "a steer holds text and media; %s parts come from the model and tools, never from a steer", partKindName(p.Kind))
+		}
+	}
+	return m
+}
+
+func partKindName(k runtime.PartKind) string {
+	switch k {
+	case runtime.PartReasoning:
+		return "reasoning"
+	case runtime.PartToolCall:
+		return "tool_call"
+	case runtime.PartToolResult:
+		return "tool_result"
+	}
+	return "these"
+}
+
 func (ss *session) toolResultLocked(seq int64, tr *agentdv1.ToolResult) {
 	slot := ss.clientCalls[tr.GetToolCallId()]
-	if slot == nil || slot.done {
+	switch {
+	case slot == nil || slot.done:
 		ss.ackLocked(seq, ackError("UNKNOWN_TOOL_CALL", "no client tool call %q is waiting for a result", tr.GetToolCallId()))
+		return
+	case slot.closed != "":
+		ss.ackLocked(seq, ackError("TOOL_CALL_CLOSED", "client tool call %q no longer waits for a result: %s", tr.GetToolCallId(), slot.closed))
+		return
+	}
+	if refusal := ss.endingLocked(); refusal != nil {
+		ss.ackLocked(seq, refusal)
 		return
 	}
 	out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
@@ -309,61 +454,119 @@ func (ss *session) drainSteers() []runtime.Steer {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s := ss.steers
-	ss.steers = nil
+	ss.steers, ss.steerBytes = nil, 0
 	return s
 }
 
+// endSteer is Request.EndSteer: the queued steers, or, with none, the end of steering.
+func (ss *session) endSteer() []runtime.Steer {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.steers) == 0 {
+		ss.steerClosed = true
+		return nil
+	}
+	s := ss.steers
+	ss.steers, ss.steerBytes = nil, 0
+	return s
+}
+
+// closeSlot records why an approval no longer takes a decision.
+func (ss *session) closeSlot(slot *approvalSlot, why string) {
+	if slot == nil {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if slot.closed == "" && !slot.decided {
+		slot.closed = why
+	}
+}
+
+// waitEnded says why a wait for the client ended without its answer; expired is what
+// the wait's own deadline means.
+func (ss *session) waitEnded(ctx context.Context, expired string) string {
+	switch {
+	case ss.ctx.Err() != nil:
+		return "the run is ending"
+	case ctx.Err() != nil:
+		return expired
+	}
+	return "the run parked; resume it with the continuation"
+}
+
 // approve is Request.Approve: it applies the run's approval policy, answers from the
-// decisions a resume carried, or waits for the client.
+// decisions a resume carried, or waits for the client. However it returns, the
+// approval takes no decision afterwards: one acked is one applied.
 func (ss *session) approve(ctx context.Context, req runtime.ApprovalRequest) (runtime.Decision, error) {
 	ss.mu.Lock()
+	slot := ss.approvals[req.ID]
 	if d, ok := ss.preDecisions[req.ID]; ok {
 		delete(ss.preDecisions, req.ID)
-		if slot := ss.approvals[req.ID]; slot != nil {
+		if slot != nil {
 			slot.decided = true
 		}
 		ss.mu.Unlock()
 		return d, nil
 	}
-	slot := ss.approvals[req.ID]
 	ss.mu.Unlock()
 	switch ss.policy {
 	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_DENY:
+		ss.closeSlot(slot, "the run's approval policy denied it")
 		return runtime.Decision{Outcome: runtime.OutcomeDenied, DecidedBy: runtime.DecidedByPolicy, Reason: "the run's approval policy denies calls that need an approval"}, nil
 	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_APPROVE:
 		if req.AutoApprovable {
+			ss.closeSlot(slot, "the run's approval policy approved it")
 			return runtime.Decision{Outcome: runtime.OutcomeApproved, DecidedBy: runtime.DecidedByPolicy}, nil
 		}
 	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT:
+		ss.closeSlot(slot, "the run parked; resume it with the continuation and this decision")
 		return runtime.Decision{}, runtime.ErrInterrupt
 	}
 	if ss.mode != modeRun || slot == nil {
+		ss.closeSlot(slot, "the run parked; resume it with the continuation and this decision")
 		return runtime.Decision{}, runtime.ErrInterrupt
 	}
 	select {
 	case d := <-slot.ch:
 		return d, nil
 	case <-ctx.Done():
-		return runtime.Decision{}, ctx.Err()
 	case <-ss.inputDoneCh:
-		select {
-		case d := <-slot.ch:
-			return d, nil
-		default:
-		}
-		// A client that went away (its RPC cancelled, its connection closed) also ends
-		// the input, but it cancels the run: only a half-close parks it.
-		if err := ctx.Err(); err != nil {
-			return runtime.Decision{}, err
-		}
-		return runtime.Decision{}, runtime.ErrInterrupt // the client left: park
 	}
+	// The wait ended; a decision may have been acked just before.
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	select {
+	case d := <-slot.ch:
+		return d, nil
+	default:
+	}
+	slot.closed = ss.waitEnded(ctx, "it expired")
+	if err := ctx.Err(); err != nil {
+		return runtime.Decision{}, err
+	}
+	// A client that went away (its RPC cancelled, its connection closed) also ends the
+	// input, but it cancels the run: only a half-close parks it.
+	if err := ss.ctx.Err(); err != nil {
+		return runtime.Decision{}, err
+	}
+	return runtime.Decision{}, runtime.ErrInterrupt // the client left: park
 }
 
+// compiledTool is a tool that carries its compiled schema (runtime.SchemaTool), so that
+// the runtime does not compile a client tool's schema a second time.
+type compiledTool struct {
+	runtime.Tool
+	schema *runtime.Schema
+}
+
+func (t compiledTool) Schema() *runtime.Schema { return t.schema }
+
 // clientTool is the runtime tool behind a tool the client runs: Execute waits for the
-// client's tool_result, or parks the run when the client cannot answer.
-func (ss *session) clientTool(spec runtime.ToolSpec) runtime.Tool {
-	return runtime.NewTool(spec, func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+// client's tool_result, or parks the run when the client cannot answer. However it
+// returns, the call takes no result afterwards: one acked is one used.
+func (ss *session) clientTool(spec runtime.ToolSpec, schema *runtime.Schema) runtime.Tool {
+	return compiledTool{schema: schema, Tool: runtime.NewTool(spec, func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
 		ss.mu.Lock()
 		if out, ok := ss.preResults[call.ID]; ok {
 			delete(ss.preResults, call.ID)
@@ -372,43 +575,53 @@ func (ss *session) clientTool(spec runtime.ToolSpec) runtime.Tool {
 		}
 		slot := ss.clientCalls[call.ID]
 		ss.mu.Unlock()
-		defer func() {
-			ss.mu.Lock()
-			if slot != nil {
-				slot.done = true // a late result is refused
-			}
-			ss.mu.Unlock()
-		}()
 		if ss.mode != modeRun || slot == nil {
+			if slot != nil {
+				ss.mu.Lock()
+				slot.closed = "the run parked; resume it with the continuation and this result"
+				ss.mu.Unlock()
+			}
 			return runtime.Output{}, runtime.ErrInterrupt
 		}
 		select {
 		case out := <-slot.ch:
 			return out, nil
 		case <-ctx.Done():
-			return runtime.Output{}, ctx.Err()
 		case <-ss.inputDoneCh:
-			select {
-			case out := <-slot.ch:
-				return out, nil
-			default:
-			}
-			if err := ctx.Err(); err != nil {
-				return runtime.Output{}, err // the client went away: see approve
-			}
-			return runtime.Output{}, runtime.ErrInterrupt
 		}
-	})
+		// The wait ended; a result may have been acked just before.
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		select {
+		case out := <-slot.ch:
+			return out, nil
+		default:
+		}
+		slot.closed = ss.waitEnded(ctx, "it timed out")
+		if err := ctx.Err(); err != nil {
+			return runtime.Output{}, err
+		}
+		if err := ss.ctx.Err(); err != nil {
+			return runtime.Output{}, err // the client went away: see approve
+		}
+		return runtime.Output{}, runtime.ErrInterrupt
+	})}
 }
 
 // keepAlive sends a heartbeat after each interval of silence, and go_away when the server
-// starts draining, until the returned stop is called. It holds no goroutine while idle:
-// a parked run costs what its state costs, not a goroutine's stack.
+// starts draining, until the returned stop is called; it also ends the run of a client
+// that read nothing for the stall timeout. It holds no goroutine while idle: a parked run
+// costs what its state costs, not a goroutine's stack.
 func (ss *session) keepAlive() (stop func()) {
 	interval := ss.srv.cfg.HeartbeatInterval
+	stallCheck := ss.srv.cfg.StallTimeout / 4
 	stopped := false
 	var t *time.Timer
 	beat := func() {
+		if ss.out.stalledFor() >= ss.srv.cfg.StallTimeout {
+			ss.stall()
+			return
+		}
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
 		if stopped || ss.ended {
@@ -416,13 +629,16 @@ func (ss *session) keepAlive() (stop func()) {
 		}
 		silent := ss.srv.now().Sub(ss.lastSent)
 		if silent >= interval {
-			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: ss.seq}}}, false)
+			// Behind events the client has not read yet, a heartbeat says nothing.
+			if !ss.out.pending() {
+				ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: ss.seq}}}, false)
+			}
 			silent = 0
 		}
-		t.Reset(interval - silent)
+		t.Reset(min(interval-silent, stallCheck))
 	}
 	ss.mu.Lock()
-	t = time.AfterFunc(interval, beat)
+	t = time.AfterFunc(min(interval, stallCheck), beat)
 	ss.mu.Unlock()
 	stopDrain := context.AfterFunc(ss.srv.drainCtx, func() {
 		left := max(ss.srv.drainDeadline().Sub(ss.srv.now()), 0)
@@ -439,6 +655,18 @@ func (ss *session) keepAlive() (stop func()) {
 		t.Stop()
 		stopDrain()
 	}
+}
+
+// stall ends the run of a client that has read nothing for the stall timeout: what is
+// queued for it is dropped, and the run ends FAILED (CLIENT_STALLED) with its transcript,
+// which the RPC's status carries.
+func (ss *session) stall() {
+	ss.mu.Lock()
+	ss.stalled = true
+	ss.mu.Unlock()
+	ss.srv.log.Warn("the client read nothing for the stall timeout: ending its run", "run_id", ss.runID, "stall_timeout", ss.srv.cfg.StallTimeout.String())
+	ss.out.abandon()
+	ss.cancel(errClientStalled)
 }
 
 // emit converts one runtime event, does what the session must know of it, and sends it.
@@ -504,6 +732,7 @@ func (ss *session) checkpoint(e *runtime.StepFinished) error {
 func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 	ss.mu.Lock()
 	clientCancelled := ss.clientCancelled && errors.Is(fin.Err, errClientCancel)
+	stalled := ss.stalled && fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled)
 	ss.mu.Unlock()
 	rf := &agentdv1.RunFinished{
 		Reason:      endReasonToProto(fin.Reason),
@@ -511,6 +740,10 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		NewMessages: messagesToProto(fin.NewMessages),
 		Usage:       usageToProto(fin.Usage),
 		FinalText:   protoString(fin.FinalText),
+	}
+	if stalled {
+		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
+		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
 	}
 	if p := fin.Pending; p != nil {
 		// The parked step's assistant message travels in Pending, not in NewMessages, so
@@ -566,6 +799,36 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 		return nil, statusError(codes.Internal, reasonInternal, "the run ended without run_finished", nil)
 	}
 	return rf, nil
+}
+
+// executeStreaming runs the session with heartbeats and go_away, and returns the status
+// the RPC ends with once every event went out. A client that reads nothing for the stall
+// timeout, during the run or after it, is let go: the RPC ends RESOURCE_EXHAUSTED
+// (CLIENT_STALLED) with the run's outcome, transcript included, as a status detail.
+func (ss *session) executeStreaming(req *runtime.Request) error {
+	stop := ss.keepAlive()
+	rf, err := ss.execute(req)
+	stop()
+	if !ss.out.flush(ss.srv.cfg.StallTimeout) && err == nil {
+		if sendErr := ss.out.failed(); sendErr != nil {
+			return sendStatus(sendErr)
+		}
+		re := stalledError(ss.srv.cfg.StallTimeout)
+		return statusError(codes.ResourceExhausted, re.GetReason(), re.GetMessage(), nil, rf)
+	}
+	if err != nil {
+		return err
+	}
+	return runStatus(rf.GetError())
+}
+
+// stalledError is the RunError of a run whose client read nothing for the stall timeout.
+func stalledError(stall time.Duration) *agentdv1.RunError {
+	return &agentdv1.RunError{
+		Code:    int32(codes.ResourceExhausted),
+		Reason:  reasonClientStalled,
+		Message: protoString(fmt.Sprintf("the client read nothing for %s while events waited for it, so the run ended; its outcome and transcript are in the status details", stall)),
+	}
 }
 
 // sendStatus is the status of an RPC whose stream broke.

@@ -407,10 +407,15 @@ func printSummary(w io.Writer, s loadSummary) {
 		fmt.Fprintf(w, "server RSS:  start %s, peak %s, final %s (%d samples)\n", kib(r.StartKiB), kib(r.PeakKiB), kib(r.FinalKiB), r.Samples)
 	}
 	for k := range s.Errors {
-		if strings.HasPrefix(k, "rpc ResourceExhausted") && strings.Contains(k, "a second") {
-			fmt.Fprintln(w, "  agentd's rate limit (--rate-limit, 50 calls/s per caller by default) refused runs: start it with --rate-limit 0 to load it")
-			break
+		switch {
+		case strings.HasPrefix(k, "rpc ResourceExhausted") && strings.Contains(k, "a second"):
+			fmt.Fprintln(w, "  agentd's rate limit (--rate-limit, 50 calls/s per authenticated caller by default) refused runs: start it with --rate-limit 0 to load it")
+		case strings.HasPrefix(k, "rpc ResourceExhausted") && strings.Contains(k, "one caller"):
+			fmt.Fprintln(w, "  agentd's limit of runs per caller (--max-runs-per-caller) refused runs: raise it, or start agentd with --max-runs-per-caller 0 to load it")
+		default:
+			continue
 		}
+		break
 	}
 	if s.ServerRSSNote != "" {
 		fmt.Fprintf(w, "server RSS:  %s\n", s.ServerRSSNote)

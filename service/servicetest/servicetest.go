@@ -26,7 +26,14 @@ type Server struct {
 	Conn *grpc.ClientConn
 	// Client is an AgentService client on Conn.
 	Client agentdv1.AgentServiceClient
+
+	lis *bufconn.Listener
 }
+
+// Dial opens another connection to the server, for a client with dial options of its
+// own: grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx
+// context.Context, _ string) (net.Conn, error) { return srv.Dial(ctx) }), …).
+func (s *Server) Dial(ctx context.Context) (net.Conn, error) { return s.lis.DialContext(ctx) }
 
 // Option configures NewServer.
 type Option func(*options)
@@ -70,7 +77,7 @@ func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &Server{Service: svc, GRPC: gs, Conn: conn, Client: agentdv1.NewAgentServiceClient(conn)}
+	return &Server{Service: svc, GRPC: gs, Conn: conn, Client: agentdv1.NewAgentServiceClient(conn), lis: lis}
 }
 
 // NewClient starts cfg's service over bufconn and returns a client of it.

@@ -46,7 +46,12 @@ const (
 // Once run_started was sent, the run ends with exactly one run_finished event
 // carrying its outcome, then the RPC ends with the matching status: OK for
 // COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
-// in RunFinished.error.
+// in RunFinished.error. A streaming client that reads nothing for the
+// server's stall timeout (2 minutes unless configured) while events wait for
+// it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
+// RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
+// detail. A Run stream whose start message does not come within the
+// server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
 type AgentServiceClient interface {
 	// Run holds a full conversation on one bidirectional stream. The first
 	// client message must be `start`, answered by run_started (or a status
@@ -152,7 +157,12 @@ func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsReque
 // Once run_started was sent, the run ends with exactly one run_finished event
 // carrying its outcome, then the RPC ends with the matching status: OK for
 // COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
-// in RunFinished.error.
+// in RunFinished.error. A streaming client that reads nothing for the
+// server's stall timeout (2 minutes unless configured) while events wait for
+// it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
+// RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
+// detail. A Run stream whose start message does not come within the
+// server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
 type AgentServiceServer interface {
 	// Run holds a full conversation on one bidirectional stream. The first
 	// client message must be `start`, answered by run_started (or a status

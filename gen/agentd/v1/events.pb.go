@@ -2034,9 +2034,17 @@ type InputAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// client_seq of the message.
 	ClientSeq int64 `protobuf:"varint,1,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
-	// Whether the message was accepted. A refusal never ends the stream.
+	// Whether the message was accepted. Accepted means it takes effect: a
+	// decision is applied, a tool result used, a steer applied (where the run
+	// resumes, if it parks first). A refusal never ends the stream.
 	Accepted bool `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	// Why it was refused.
+	// Why it was refused. Reasons include RATE_LIMITED (every stream bounds
+	// its client messages a second; cancel is never refused), RUN_ENDING (the
+	// run was cancelled or is ending), APPROVAL_CLOSED (the approval expired or
+	// a policy decided it), TOOL_CALL_CLOSED, STEER_QUEUE_FULL (the run holds
+	// as many unapplied steers, or bytes of them, as the server allows),
+	// STEER_RATE_LIMITED and INVALID_STEER (a steer is a user message of text
+	// and media).
 	Error         *RunError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -375,7 +375,8 @@ type RunConfig struct {
 	// How tool calls that need an approval are decided.
 	ApprovalPolicy ApprovalPolicy `protobuf:"varint,3,opt,name=approval_policy,json=approvalPolicy,proto3,enum=agentd.v1.ApprovalPolicy" json:"approval_policy,omitempty"`
 	// How long an approval request waits under APPROVAL_POLICY_ASK before it
-	// expires (and the call is denied). Unset means the server's default.
+	// expires (and the call is denied). Unset means the server's default; more
+	// than the server's maximum (24 hours unless configured) is refused.
 	ApprovalTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=approval_timeout,json=approvalTimeout,proto3" json:"approval_timeout,omitempty"`
 	// Tighter policies for single tools in this run.
 	ToolPolicies  []*ToolPolicyOverride `protobuf:"bytes,5,rep,name=tool_policies,json=toolPolicies,proto3" json:"tool_policies,omitempty"`
@@ -591,7 +592,9 @@ func (x *ApprovalDecision) GetReason() string {
 
 // Steer is new user input sent while a run goes on. A steer never gets lost:
 // steer_applied reports where it entered the transcript, or that it was
-// dropped and why.
+// dropped and why. A steer accepted and not yet applied when the run parks
+// travels in the continuation, and the resumed run applies it (its
+// steer_applied carries the client_seq it had on the first stream).
 type Steer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user message to add. Its role must be ROLE_USER or unset.

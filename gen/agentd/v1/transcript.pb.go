@@ -810,7 +810,9 @@ type ToolSpec struct {
 	// What the tool does, for the model.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema of the arguments object. Arguments that do not match are not
-	// run; the model gets an error result naming the mismatch.
+	// run; the model gets an error result naming the mismatch. A client tool's
+	// schema is bounded in size, depth, references and the work validating
+	// against it may take; one past a bound is refused when the run starts.
 	Parameters    *structpb.Struct `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -874,7 +876,9 @@ type ClientTool struct {
 	// Name, description and argument schema.
 	Spec *ToolSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	// How long agentd waits for the client's result; unset means the server's
-	// default for client tools. Past it the call fails with an error result.
+	// default for client tools, and more than the server's maximum (1 hour
+	// unless configured) is refused. Past it the call fails with an error
+	// result.
 	Timeout *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Whether every call needs an approval before the client is asked to run it.
 	RequiresApproval bool `protobuf:"varint,3,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`

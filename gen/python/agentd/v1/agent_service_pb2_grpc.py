@@ -23,7 +23,12 @@ class AgentServiceStub(object):
     Once run_started was sent, the run ends with exactly one run_finished event
     carrying its outcome, then the RPC ends with the matching status: OK for
     COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
-    in RunFinished.error.
+    in RunFinished.error. A streaming client that reads nothing for the
+    server's stall timeout (2 minutes unless configured) while events wait for
+    it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
+    RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
+    detail. A Run stream whose start message does not come within the
+    server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
     """
 
     def __init__(self, channel):
@@ -72,7 +77,12 @@ class AgentServiceServicer(object):
     Once run_started was sent, the run ends with exactly one run_finished event
     carrying its outcome, then the RPC ends with the matching status: OK for
     COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
-    in RunFinished.error.
+    in RunFinished.error. A streaming client that reads nothing for the
+    server's stall timeout (2 minutes unless configured) while events wait for
+    it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
+    RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
+    detail. A Run stream whose start message does not come within the
+    server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
     """
 
     def Run(self, request_iterator, context):
@@ -164,7 +174,12 @@ class AgentService(object):
     Once run_started was sent, the run ends with exactly one run_finished event
     carrying its outcome, then the RPC ends with the matching status: OK for
     COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
-    in RunFinished.error.
+    in RunFinished.error. A streaming client that reads nothing for the
+    server's stall timeout (2 minutes unless configured) while events wait for
+    it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
+    RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
+    detail. A Run stream whose start message does not come within the
+    server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
     """
 
     @staticmethod

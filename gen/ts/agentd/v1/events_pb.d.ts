@@ -986,14 +986,22 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
   clientSeq: bigint;
 
   /**
-   * Whether the message was accepted. A refusal never ends the stream.
+   * Whether the message was accepted. Accepted means it takes effect: a
+   * decision is applied, a tool result used, a steer applied (where the run
+   * resumes, if it parks first). A refusal never ends the stream.
    *
    * @generated from field: bool accepted = 2;
    */
   accepted: boolean;
 
   /**
-   * Why it was refused.
+   * Why it was refused. Reasons include RATE_LIMITED (every stream bounds
+   * its client messages a second; cancel is never refused), RUN_ENDING (the
+   * run was cancelled or is ending), APPROVAL_CLOSED (the approval expired or
+   * a policy decided it), TOOL_CALL_CLOSED, STEER_QUEUE_FULL (the run holds
+   * as many unapplied steers, or bytes of them, as the server allows),
+   * STEER_RATE_LIMITED and INVALID_STEER (a steer is a user message of text
+   * and media).
    *
    * @generated from field: agentd.v1.RunError error = 3;
    */

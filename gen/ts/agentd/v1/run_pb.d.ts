@@ -155,7 +155,8 @@ export declare type RunConfig = Message<"agentd.v1.RunConfig"> & {
 
   /**
    * How long an approval request waits under APPROVAL_POLICY_ASK before it
-   * expires (and the call is denied). Unset means the server's default.
+   * expires (and the call is denied). Unset means the server's default; more
+   * than the server's maximum (24 hours unless configured) is refused.
    *
    * @generated from field: google.protobuf.Duration approval_timeout = 4;
    */
@@ -257,7 +258,9 @@ export declare const ApprovalDecisionSchema: GenMessage<ApprovalDecision>;
 /**
  * Steer is new user input sent while a run goes on. A steer never gets lost:
  * steer_applied reports where it entered the transcript, or that it was
- * dropped and why.
+ * dropped and why. A steer accepted and not yet applied when the run parks
+ * travels in the continuation, and the resumed run applies it (its
+ * steer_applied carries the client_seq it had on the first stream).
  *
  * @generated from message agentd.v1.Steer
  */

@@ -396,7 +396,9 @@ export declare type ToolSpec = Message$1<"agentd.v1.ToolSpec"> & {
 
   /**
    * JSON Schema of the arguments object. Arguments that do not match are not
-   * run; the model gets an error result naming the mismatch.
+   * run; the model gets an error result naming the mismatch. A client tool's
+   * schema is bounded in size, depth, references and the work validating
+   * against it may take; one past a bound is refused when the run starts.
    *
    * @generated from field: google.protobuf.Struct parameters = 3;
    */
@@ -425,7 +427,9 @@ export declare type ClientTool = Message$1<"agentd.v1.ClientTool"> & {
 
   /**
    * How long agentd waits for the client's result; unset means the server's
-   * default for client tools. Past it the call fails with an error result.
+   * default for client tools, and more than the server's maximum (1 hour
+   * unless configured) is refused. Past it the call fails with an error
+   * result.
    *
    * @generated from field: google.protobuf.Duration timeout = 2;
    */
