@@ -57,8 +57,28 @@ type config struct {
 	clientCA        string
 	rateLimit       float64
 	rateBurst       int
+	limitByPeerIP   bool
 	metricsListen   string
 	recordContent   bool
+
+	// Runs (service.Config).
+	maxRunsPerCaller   int
+	startTimeout       time.Duration
+	stallTimeout       time.Duration
+	maxApprovalTimeout time.Duration
+
+	// Connections and streams (limits.go).
+	maxConnections       int
+	maxStreamsPerConn    int
+	handshakeTimeout     time.Duration
+	keepaliveMinTime     time.Duration
+	keepaliveTime        time.Duration
+	keepaliveTimeout     time.Duration
+	maxConnIdle          time.Duration
+	maxConnAge           time.Duration
+	maxConnAgeGrace      time.Duration
+	maxHealthWatches     int
+	maxHealthWatchesPeer int
 }
 
 // parseConfig reads flags from args, then fills every flag not given on the command line
@@ -74,14 +94,30 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.drainPeriod, "drain-period", 20*time.Second, "after SIGTERM, how long running runs may take before they end SHUTDOWN with a continuation")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGTERM, how long until the process exits whatever is still open (longer than --drain-period)")
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.maxRunsPerCaller, "max-runs-per-caller", 0, "runs in progress at most of one caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP); more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off (default a quarter of --max-runs)")
+	fs.DurationVar(&cfg.startTimeout, "start-timeout", 30*time.Second, "how long a Run stream may stay open without its start message; then it ends DEADLINE_EXCEEDED")
+	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the run ends FAILED (CLIENT_STALLED) with its transcript")
+	fs.DurationVar(&cfg.maxApprovalTimeout, "max-approval-timeout", 24*time.Hour, "longest approval_timeout a run may ask for; a longer one is refused with INVALID_ARGUMENT")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
 	fs.StringVar(&cfg.keyFile, "continuation-key-file", "", "`file` holding the key that signs continuations (or set AGENTD_CONTINUATION_KEY); every replica needs the same")
 	fs.StringVar(&cfg.authTokensFile, "auth-tokens-file", "", "`file` of bearer tokens, one a line (# comments): every call but health and reflection then needs \"authorization: Bearer <token>\"; without one there is no auth")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "PEM certificate `file` to serve TLS with (needs --tls-key)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "PEM private key `file` of --tls-cert")
 	fs.StringVar(&cfg.clientCA, "client-ca", "", "PEM CA certificates `file`: with it clients must present a certificate one of them signed (mTLS; needs --tls-cert)")
-	fs.Float64Var(&cfg.rateLimit, "rate-limit", 50, "calls a second per caller (bearer token, client certificate or peer IP; health is exempt); beyond it RESOURCE_EXHAUSTED; 0 turns the limit off")
+	fs.Float64Var(&cfg.rateLimit, "rate-limit", 50, "calls a second per caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP; health and reflection are exempt); beyond it RESOURCE_EXHAUSTED; 0 turns the limit off")
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 100, "calls a caller may make at once, before --rate-limit paces it (the token bucket's size)")
+	fs.BoolVar(&cfg.limitByPeerIP, "limit-by-peer-ip", false, "apply --rate-limit and --max-runs-per-caller to callers without a token or client certificate by their IP address; without it they have no per-caller limit. Wrong behind a proxy or mesh sidecar, where every caller has the proxy's address")
+	fs.IntVar(&cfg.maxConnections, "max-connections", 4096, "connections open at once; one more is closed as soon as it is accepted (its client gets UNAVAILABLE); 0 turns the cap off")
+	fs.IntVar(&cfg.maxStreamsPerConn, "max-streams-per-connection", 1024, "concurrent streams (RPCs) on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): gRPC clients queue the calls beyond it")
+	fs.DurationVar(&cfg.handshakeTimeout, "handshake-timeout", 20*time.Second, "how long a new connection has to finish its TLS and HTTP/2 handshake before it is closed")
+	fs.DurationVar(&cfg.keepaliveMinTime, "keepalive-min-time", 5*time.Second, "shortest interval between a client's keepalive pings; a client pinging more often is sent away (GOAWAY too_many_pings: its calls end UNAVAILABLE)")
+	fs.DurationVar(&cfg.keepaliveTime, "keepalive-time", time.Minute, "after this long without a frame from a client, agentd pings it (at least 1s)")
+	fs.DurationVar(&cfg.keepaliveTimeout, "keepalive-timeout", 20*time.Second, "a client that does not answer a ping within this long is taken for dead: its connection is closed and its streams end")
+	fs.DurationVar(&cfg.maxConnIdle, "max-connection-idle", 5*time.Minute, "a connection without a stream for this long is closed (with a GOAWAY: its client reconnects when it needs to); 0 keeps idle connections open")
+	fs.DurationVar(&cfg.maxConnAge, "max-connection-age", 0, "a connection this old gets a GOAWAY (new calls go to a new connection, possibly another replica); 0 means no age limit, as runs may wait hours on an approval")
+	fs.DurationVar(&cfg.maxConnAgeGrace, "max-connection-age-grace", 0, "after --max-connection-age, how long the connection's streams may go on before it is closed; 0 lets them finish")
+	fs.IntVar(&cfg.maxHealthWatches, "max-health-watches", 1024, "grpc.health.v1.Health/Watch streams open at once; more are refused with RESOURCE_EXHAUSTED (Check is never limited); 0 turns the cap off")
+	fs.IntVar(&cfg.maxHealthWatchesPeer, "max-health-watches-per-peer", 64, "Health/Watch streams open at once from one IP address (behind a proxy or mesh every caller has the proxy's); 0 turns the cap off")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
 	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted), after each agent's own hooks so that their decisions are recorded too")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
@@ -97,7 +133,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	set := map[string]bool{}
+	set := map[string]bool{} // given on the command line or in the environment
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -109,9 +145,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			if err := f.Value.Set(v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
 			}
+			set[f.Name] = true
 		}
 	})
 	cfg.key = getenv("AGENTD_CONTINUATION_KEY")
+	if !set["max-runs-per-caller"] {
+		cfg.maxRunsPerCaller = max(1, cfg.maxRuns/4)
+	}
+	errs = append(errs, cfg.checkLimits()...)
 	if cfg.shutdownTimeout <= cfg.drainPeriod {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-period (%s)", cfg.shutdownTimeout, cfg.drainPeriod))
 	}
@@ -184,9 +225,11 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	srv.Register(gs)
 
 	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
+	go func() { served <- gs.Serve(limitConnections(lis, cfg.maxConnections, log)) }()
 	log.Info("agentd listening", "addr", lis.Addr().String(),
-		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "", "rate_limit", cfg.rateLimit)
+		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "",
+		"rate_limit", cfg.rateLimit, "max_runs_per_caller", cfg.maxRunsPerCaller, "limit_by_peer_ip", cfg.limitByPeerIP,
+		"max_connections", cfg.maxConnections)
 	if cfg.authTokensFile == "" && cfg.clientCA == "" && !isLoopback(lis.Addr()) {
 		log.Warn("no authentication: anyone who reaches " + lis.Addr().String() + " can run agents; set --auth-tokens-file (AGENTD_AUTH_TOKENS_FILE) or --client-ca, or listen on loopback")
 	}
@@ -244,15 +287,30 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, *
 		reg.Close()
 		return nil, nil, err
 	}
-	srv, err := service.New(service.Config{
-		Agents: reg, Logger: log, ContinuationKey: key, MaxConcurrentRuns: cfg.maxRuns,
-		// The transcript a start carries is bounded by the message size an operator allows.
-		MaxTranscriptBytes: cfg.maxMessageBytes,
-		TracerProvider:     tel.tracerProvider, MeterProvider: tel.meterProvider,
-	})
+	sc := serviceLimits(cfg)
+	sc.Agents, sc.Logger, sc.ContinuationKey = reg, log, key
+	sc.TracerProvider, sc.MeterProvider = tel.tracerProvider, tel.meterProvider
+	srv, err := service.New(sc)
 	if err != nil {
 		reg.Close()
 		return nil, nil, err
 	}
 	return srv, reg, nil
+}
+
+// serviceLimits returns the service's limits from the flags, with the identity its
+// per-caller limits key on: the caller's token or client certificate ([limitKey]), so
+// that anonymous callers share no limit unless --limit-by-peer-ip. Logs name callers by
+// callerOf, anonymous ones too.
+func serviceLimits(cfg config) service.Config {
+	return service.Config{
+		MaxConcurrentRuns: cfg.maxRuns,
+		MaxRunsPerCaller:  cfg.maxRunsPerCaller,
+		Caller:            func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
+		// The transcript a start carries is bounded by the message size an operator allows.
+		MaxTranscriptBytes: cfg.maxMessageBytes,
+		StartTimeout:       cfg.startTimeout,
+		StallTimeout:       cfg.stallTimeout,
+		MaxApprovalTimeout: cfg.maxApprovalTimeout,
+	}
 }

@@ -37,20 +37,27 @@ import (
 )
 
 // serverOptions returns the options agentd's grpc.Server is built with: the OpenTelemetry
-// stats handler, TLS (and mTLS) credentials when configured, the largest message accepted,
-// service.ServerOptions (its codec refuses invalid UTF-8 naming the field), and the
-// interceptor chains, outermost first:
+// stats handler, the largest message accepted, service.ServerOptions (its codec refuses
+// invalid UTF-8 naming the field), TLS (and mTLS) credentials when configured, the
+// transport's limits ([transportOptions]: streams per connection, the handshake timeout,
+// keepalive pings sent and accepted, idle and age limits of connections; the cap on
+// connections is the listener's, [limitConnections] in serve), and the interceptor chains,
+// outermost first:
 //
 //  1. logging: a "started call" and a "finished call" line per RPC (method, peer; code,
 //     duration and caller on the finish line; never payloads or metadata);
-//  2. auth, except for grpc.health.v1.Health and server reflection: the bearer token from
+//  2. the cap on grpc.health.v1.Health/Watch streams, for that method alone
+//     (--max-health-watches, --max-health-watches-per-peer; [watchLimiter]);
+//  3. auth, except for grpc.health.v1.Health and server reflection: the bearer token from
 //     the "authorization" metadata, checked against --auth-tokens-file (with no file every
 //     call passes); it names the caller for the later interceptors and the log;
-//  3. rate limiting per caller (--rate-limit, --rate-burst), except for health;
-//  4. hookUnary and hookStream, in the order given: the interceptors that install runtime
+//  4. rate limiting per caller (--rate-limit, --rate-burst), except for health and
+//     reflection, which a probe or a grpcurl session must always reach: one bucket per
+//     identity of [limitKey], none for anonymous callers;
+//  5. hookUnary and hookStream, in the order given: the interceptors that install runtime
 //     hooks (hooks.UnaryServerInterceptor, hooks.StreamServerInterceptor), so hooks see
 //     only authenticated, admitted calls;
-//  5. recovery, innermost: a panic in a handler (hooks run inside handlers) becomes
+//  6. recovery, innermost: a panic in a handler (hooks run inside handlers) becomes
 //     INTERNAL and a log line, and the server keeps serving. The interceptors around it
 //     see the INTERNAL error.
 func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInterceptor, hookStream []grpc.StreamServerInterceptor) ([]grpc.ServerOption, error) {
@@ -69,8 +76,9 @@ func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInt
 
 	logger := grpcLogger(log)
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.StartCall, logging.FinishCall)}
+	healthWatch := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return isHealth(c) && c.Method == "Watch" })
 	needsToken := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !isHealth(c) && !isReflection(c) })
-	rateLimited := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !isHealth(c) })
+	rateLimited := needsToken // what needs no token is never limited either
 	recoverOpt := recovery.WithRecoveryHandlerContext(recoverPanic(log))
 
 	unary := []grpc.UnaryServerInterceptor{
@@ -79,10 +87,11 @@ func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInt
 	}
 	stream := []grpc.StreamServerInterceptor{
 		logging.StreamServerInterceptor(logger, logOpts...),
+		selector.StreamServerInterceptor(newWatchLimiter(cfg.maxHealthWatches, cfg.maxHealthWatchesPeer).StreamServerInterceptor(), healthWatch),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(authn.authenticate), needsToken),
 	}
 	if cfg.rateLimit > 0 {
-		limiter := newCallerLimiter(rate.Limit(cfg.rateLimit), cfg.rateBurst)
+		limiter := newCallerLimiter(rate.Limit(cfg.rateLimit), cfg.rateBurst, func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) })
 		unary = append(unary, selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), rateLimited))
 		stream = append(stream, selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), rateLimited))
 	}
@@ -98,6 +107,7 @@ func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInt
 		grpc.ChainStreamInterceptor(stream...),
 	}
 	opts = append(opts, service.ServerOptions()...) // the codec: invalid UTF-8 is refused naming the field
+	opts = append(opts, transportOptions(cfg)...)
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
@@ -135,9 +145,16 @@ func recoverPanic(log *slog.Logger) recovery.RecoveryHandlerFuncContext {
 // identity.
 type callerKey struct{}
 
-// callerOf returns who is calling, for logs and rate limits: the identity the auth
-// interceptor established ("token:…"), or else the transport's ("cert:…" for a verified
-// client certificate, "peer:<ip>" otherwise).
+// The prefixes of the caller identities callerOf returns.
+const (
+	tokenCaller = "token:" // a bearer token of --auth-tokens-file, by a short hash
+	certCaller  = "cert:"  // a verified client certificate, by its common name or a hash
+	peerCaller  = "peer:"  // the peer's IP address: nothing vouches for it
+)
+
+// callerOf returns who is calling, for logs: the identity the auth interceptor
+// established ("token:…"), or else the transport's ("cert:…" for a verified client
+// certificate, "peer:<ip>" otherwise).
 func callerOf(ctx context.Context) string {
 	if id, ok := ctx.Value(callerKey{}).(string); ok {
 		return id
@@ -145,9 +162,24 @@ func callerOf(ctx context.Context) string {
 	return transportIdentity(ctx)
 }
 
+// limitKey returns the identity that per-caller limits (--rate-limit,
+// --max-runs-per-caller) key on: the caller's bearer token or verified client certificate;
+// with byPeerIP, else its IP address; else "", an anonymous caller, to which no per-caller
+// limit applies. Peer addresses are no identity by default: behind a proxy or a mesh
+// sidecar every caller has the proxy's, and would share one limit.
+func limitKey(ctx context.Context, byPeerIP bool) string {
+	id := callerOf(ctx)
+	switch {
+	case strings.HasPrefix(id, tokenCaller), strings.HasPrefix(id, certCaller):
+		return id
+	case byPeerIP && strings.HasPrefix(id, peerCaller):
+		return id
+	}
+	return ""
+}
+
 // transportIdentity names the caller from the connection: the common name of a verified
-// client certificate, or the peer's IP address (not its port, which changes with every
-// connection).
+// client certificate, or the peer's IP address.
 func transportIdentity(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
@@ -156,25 +188,35 @@ func transportIdentity(ctx context.Context) string {
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
 		leaf := ti.State.VerifiedChains[0][0]
 		if cn := leaf.Subject.CommonName; cn != "" {
-			return "cert:" + cn
+			return certCaller + cn
 		}
 		sum := sha256.Sum256(leaf.Raw)
-		return "cert:" + hex.EncodeToString(sum[:4])
+		return certCaller + hex.EncodeToString(sum[:4])
+	}
+	return peerCaller + peerAddress(ctx)
+}
+
+// peerAddress returns the IP address the RPC comes from (not its port, which changes with
+// every connection), or "unknown".
+func peerAddress(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return "unknown"
 	}
 	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
-		return "peer:" + tcp.IP.String()
+		return tcp.IP.String()
 	}
 	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-		return "peer:" + host
+		return host
 	}
-	return "peer:" + p.Addr.String()
+	return p.Addr.String()
 }
 
 // bearerToken is one configured token, kept only as its SHA-256: comparing digests takes
 // the same time whatever the presented token's length.
 type bearerToken struct {
 	sum [sha256.Size]byte
-	id  string // "token:" and a short hash, what logs and rate limits name the caller by
+	id  string // tokenCaller and a short hash, what logs and limits name the caller by
 }
 
 // loadTokens reads a tokens file: one token per line; blank lines and lines starting with
@@ -192,7 +234,7 @@ func loadTokens(path string) ([]bearerToken, error) {
 			continue
 		}
 		sum := sha256.Sum256([]byte(line))
-		tokens = append(tokens, bearerToken{sum: sum, id: "token:" + hex.EncodeToString(sum[:4])})
+		tokens = append(tokens, bearerToken{sum: sum, id: tokenCaller + hex.EncodeToString(sum[:4])})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("--auth-tokens-file %s: %w", path, err)
@@ -253,12 +295,14 @@ func (a *authenticator) match(presented string) (string, bool) {
 	return a.tokens[found].id, true
 }
 
-// callerLimiter is a token bucket per caller (see [callerOf]). Buckets that have refilled
-// completely are dropped once the map has grown, so a stream of new peers cannot grow it
-// without bound. It is safe for concurrent use.
+// callerLimiter is a token bucket per caller, as key names them; a caller key names ""
+// is not limited. Buckets that have refilled completely are dropped once the map has
+// grown, so a stream of new callers cannot grow it without bound. It is safe for
+// concurrent use.
 type callerLimiter struct {
 	limit rate.Limit
 	burst int
+	key   func(context.Context) string
 	now   func() time.Time
 
 	mu      sync.Mutex
@@ -269,13 +313,16 @@ type callerLimiter struct {
 // minSweep is the number of callers below which callerLimiter never sweeps.
 const minSweep = 1024
 
-func newCallerLimiter(limit rate.Limit, burst int) *callerLimiter {
-	return &callerLimiter{limit: limit, burst: burst, now: time.Now, callers: map[string]*rate.Limiter{}, sweepAt: minSweep}
+func newCallerLimiter(limit rate.Limit, burst int, key func(context.Context) string) *callerLimiter {
+	return &callerLimiter{limit: limit, burst: burst, key: key, now: time.Now, callers: map[string]*rate.Limiter{}, sweepAt: minSweep}
 }
 
 // Limit implements ratelimit.Limiter.
 func (l *callerLimiter) Limit(ctx context.Context) error {
-	caller := callerOf(ctx)
+	caller := l.key(ctx)
+	if caller == "" {
+		return nil
+	}
 	now := l.now()
 	l.mu.Lock()
 	lim, ok := l.callers[caller]

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service"
 )
 
 // The tokens the tests configure; the log must never show any of them, nor a wrong one.
@@ -79,6 +80,7 @@ func (b *syncBuffer) logLines(t *testing.T) []map[string]any {
 type testServer struct {
 	addr string
 	log  *syncBuffer
+	svc  *service.Server
 }
 
 // hookSet is what startServer passes serverOptions in the hooks' place.
@@ -115,13 +117,13 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = gs.Serve(lis)
+		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, log))
 	}()
 	t.Cleanup(func() {
 		gs.Stop()
 		<-served
 	})
-	return &testServer{addr: lis.Addr().String(), log: buf}
+	return &testServer{addr: lis.Addr().String(), log: buf, svc: srv}
 }
 
 // dial connects to addr with the given transport credentials (nil: plaintext).
@@ -327,7 +329,7 @@ func TestRateLimitPerCaller(t *testing.T) {
 }
 
 func TestCallerLimiterForgetsRefilledBuckets(t *testing.T) {
-	l := newCallerLimiter(1, 1)
+	l := newCallerLimiter(1, 1, func(ctx context.Context) string { return limitKey(ctx, false) })
 	now := time.Unix(1000, 0)
 	l.now = func() time.Time { return now }
 	for i := range minSweep {

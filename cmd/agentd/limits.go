@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// checkLimits returns an error for every limit flag whose value agentd cannot serve with,
+// each naming the flag.
+func (cfg config) checkLimits() []error {
+	var errs []error
+	atLeast := func(flag string, v, least int, hint string) {
+		if v < least {
+			errs = append(errs, fmt.Errorf("--%s (%d) must be at least %d%s", flag, v, least, hint))
+		}
+	}
+	positive := func(flag string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s (%s) must be positive", flag, d))
+		}
+	}
+	notNegative := func(flag string, d time.Duration, hint string) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("--%s (%s) must not be negative%s", flag, d, hint))
+		}
+	}
+	atLeast("max-runs", cfg.maxRuns, 1, "")
+	atLeast("max-runs-per-caller", cfg.maxRunsPerCaller, 0, "; 0 turns the limit off")
+	positive("start-timeout", cfg.startTimeout)
+	positive("stall-timeout", cfg.stallTimeout)
+	positive("max-approval-timeout", cfg.maxApprovalTimeout)
+	atLeast("max-connections", cfg.maxConnections, 0, "; 0 turns the cap off")
+	atLeast("max-streams-per-connection", cfg.maxStreamsPerConn, 1, "")
+	if cfg.maxStreamsPerConn > math.MaxUint32 {
+		errs = append(errs, fmt.Errorf("--max-streams-per-connection (%d) must be at most %d", cfg.maxStreamsPerConn, uint32(math.MaxUint32)))
+	}
+	positive("handshake-timeout", cfg.handshakeTimeout)
+	positive("keepalive-min-time", cfg.keepaliveMinTime)
+	if cfg.keepaliveTime < time.Second {
+		errs = append(errs, fmt.Errorf("--keepalive-time (%s) must be at least 1s", cfg.keepaliveTime))
+	}
+	positive("keepalive-timeout", cfg.keepaliveTimeout)
+	notNegative("max-connection-idle", cfg.maxConnIdle, "; 0 keeps idle connections open")
+	notNegative("max-connection-age", cfg.maxConnAge, "; 0 means no age limit")
+	notNegative("max-connection-age-grace", cfg.maxConnAgeGrace, "; 0 lets the streams finish")
+	atLeast("max-health-watches", cfg.maxHealthWatches, 0, "; 0 turns the cap off")
+	atLeast("max-health-watches-per-peer", cfg.maxHealthWatchesPeer, 0, "; 0 turns the cap off")
+	return errs
+}
+
+// transportOptions returns the limits of agentd's connections, all gRPC's own: streams per
+// connection; the time a new connection has for its handshake; keepalive pings agentd
+// sends to find dead peers, and those it accepts from clients (at most one every
+// --keepalive-min-time, with or without a stream: a client may keep its connection warm
+// between runs, and --max-connection-idle, which counts streams and not pings, still
+// closes it); and the idle and age limits of a connection. A zero idle, age or grace
+// duration is gRPC's infinity.
+func transportOptions(cfg config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(cfg.maxStreamsPerConn)),
+		grpc.ConnectionTimeout(cfg.handshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  cfg.keepaliveTime,
+			Timeout:               cfg.keepaliveTimeout,
+			MaxConnectionIdle:     cfg.maxConnIdle,
+			MaxConnectionAge:      cfg.maxConnAge,
+			MaxConnectionAgeGrace: cfg.maxConnAgeGrace,
+		}),
+	}
+}
+
+// limitConnections returns lis capped at limit open connections (see
+// [connLimitListener]), or lis itself when limit is 0.
+func limitConnections(lis net.Listener, limit int, log *slog.Logger) net.Listener {
+	if limit <= 0 {
+		return lis
+	}
+	return &connLimitListener{Listener: lis, limit: int64(limit), log: log}
+}
+
+// connLimitListener is a net.Listener that keeps at most limit of the connections it
+// accepted open at once. A connection beyond it is closed as soon as it is accepted,
+// before any handshake: its client fails at once with UNAVAILABLE and may retry, or try
+// another replica. golang.org/x/net/netutil.LimitListener stops accepting instead, which
+// leaves new connections (a kubelet's probe among them) waiting unanswered in the kernel's
+// backlog until their clients time out. Accept and Close may be called from separate
+// goroutines, as grpc.Server does.
+type connLimitListener struct {
+	net.Listener
+	limit   int64
+	log     *slog.Logger
+	open    atomic.Int64
+	refused atomic.Int64
+}
+
+// Accept returns the next connection under the cap, closing those beyond it.
+func (l *connLimitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.limit {
+			return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+		}
+		l.open.Add(-1)
+		_ = c.Close()
+		// Logged at the 1st, 2nd, 4th, 8th… refusal: a flood of connections cannot flood
+		// the log.
+		if n := l.refused.Add(1); n&(n-1) == 0 {
+			l.log.Warn("connection closed as soon as accepted: --max-connections connections are open", "max_connections", l.limit, "refused_total", n, "remote", c.RemoteAddr().String())
+		}
+	}
+}
+
+// limitedConn gives its place under the cap back when it is first closed.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// watchLimiter caps the grpc.health.v1.Health/Watch streams open at once: total in all,
+// perPeer from one IP address (0: no cap). A Watch needs no token and lasts as long as its
+// client likes, so without a cap anyone who reaches agentd could hold any number open;
+// Check, what probes use, is never capped. It is safe for concurrent use.
+type watchLimiter struct {
+	total, perPeer int
+
+	mu     sync.Mutex
+	open   int
+	byPeer map[string]int // only peers with a stream open
+}
+
+func newWatchLimiter(total, perPeer int) *watchLimiter {
+	return &watchLimiter{total: total, perPeer: perPeer, byPeer: map[string]int{}}
+}
+
+// StreamServerInterceptor refuses a stream beyond the caps with RESOURCE_EXHAUSTED, and
+// holds a place under them while the stream's handler runs.
+func (l *watchLimiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		peer := peerAddress(ss.Context())
+		if err := l.acquire(peer); err != nil {
+			return err
+		}
+		defer l.release(peer)
+		return handler(srv, ss)
+	}
+}
+
+func (l *watchLimiter) acquire(peer string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total > 0 && l.open >= l.total {
+		return status.Errorf(codes.ResourceExhausted, "agentd has its limit of %d health Watch streams open: use Check, or retry later", l.total)
+	}
+	if l.perPeer > 0 && l.byPeer[peer] >= l.perPeer {
+		return status.Errorf(codes.ResourceExhausted, "%s has its limit of %d health Watch streams open: use Check, or close one", peer, l.perPeer)
+	}
+	l.open++
+	l.byPeer[peer]++
+	return nil
+}
+
+func (l *watchLimiter) release(peer string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if l.byPeer[peer]--; l.byPeer[peer] == 0 {
+		delete(l.byPeer, peer)
+	}
+}
