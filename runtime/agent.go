@@ -222,10 +222,10 @@ type Request struct {
 	// EndSteer, when set, is how the run asks for steers where it may end: it returns
 	// the steers queued, or, when there are none, stops taking steers for good and
 	// returns nil; the code that queues steers then refuses any more, so a steer it
-	// accepted always takes effect. The run calls it where it would end COMPLETED (a
-	// steer it returns continues the run) and as it finishes, until it returns nil. With
-	// EndSteer nil the run asks Steer instead, and a steer queued after its last look is
-	// never seen.
+	// accepted always takes effect. The run calls it once where it would end COMPLETED
+	// (a steer it returns continues the run, and steering stays open), and as it
+	// finishes, until it returns nil. With EndSteer nil the run asks Steer instead, and a
+	// steer queued after its last look is never seen.
 	EndSteer func() []Steer
 	// Interrupt, when set, lets the code that queues steers interrupt the current step:
 	// queue the steer where Steer will find it, then call Interrupt.Interrupt. The model

@@ -64,8 +64,9 @@ type RunInfo struct {
 type runInfoKey struct{}
 
 // RunInfoFromContext returns the run whose context ctx is, or derives from: a tool's
-// Execute and every hook get such a context. It returns nil outside a run. The RunInfo
-// is the run's own: read it, never change it.
+// Execute and every hook get such a context. It returns nil outside a run. Read it,
+// never change it; its Emit does nothing (hooks emit through the RunInfo they are
+// given).
 func RunInfoFromContext(ctx context.Context) *RunInfo {
 	info, _ := ctx.Value(runInfoKey{}).(*RunInfo)
 	return info

@@ -105,6 +105,10 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	}
 	r.info = &RunInfo{RunID: runID, ThreadID: threadID, Agent: a.cfg.Name, Model: r.model.Name(), Caller: req.Caller, Metadata: req.Metadata}
 	r.info.emit = func(name string, value any) { r.hookQueue = append(r.hookQueue, &HookEvent{Name: name, Value: value}) }
+	// What tools read through RunInfoFromContext is a copy that emits nothing: tools may
+	// run in parallel, and only hooks, which run one at a time, emit.
+	ctxInfo := *r.info
+	ctxInfo.emit = nil
 	if req.Hooks != nil || a.cfg.Hooks != nil {
 		// Hook failures are logged with the run's id (and, through ctx, its trace).
 		log := a.log.With("run_id", runID)
@@ -118,7 +122,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		}
 	}
 	// The run's span: everything below, hooks included, runs in its context.
-	r.ctx, r.cancel = context.WithCancelCause(context.WithValue(r.startTelemetry(ctx), runInfoKey{}, r.info))
+	r.ctx, r.cancel = context.WithCancelCause(context.WithValue(r.startTelemetry(ctx), runInfoKey{}, &ctxInfo))
 	r.transcript = make([]Message, 0, len(req.Messages)+8)
 	if a.cfg.System != "" {
 		r.transcript = append(r.transcript, SystemMessage(a.cfg.System))
@@ -271,23 +275,29 @@ func (r *run) takeSteers() {
 	}
 }
 
-// takeLastSteers moves queued steers out of the request where the run may end, and,
-// when none are left, closes the request's steering (Request.EndSteer), so that no steer
-// is accepted that the run will not see. It reports whether it found any.
+// takeLastSteers moves queued steers out of the request where the run may end: it asks
+// Request.EndSteer once, which closes the request's steering if none are queued, so that
+// no steer is accepted that the run will not see. It reports whether it found any: then
+// steering stays open, and the run goes on.
 func (r *run) takeLastSteers() bool {
 	if r.req.EndSteer == nil {
 		n := len(r.queued)
 		r.takeSteers()
 		return len(r.queued) > n
 	}
-	found := false
-	for {
-		s := r.req.EndSteer()
-		if len(s) == 0 {
-			return found
-		}
-		found = true
-		r.queued = append(r.queued, s...)
+	s := r.req.EndSteer()
+	r.queued = append(r.queued, s...)
+	return len(s) > 0
+}
+
+// closeSteers moves every queued steer out of the request as the run finishes, and closes
+// its steering for good.
+func (r *run) closeSteers() {
+	if r.req.EndSteer == nil {
+		r.takeSteers()
+		return
+	}
+	for r.takeLastSteers() {
 	}
 }
 
@@ -611,7 +621,7 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 		r.finishUnread()
 		return
 	}
-	r.takeLastSteers()
+	r.closeSteers()
 	if pending != nil && len(r.queued) > 0 {
 		// A parked run keeps its steers: they take effect where it resumes.
 		pending.Steers = slices.Clip(r.queued)

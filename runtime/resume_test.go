@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -191,6 +192,7 @@ func TestEndSteer_ClosesSteeringOnlyWhenNothingIsQueued(t *testing.T) {
 	a := newAgent(t, m, runtime.Config{})
 	var late []runtime.Steer
 	closed := false
+	closedAfter := 0 // model calls when steering closed
 	calls := 0
 	evs, fin := run(t, a, t.Context(), &runtime.Request{
 		Steer: func() []runtime.Steer { return nil },
@@ -205,7 +207,9 @@ func TestEndSteer_ClosesSteeringOnlyWhenNothingIsQueued(t *testing.T) {
 				late = nil
 				return s
 			}
-			closed = true
+			if !closed {
+				closed, closedAfter = true, m.Calls()
+			}
 			return nil
 		},
 	})
@@ -217,5 +221,52 @@ func TestEndSteer_ClosesSteeringOnlyWhenNothingIsQueued(t *testing.T) {
 	}
 	if !closed {
 		t.Error("the run completed without closing its steering")
+	}
+	if closedAfter != 2 {
+		t.Errorf("steering closed after %d model calls, want 2: the late steer's turn must still take steers", closedAfter)
+	}
+}
+
+// A client tool's result that came in just as the server shut down is the call's result:
+// it was acked, so it is used, not parked.
+func TestShutdown_AClientToolResultThatCameInIsKept(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	client := runtime.NewTool(runtime.ToolSpec{Name: "pick_file"}, func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		cancel(runtime.ErrShutdown)
+		return runtime.Output{Text: "report.pdf"}, nil
+	})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pick_file", `{}`), rt.Say("got it")}}
+	_, fin := run(t, newAgent(t, m, runtime.Config{}), ctx, &runtime.Request{ClientTools: []runtime.Tool{client}})
+	if fin.Reason != runtime.EndShutdown || fin.Pending == nil || len(fin.Pending.Calls) != 1 {
+		t.Fatalf("finished %v %+v, want shutdown with the call's step pending", fin.Reason, fin.Pending)
+	}
+	if c := fin.Pending.Calls[0]; c.State != runtime.CallDone || c.Result.Text != "report.pdf" {
+		t.Errorf("pending call %+v, want done with the client's result", c)
+	}
+}
+
+// Tools read the run they serve from their context; parallel tools may do so at once.
+func TestRunInfoFromContext_ToolsSeeTheRun(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	tool := runtime.NewTool(runtime.ToolSpec{Name: "who", Parallel: true}, func(ctx context.Context, _ runtime.ToolCall) (runtime.Output, error) {
+		info := runtime.RunInfoFromContext(ctx)
+		info.Emit("ignored", 1) // only hooks emit; from a tool it does nothing
+		mu.Lock()
+		seen = append(seen, info.Caller+"/"+info.ThreadID)
+		mu.Unlock()
+		return runtime.Output{Text: "ok"}, nil
+	})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "who", `{}`, "who", `{}`, "who", `{}`), rt.Say("done")}}
+	a := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{tool}, ParallelTools: 3})
+	evs, _ := run(t, a, t.Context(), &runtime.Request{Caller: "token:ab12", ThreadID: "thread_1"})
+	if diff := cmp.Diff([]string{"token:ab12/thread_1", "token:ab12/thread_1", "token:ab12/thread_1"}, seen); diff != "" {
+		t.Errorf("tools saw (-want +got):\n%s", diff)
+	}
+	if n := len(eventsOf[*runtime.HookEvent](evs)); n != 0 {
+		t.Errorf("%d hook events from tools, want none", n)
+	}
+	if runtime.RunInfoFromContext(t.Context()) != nil {
+		t.Error("a RunInfo outside a run")
 	}
 }

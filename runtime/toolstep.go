@@ -474,7 +474,7 @@ func (r *run) runTool(c *pcall) execDone {
 	switch {
 	case errors.Is(res.err, ErrInterrupt):
 		d.parked = true
-	case c.entry.spec.Executor == ExecutorClient && errors.Is(context.Cause(r.ctx), ErrShutdown):
+	case res.err != nil && c.entry.spec.Executor == ExecutorClient && errors.Is(context.Cause(r.ctx), ErrShutdown):
 		// The client may still send the result: to the replica that resumes the run.
 		d.parked = true
 	case res.err == nil:
