@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -258,7 +259,7 @@ func TestInput_SteerMessagesAreChecked(t *testing.T) {
 // Every kind of client message is bounded per stream: a flood of pings is refused past
 // the stream's rate, and the run goes on.
 func TestBounds_EveryMessageKindIsRateLimited(t *testing.T) {
-	s, req := awaitApproval(t, newTestServer(t, service.Config{MessageRate: 5, MessageBurst: 10}).Client)
+	s, _ := awaitApproval(t, newTestServer(t, service.Config{MessageRate: 50, MessageBurst: 10}).Client)
 	var seqs []int64
 	for range 40 {
 		seqs = append(seqs, s.send(ping()))
@@ -280,11 +281,15 @@ func TestBounds_EveryMessageKindIsRateLimited(t *testing.T) {
 	if refused == 0 {
 		t.Error("40 pings at once, past a burst of 10, and none was refused")
 	}
-	// A cancel is never refused, however the stream stands.
-	s.send(approve(req.GetApprovalId()))
-	s.send(cancelMsg())
-	if _, err := s.finish(); err != nil {
-		t.Fatal(err)
+	// A cancel is never refused, however the stream stands: the flood has spent the
+	// stream's tokens.
+	cancelled := s.send(cancelMsg())
+	fin, err := s.finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED {
+		t.Fatalf("finished %v %v, want cancelled", fin.GetReason(), err)
+	}
+	if a := ack(s.events, cancelled); !a.GetAccepted() {
+		t.Errorf("the cancel was refused: %v", a.GetError())
 	}
 }
 
@@ -346,57 +351,59 @@ func TestBounds_RunsPerCaller(t *testing.T) {
 // run ends FAILED (CLIENT_STALLED), the slot is free, and the status carries the outcome
 // with its transcript.
 func TestBounds_StalledClientIsLetGo(t *testing.T) {
-	pieces := make([]string, 20000)
-	for i := range pieces {
-		pieces[i] = "0123456789 "
-	}
-	m := &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}
-	srv := newTestServer(t, service.Config{StallTimeout: 200 * time.Millisecond}, scripted{name: "chatty", model: m})
-	// A client with fixed, small flow-control windows: it takes in 64 KiB and no more
-	// until it reads.
-	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-		return srv.Dial(ctx)
-	}), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	s, err := agentdv1.NewAgentServiceClient(conn).Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("chatty", "talk")}})
-	// Read nothing until the server has let the run go.
-	for deadline := time.Now().Add(30 * time.Second); srv.Service.ActiveRuns() != 0 || m.Calls() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the run is still going 30 s after its client stopped reading (%d active)", srv.Service.ActiveRuns())
+	synctest.Test(t, func(t *testing.T) {
+		pieces := make([]string, 20000)
+		for i := range pieces {
+			pieces[i] = "0123456789 "
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for {
-		if _, err = s.Recv(); err != nil {
-			break
+		m := &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}
+		srv := newTestServer(t, service.Config{StallTimeout: 2 * time.Minute}, scripted{name: "chatty", model: m})
+		// A client with fixed, small flow-control windows: it takes in 64 KiB and no more
+		// until it reads.
+		conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return srv.Dial(ctx)
+		}), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	st := status.Convert(err)
-	if st.Code() != codes.ResourceExhausted {
-		t.Fatalf("status %v, want RESOURCE_EXHAUSTED", err)
-	}
-	var fin *agentdv1.RunFinished
-	for _, d := range st.Details() {
-		if f, ok := d.(*agentdv1.RunFinished); ok {
-			fin = f
+		defer conn.Close()
+		s, err := agentdv1.NewAgentServiceClient(conn).Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, reason, _ := errorInfo(err); reason != "CLIENT_STALLED" {
-		t.Errorf("reason %q, want CLIENT_STALLED", reason)
-	}
-	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_FAILED || fin.GetError().GetReason() != "CLIENT_STALLED" {
-		t.Fatalf("run_finished in the status: %v", fin)
-	}
-	if msgs := fin.GetNewMessages(); len(msgs) == 0 || !msgs[len(msgs)-1].GetPartial() {
-		t.Errorf("the transcript lacks the partial answer: %v", msgs)
-	}
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("chatty", "talk")}})
+		// Read nothing: the stall timeout passes (in the bubble's time) and agentd lets
+		// the run go.
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if n := srv.Service.ActiveRuns(); n != 0 || m.Calls() != 1 {
+			t.Fatalf("%d runs still going (model called %d times) after the client read nothing for longer than the stall timeout", n, m.Calls())
+		}
+		for {
+			if _, err = s.Recv(); err != nil {
+				break
+			}
+		}
+		st := status.Convert(err)
+		if st.Code() != codes.ResourceExhausted {
+			t.Fatalf("status %v, want RESOURCE_EXHAUSTED", err)
+		}
+		var fin *agentdv1.RunFinished
+		for _, d := range st.Details() {
+			if f, ok := d.(*agentdv1.RunFinished); ok {
+				fin = f
+			}
+		}
+		if _, reason, _ := errorInfo(err); reason != "CLIENT_STALLED" {
+			t.Errorf("reason %q, want CLIENT_STALLED", reason)
+		}
+		if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_FAILED || fin.GetError().GetReason() != "CLIENT_STALLED" {
+			t.Fatalf("run_finished in the status: %v", fin)
+		}
+		if msgs := fin.GetNewMessages(); len(msgs) == 0 || !msgs[len(msgs)-1].GetPartial() {
+			t.Errorf("the transcript lacks the partial answer: %v", msgs)
+		}
+	})
 }
 
 // A Run stream that never sends its start message is closed after the start timeout.
@@ -547,7 +554,7 @@ func TestBounds_RefusedRequestsKeepNoSchemas(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	before := heap()
-	for round := range 20 {
+	for round := range 10 {
 		// No input: refused, after every schema was compiled to check it.
 		_, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{ClientTools: tools(round)}})
 		if status.Code(err) != codes.InvalidArgument {
@@ -555,7 +562,7 @@ func TestBounds_RefusedRequestsKeepNoSchemas(t *testing.T) {
 		}
 	}
 	if grew := int64(heap()) - int64(before); grew > 16<<20 {
-		t.Errorf("the heap grew by %d MiB over 20 refused requests; nothing they brought should stay", grew>>20)
+		t.Errorf("the heap grew by %d MiB over 10 refused requests; nothing they brought should stay", grew>>20)
 	}
 }
 
@@ -580,4 +587,67 @@ func TestBounds_ClientToolSchemasAreBoundedTogether(t *testing.T) {
 	if code != codes.InvalidArgument || len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != "start.client_tools" || !strings.Contains(br.GetFieldViolations()[0].GetDescription(), "8192 bytes together") {
 		t.Errorf("got %v %v, want INVALID_ARGUMENT naming start.client_tools and the byte limit", err, br)
 	}
+}
+
+// Approvals an interrupting steer cancelled take no decision: the one the run was waiting
+// on and the ones it had not asked about yet are refused alike.
+func TestInput_DecisionForAnApprovalAnInterruptCancelledIsRefused(t *testing.T) {
+	gate := make(chan struct{})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"a"}`, "echo", `{"step":0,"text":"b"}`), gated(gate, "as you say")}}
+	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: service.PolicyConfig{Approval: "ask"}}).Client
+	s := open(t, c, input("asker", "go"))
+	var ids []string
+	for len(ids) < 2 {
+		ids = append(ids, s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested().GetApprovalId())
+	}
+	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "stop, do something else", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}})
+	for range 2 {
+		if r := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalResolved() != nil }).GetApprovalResolved(); r.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED {
+			t.Fatalf("approval_resolved %v, want cancelled", r)
+		}
+	}
+	var seqs []int64
+	for _, id := range ids {
+		seqs = append(seqs, s.send(approve(id)))
+	}
+	s.until(isAck(seqs[1]))
+	close(gate)
+	if _, err := s.finish(); err != nil {
+		t.Fatal(err)
+	}
+	for i, seq := range seqs {
+		if a := ack(s.events, seq); a.GetAccepted() || a.GetError().GetReason() != "APPROVAL_CLOSED" {
+			t.Errorf("decision for approval %d: ack %v, want APPROVAL_CLOSED", i, a)
+		}
+	}
+}
+
+// Acks queue like events: a client that sends and never reads is held back by flow
+// control once agentd has as many acks queued as it holds for a stream, instead of
+// having every message acked into agentd's memory.
+func TestBounds_AClientThatNeverReadsCannotQueueAcks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestServer(t, service.Config{MessageRate: 1e6, MessageBurst: 1e6}).Client
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		s, err := c.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("", "save a note: milk")}})
+		sent := 0
+		go func() {
+			for ; sent < 200000; sent++ {
+				if s.Send(ping()) != nil {
+					return
+				}
+			}
+		}()
+		synctest.Wait() // everyone blocked: the client on flow control, agentd on its queue
+		if sent >= 200000 {
+			t.Fatalf("the client sent all %d pings without reading an ack", sent)
+		}
+		cancel()
+		synctest.Wait()
+	})
 }

@@ -125,6 +125,7 @@ func (o *outbox) abandon() {
 	clear(o.queue)
 	o.queue = o.queue[:0]
 	signal(o.space)
+	signal(o.wake)
 }
 
 // flush closes the outbox and waits until everything queued was sent, or a send failed,
@@ -144,7 +145,7 @@ func (o *outbox) flush(stall time.Duration) bool {
 		case <-o.done:
 			o.mu.Lock()
 			defer o.mu.Unlock()
-			return o.err == nil
+			return o.err == nil && !o.abandoned.Load()
 		case <-check.C:
 			if o.stalledFor() >= stall {
 				o.abandon()

@@ -162,6 +162,12 @@ func (ss *session) closeInput() {
 // when the RPC does.
 func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 	for {
+		// Acks queue like events: while the client reads nothing, read nothing from it
+		// either, so that flow control, not agentd's memory, holds what it sends.
+		if ss.out.wait(ss.ctx) != nil {
+			ss.closeInput()
+			return
+		}
 		req, err := recv()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -181,9 +187,15 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 			// Over the stream's message rate: read nothing more until the bucket has a
 			// token again, so that a client flooding the stream is held back by flow
 			// control instead of being served at the flood's pace.
-			if ss.msgLimit.Wait(ss.ctx) != nil {
-				ss.msgLimit = nil // the run is over: the rest is read and ignored
+			r := ss.msgLimit.Reserve()
+			wait := r.Delay()
+			r.Cancel() // the token is the next message's to take
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ss.ctx.Done():
 			}
+			t.Stop()
 		}
 	}
 }
@@ -197,8 +209,9 @@ func (ss *session) handle(req *agentdv1.RunRequest) bool {
 		return true // run_finished is out: the stream carries nothing more
 	}
 	seq := req.GetClientSeq()
-	if _, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel); !cancel && ss.msgLimit != nil && !ss.msgLimit.Allow() {
-		// A cancel is never refused: it is one message, and it ends the flood.
+	_, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel)
+	if !(cancel && !ss.clientCancelled) && !ss.msgLimit.Allow() {
+		// A client's first cancel is never refused: it ends the run, and the flood.
 		ss.ackLocked(seq, ackError("RATE_LIMITED", "too many messages on this stream: at most %g a second (burst %d)", float64(ss.msgLimit.Limit()), ss.msgLimit.Burst()))
 		return false
 	}
@@ -316,9 +329,10 @@ func (ss *session) decide(seq int64, d *agentdv1.ApprovalDecision) {
 	if ss.ended {
 		return
 	}
-	if refusal == nil {
-		// The approval may have closed while the arguments were validated.
-		refusal = ss.approvalRefusalLocked(slot, d.GetApprovalId())
+	// The approval may have closed, or the run begun to end, while the arguments were
+	// validated: that, not the validation it cut short, is the answer.
+	if closed := ss.approvalRefusalLocked(slot, d.GetApprovalId()); closed != nil {
+		refusal = closed
 	}
 	if refusal != nil {
 		ss.ackLocked(seq, refusal)
@@ -329,8 +343,12 @@ func (ss *session) decide(seq int64, d *agentdv1.ApprovalDecision) {
 	slot.ch <- rd // buffered: the waiting Approve picks it up after the ack went out
 }
 
-// approvalRefusalLocked says why approval id takes no decision, or nil when it does.
+// approvalRefusalLocked says why approval id takes no decision, or nil when it does. A
+// run that is ending says so first, whatever became of the approval on the way.
 func (ss *session) approvalRefusalLocked(slot *approvalSlot, id string) *agentdv1.RunError {
+	if refusal := ss.endingLocked(); refusal != nil {
+		return refusal
+	}
 	switch {
 	case slot == nil:
 		return ackError("UNKNOWN_APPROVAL", "no approval %q is open in this run", id)
@@ -339,7 +357,7 @@ func (ss *session) approvalRefusalLocked(slot *approvalSlot, id string) *agentdv
 	case slot.closed != "":
 		return ackError("APPROVAL_CLOSED", "approval %q is no longer open: %s", id, slot.closed)
 	}
-	return ss.endingLocked()
+	return nil
 }
 
 func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
@@ -426,6 +444,10 @@ func partKindName(k runtime.PartKind) string {
 }
 
 func (ss *session) toolResultLocked(seq int64, tr *agentdv1.ToolResult) {
+	if refusal := ss.endingLocked(); refusal != nil {
+		ss.ackLocked(seq, refusal)
+		return
+	}
 	slot := ss.clientCalls[tr.GetToolCallId()]
 	switch {
 	case slot == nil || slot.done:
@@ -433,10 +455,6 @@ func (ss *session) toolResultLocked(seq int64, tr *agentdv1.ToolResult) {
 		return
 	case slot.closed != "":
 		ss.ackLocked(seq, ackError("TOOL_CALL_CLOSED", "client tool call %q no longer waits for a result: %s", tr.GetToolCallId(), slot.closed))
-		return
-	}
-	if refusal := ss.endingLocked(); refusal != nil {
-		ss.ackLocked(seq, refusal)
 		return
 	}
 	out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
@@ -489,10 +507,29 @@ func (ss *session) waitEnded(ctx context.Context, expired string) string {
 	switch {
 	case ss.ctx.Err() != nil:
 		return "the run is ending"
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return expired
+	case ctx.Err() != nil:
+		return "the step was interrupted"
 	}
 	return "the run parked; resume it with the continuation"
+}
+
+// resolvedWhy says in words how the run resolved an approval.
+func resolvedWhy(e *runtime.ApprovalResolved) string {
+	var why string
+	switch e.Outcome {
+	case runtime.OutcomeExpired:
+		why = "it expired"
+	case runtime.OutcomeCancelled:
+		why = "it was cancelled"
+	default:
+		why = "it was " + e.Outcome.String() + " by " + e.DecidedBy.String()
+	}
+	if e.Reason != "" {
+		why += " (" + e.Reason + ")"
+	}
+	return why
 }
 
 // approve is Request.Approve: it applies the run's approval policy, answers from the
@@ -691,6 +728,14 @@ func (ss *session) emit(ev runtime.Event) error {
 		ss.mu.Lock()
 		ss.approvals[e.ApprovalID] = &approvalSlot{tool: e.ToolName, args: e.Arguments, ch: make(chan runtime.Decision, 1)}
 		ss.mu.Unlock()
+	case *runtime.ApprovalResolved:
+		// However the run resolved it (an interrupting steer cancels approvals it never
+		// asked the client about), the approval takes no decision from now on.
+		ss.mu.Lock()
+		if slot := ss.approvals[e.ApprovalID]; slot != nil && !slot.decided && slot.closed == "" {
+			slot.closed = resolvedWhy(e)
+		}
+		ss.mu.Unlock()
 	case *runtime.ToolExecutionStarted:
 		if e.Executor == runtime.ExecutorClient {
 			ss.mu.Lock()
@@ -807,8 +852,16 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 // (CLIENT_STALLED) with the run's outcome, transcript included, as a status detail.
 func (ss *session) executeStreaming(req *runtime.Request) error {
 	stop := ss.keepAlive()
+	defer stop() // a panic in the run too: the timer must not re-arm for ever
+	flushed := false
+	defer func() {
+		if !flushed {
+			ss.out.abandon() // a panic: the sender goroutine ends now
+		}
+	}()
 	rf, err := ss.execute(req)
 	stop()
+	flushed = true
 	if !ss.out.flush(ss.srv.cfg.StallTimeout) && err == nil {
 		if sendErr := ss.out.failed(); sendErr != nil {
 			return sendStatus(sendErr)

@@ -1,0 +1,129 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// blockingSend is a stream's Send whose client reads nothing until release is closed.
+type blockingSend struct {
+	release chan struct{}
+	sent    []int64
+}
+
+func (b *blockingSend) send(ev *agentdv1.RunEvent) error {
+	select {
+	case <-b.release:
+		b.sent = append(b.sent, ev.GetSeq())
+		return nil
+	case <-time.After(time.Hour):
+		return errors.New("the stream ended")
+	}
+}
+
+// Events go out in the order they were put, and flush waits until all have.
+func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blockingSend{release: make(chan struct{})}
+		close(b.release)
+		o := newOutbox(b.send, func(error) {})
+		for i := range 200 {
+			if err := o.put(&agentdv1.RunEvent{Seq: int64(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !o.flush(time.Minute) {
+			t.Fatal("flush reported a failure")
+		}
+		for i, seq := range b.sent {
+			if seq != int64(i+1) {
+				t.Fatalf("event %d went out as seq %d", i, seq)
+			}
+		}
+		if len(b.sent) != 200 {
+			t.Errorf("%d events sent, want 200", len(b.sent))
+		}
+	})
+}
+
+// A run whose client reads nothing waits once outboxSize events are queued: the client
+// holds the model back.
+func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blockingSend{release: make(chan struct{})}
+		o := newOutbox(b.send, func(error) {})
+		ctx, cancel := context.WithCancel(t.Context())
+		put := 0
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ; put < 10*outboxSize; put++ {
+				o.put(&agentdv1.RunEvent{Seq: int64(put + 1)})
+				o.wait(ctx)
+			}
+		}()
+		synctest.Wait()
+		if put > 2*outboxSize+1 {
+			t.Errorf("%d events were queued while the client read nothing, want at most about %d", put, 2*outboxSize)
+		}
+		cancel() // the run ends: it stops waiting
+		<-done
+		o.abandon()
+		close(b.release)
+		synctest.Wait()
+	})
+}
+
+// A client that reads nothing after the run's last event is let go once the stall
+// timeout has passed: flush reports it, and the sender goroutine ends with the stream.
+func TestOutbox_FlushGivesUpOnAStalledClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blockingSend{release: make(chan struct{})}
+		o := newOutbox(b.send, func(error) {})
+		o.put(&agentdv1.RunEvent{Seq: 1})
+		start := time.Now()
+		if o.flush(2 * time.Minute) {
+			t.Fatal("flush reported every event sent to a client that read nothing")
+		}
+		if waited := time.Since(start); waited < 2*time.Minute || waited > 3*time.Minute {
+			t.Errorf("flush gave up after %s, want the stall timeout, 2m, or a little more", waited)
+		}
+		if err := o.put(&agentdv1.RunEvent{Seq: 2}); err != nil {
+			t.Errorf("put after the stall: %v, want the event dropped", err)
+		}
+		close(b.release) // the stream ends
+		synctest.Wait()
+		if len(b.sent) != 1 {
+			t.Errorf("sent %v after the stall, want only the event in flight", b.sent)
+		}
+	})
+}
+
+// A failed send is reported once, cancels nothing more than it must, and every later put
+// returns its error.
+func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		broken := errors.New("broken pipe")
+		var failed []error
+		o := newOutbox(func(*agentdv1.RunEvent) error { return broken }, func(err error) { failed = append(failed, err) })
+		o.put(&agentdv1.RunEvent{Seq: 1})
+		synctest.Wait()
+		if err := o.put(&agentdv1.RunEvent{Seq: 2}); !errors.Is(err, broken) {
+			t.Errorf("put after the failure: %v, want %v", err, broken)
+		}
+		if o.flush(time.Minute) || !errors.Is(o.failed(), broken) {
+			t.Errorf("flush succeeded or failed() = %v", o.failed())
+		}
+		if len(failed) != 1 {
+			t.Errorf("onFail called %d times, want once", len(failed))
+		}
+	})
+}
