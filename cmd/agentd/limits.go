@@ -81,12 +81,14 @@ func transportOptions(cfg config) []grpc.ServerOption {
 }
 
 // limitConnections returns lis capped at limit open connections (see
-// [connLimitListener]), or lis itself when limit is 0.
-func limitConnections(lis net.Listener, limit int, log *slog.Logger) net.Listener {
+// [connLimitListener]), or lis itself when limit is 0. userTimeout, when positive, is the
+// TCP_USER_TIMEOUT of every connection it accepts (the keepalive timeout, as grpc.Server
+// would set it on a connection it sees unwrapped).
+func limitConnections(lis net.Listener, limit int, userTimeout time.Duration, log *slog.Logger) net.Listener {
 	if limit <= 0 {
 		return lis
 	}
-	return &connLimitListener{Listener: lis, limit: int64(limit), log: log}
+	return &connLimitListener{Listener: lis, limit: int64(limit), userTimeout: userTimeout, log: log}
 }
 
 // connLimitListener is a net.Listener that keeps at most limit of the connections it
@@ -98,10 +100,11 @@ func limitConnections(lis net.Listener, limit int, log *slog.Logger) net.Listene
 // goroutines, as grpc.Server does.
 type connLimitListener struct {
 	net.Listener
-	limit   int64
-	log     *slog.Logger
-	open    atomic.Int64
-	refused atomic.Int64
+	limit       int64
+	userTimeout time.Duration
+	log         *slog.Logger
+	open        atomic.Int64
+	refused     atomic.Int64
 }
 
 // Accept returns the next connection under the cap, closing those beyond it.
@@ -112,6 +115,11 @@ func (l *connLimitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.open.Add(1) <= l.limit {
+			if tc, ok := c.(*net.TCPConn); ok && l.userTimeout > 0 {
+				if err := setTCPUserTimeout(tc, l.userTimeout); err != nil {
+					l.log.Debug("setting TCP_USER_TIMEOUT failed", "error", err)
+				}
+			}
 			return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
 		}
 		l.open.Add(-1)
@@ -187,4 +195,13 @@ func (l *watchLimiter) release(peer string) {
 	if l.byPeer[peer]--; l.byPeer[peer] == 0 {
 		delete(l.byPeer, peer)
 	}
+}
+
+// userTimeout is the TCP_USER_TIMEOUT grpc.Server gives a connection with keepalive pings
+// on: the keepalive timeout.
+func userTimeout(cfg config) time.Duration {
+	if cfg.keepaliveTime <= 0 {
+		return 0
+	}
+	return cfg.keepaliveTimeout
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -51,7 +52,7 @@ func serveHealth(t *testing.T, args []string, lis net.Listener) *healthServer {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, log))
+		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log))
 	}()
 	t.Cleanup(func() {
 		gs.Stop()
@@ -466,7 +467,7 @@ func TestConnectionLimit(t *testing.T) {
 func TestConnLimitListenerCountsEachCloseOnce(t *testing.T) {
 	lis := listenLoopback(t)
 	defer lis.Close()
-	l := limitConnections(lis, 2, slog.New(slog.DiscardHandler)).(*connLimitListener)
+	l := limitConnections(lis, 2, 0, slog.New(slog.DiscardHandler)).(*connLimitListener)
 	for range 2 {
 		c, err := net.Dial("tcp", lis.Addr().String())
 		if err != nil {
@@ -491,7 +492,7 @@ func TestConnLimitListenerCountsEachCloseOnce(t *testing.T) {
 	if n := l.open.Load(); n != 0 {
 		t.Errorf("%d open after closing both, want 0", n)
 	}
-	if got := limitConnections(lis, 0, nil); got != lis {
+	if got := limitConnections(lis, 0, 0, nil); got != lis {
 		t.Error("--max-connections=0 wrapped the listener, want it as is")
 	}
 }
@@ -745,5 +746,32 @@ func TestCallerLimiterLeavesAnonymousCallersAlone(t *testing.T) {
 	}
 	if len(l.callers) != 0 {
 		t.Errorf("%d buckets for anonymous calls, want none", len(l.callers))
+	}
+}
+
+// The connection cap wraps every connection, which keeps grpc.Server from setting
+// TCP_USER_TIMEOUT on it: the listener sets it instead.
+func TestConnLimitListenerSetsTCPUserTimeout(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("TCP_USER_TIMEOUT is Linux's")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limitConnections(lis, 2, 20*time.Second, slog.New(slog.DiscardHandler))
+	defer l.Close()
+	client, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := tcpUserTimeout(t, c.(*limitedConn).Conn.(*net.TCPConn)); got != 20*time.Second {
+		t.Errorf("TCP_USER_TIMEOUT = %s, want the keepalive timeout, 20s", got)
 	}
 }

@@ -225,7 +225,7 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	srv.Register(gs)
 
 	served := make(chan error, 1)
-	go func() { served <- gs.Serve(limitConnections(lis, cfg.maxConnections, log)) }()
+	go func() { served <- gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log)) }()
 	log.Info("agentd listening", "addr", lis.Addr().String(),
 		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "",
 		"rate_limit", cfg.rateLimit, "max_runs_per_caller", cfg.maxRunsPerCaller, "limit_by_peer_ip", cfg.limitByPeerIP,

@@ -117,7 +117,7 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, log))
+		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log))
 	}()
 	t.Cleanup(func() {
 		gs.Stop()
