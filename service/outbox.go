@@ -31,12 +31,15 @@ type outbox struct {
 
 	mu        sync.Mutex
 	queue     []*agentdv1.RunEvent
-	closed    bool        // nothing more is put; the sender ends once the queue is sent
-	abandoned atomic.Bool // the client stalled: events are dropped
-	err       error       // the failed send's error
-	wake      chan struct{}
-	space     chan struct{}
-	done      chan struct{} // closed when the sender returns
+	closed    bool          // nothing more is put; the sender ends once the queue is sent
+	abandoned atomic.Bool   // the client stalled: events are dropped
+	err       error         // the failed send's error
+	wake      chan struct{} // the sender's: something was put, or the outbox closed
+	// space is closed, and replaced, when the queue empties while someone waits for room:
+	// the run and the stream's receive goroutine may both wait (broadcast, not a token).
+	space        chan struct{}
+	spaceWaiters int
+	done         chan struct{} // closed when the sender returns
 
 	// sendingSince is when the send in progress started (unix nanoseconds), 0 when none
 	// is: how long the client has read nothing.
@@ -44,7 +47,7 @@ type outbox struct {
 }
 
 func newOutbox(send func(*agentdv1.RunEvent) error, onFail func(error)) *outbox {
-	o := &outbox{send: send, onFail: onFail, wake: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &outbox{send: send, onFail: onFail, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
 }
@@ -87,17 +90,27 @@ func (o *outbox) pending() bool {
 func (o *outbox) wait(ctx context.Context) error {
 	for {
 		o.mu.Lock()
-		full, err := len(o.queue) >= outboxSize && !o.abandoned.Load(), o.err
-		o.mu.Unlock()
-		if err != nil || !full {
-			return err
+		if o.err != nil || len(o.queue) < outboxSize || o.abandoned.Load() {
+			o.mu.Unlock()
+			return o.err
 		}
+		space := o.space
+		o.spaceWaiters++
+		o.mu.Unlock()
 		select {
-		case <-o.space:
+		case <-space:
 		case <-o.done:
 		case <-ctx.Done():
 			return nil
 		}
+	}
+}
+
+// freeSpaceLocked wakes everyone waiting for room in the queue.
+func (o *outbox) freeSpaceLocked() {
+	if o.spaceWaiters > 0 {
+		close(o.space)
+		o.space, o.spaceWaiters = make(chan struct{}), 0
 	}
 }
 
@@ -124,7 +137,7 @@ func (o *outbox) abandon() {
 	o.abandoned.Store(true)
 	clear(o.queue)
 	o.queue = o.queue[:0]
-	signal(o.space)
+	o.freeSpaceLocked()
 	signal(o.wake)
 }
 
@@ -172,7 +185,7 @@ func (o *outbox) run() {
 			return
 		}
 		batch, o.queue = o.queue, batch[:0]
-		signal(o.space)
+		o.freeSpaceLocked()
 		o.mu.Unlock()
 		for i, ev := range batch {
 			if o.abandoned.Load() {
@@ -188,8 +201,8 @@ func (o *outbox) run() {
 				o.err = err
 				clear(o.queue)
 				o.queue = nil
+				o.freeSpaceLocked()
 				o.mu.Unlock()
-				signal(o.space)
 				o.onFail(err)
 				return
 			}

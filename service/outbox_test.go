@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -125,5 +126,27 @@ func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 		if len(failed) != 1 {
 			t.Errorf("onFail called %d times, want once", len(failed))
 		}
+	})
+}
+
+// The run and the stream's receive goroutine may both wait for room: once the client
+// reads again, both go on (a single wake-up token left one of them waiting until the
+// next heartbeat).
+func TestOutbox_EveryWaiterGoesOnWhenTheClientReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blockingSend{release: make(chan struct{})}
+		o := newOutbox(b.send, func(error) {})
+		for i := range outboxSize + 1 { // one in flight, outboxSize queued
+			o.put(&agentdv1.RunEvent{Seq: int64(i + 1)})
+			synctest.Wait()
+		}
+		var waiting sync.WaitGroup
+		for range 2 {
+			waiting.Go(func() { o.wait(t.Context()) })
+		}
+		synctest.Wait()
+		close(b.release) // the client reads again
+		waiting.Wait()   // with a lost wake-up, this blocks the bubble for good
+		o.flush(time.Minute)
 	})
 }
