@@ -24,7 +24,7 @@ const outboxSize = 64
 // the handler returns while that goroutine is still blocked in Send, and gRPC then ends
 // the stream, which ends the Send.
 //
-// put and flush may be called from any goroutine; wait from the run's alone.
+// put, wait and flush may be called from any goroutine.
 type outbox struct {
 	send   func(*agentdv1.RunEvent) error
 	onFail func(error) // called once, on the sender's goroutine, when a send fails
@@ -90,9 +90,9 @@ func (o *outbox) pending() bool {
 func (o *outbox) wait(ctx context.Context) error {
 	for {
 		o.mu.Lock()
-		if o.err != nil || len(o.queue) < outboxSize || o.abandoned.Load() {
+		if err := o.err; err != nil || len(o.queue) < outboxSize || o.abandoned.Load() {
 			o.mu.Unlock()
-			return o.err
+			return err
 		}
 		space := o.space
 		o.spaceWaiters++

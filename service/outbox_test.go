@@ -150,3 +150,49 @@ func TestOutbox_EveryWaiterGoesOnWhenTheClientReads(t *testing.T) {
 		o.flush(time.Minute)
 	})
 }
+
+// A run putting and waiting, a receive goroutine waiting, and a client that reads at its
+// own pace: nobody waits for ever, and every event goes out once, in order.
+func TestOutbox_NoLostWakeUps(t *testing.T) {
+	for seed := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			var sent []int64
+			n := 0
+			send := func(ev *agentdv1.RunEvent) error {
+				n++
+				if n%(seed+3) == 0 {
+					time.Sleep(time.Millisecond) // the client is slow now and then
+				}
+				sent = append(sent, ev.GetSeq())
+				return nil
+			}
+			o := newOutbox(send, func(error) {})
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			wg.Go(func() { // the receive goroutine
+				for ctx.Err() == nil {
+					o.wait(ctx)
+					time.Sleep(time.Duration(seed) * time.Microsecond)
+				}
+			})
+			const events = 5000
+			for i := range events {
+				o.put(&agentdv1.RunEvent{Seq: int64(i + 1)})
+				o.wait(t.Context())
+			}
+			cancel()
+			wg.Wait()
+			if !o.flush(time.Minute) {
+				t.Fatal("flush failed")
+			}
+			if len(sent) != events {
+				t.Fatalf("%d events sent, want %d", len(sent), events)
+			}
+			for i, seq := range sent {
+				if seq != int64(i+1) {
+					t.Fatalf("event %d went out as %d", i, seq)
+				}
+			}
+		})
+	}
+}
