@@ -6,16 +6,9 @@ package service_test
 import (
 	"cmp"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -31,6 +23,7 @@ import (
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/tlstest"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 )
@@ -43,90 +36,35 @@ type hookPKI struct {
 	// alone.
 	ipServer, nameServer tls.Certificate
 	// files by name (none a part of another): hooks-ca.pem, other-ca.pem, client.pem and client-key.pem
-	// (CN agentd, signed by the hooks CA), other-key.pem (a key of no certificate here),
+	// (CN agentd, signed by the hooks CA), other-key.pem (the key of a certificate in no file),
 	// junk.pem (no PEM at all).
 	files map[string]string
 }
 
 func newHookPKI(t *testing.T) *hookPKI {
 	t.Helper()
+	ca := tlstest.NewCA(t, "hooks CA")
+	other := tlstest.NewCA(t, "someone else's CA")
+	p := &hookPKI{
+		pool:       ca.Pool,
+		ipServer:   ca.Issue(t, "policy", "127.0.0.1", "localhost"),
+		nameServer: ca.Issue(t, "policy", "policy.hooks.test"),
+		files:      map[string]string{},
+	}
 	dir := t.TempDir()
-	p := &hookPKI{files: map[string]string{}}
-	write := func(name, typ string, der []byte) {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p.files[name] = path
+	file := func(name string) string {
+		p.files[name] = filepath.Join(dir, name)
+		return p.files[name]
 	}
-	newKey := func() *ecdsa.PrivateKey {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return key
-	}
-	marshalKey := func(key *ecdsa.PrivateKey) []byte {
-		der, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der
-	}
-	serial := int64(0)
-	sign := func(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, parentKey *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		if parent == nil {
-			parent = tmpl
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert, der
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-		key := newKey()
-		cert, der := sign(&x509.Certificate{Subject: pkix.Name{CommonName: name}, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}, nil, &key.PublicKey, key)
-		return cert, key, der
-	}
-	ca, caKey, caDER := newCA("hooks CA")
-	_, _, otherDER := newCA("someone else's CA")
-	p.pool = x509.NewCertPool()
-	p.pool.AddCert(ca)
-	write("hooks-ca.pem", "CERTIFICATE", caDER)
-	write("other-ca.pem", "CERTIFICATE", otherDER)
-
-	server := func(ips []net.IP, names []string) tls.Certificate {
-		key := newKey()
-		_, der := sign(&x509.Certificate{
-			Subject: pkix.Name{CommonName: "policy"}, KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: ips, DNSNames: names,
-		}, ca, &key.PublicKey, caKey)
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
-	p.ipServer = server([]net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
-	p.nameServer = server(nil, []string{"policy.hooks.test"})
-
-	clientKey := newKey()
-	_, clientDER := sign(&x509.Certificate{
-		Subject: pkix.Name{CommonName: "agentd"}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, &clientKey.PublicKey, caKey)
-	write("client.pem", "CERTIFICATE", clientDER)
-	write("client-key.pem", "PRIVATE KEY", marshalKey(clientKey))
-	write("other-key.pem", "PRIVATE KEY", marshalKey(newKey()))
-	junk := filepath.Join(dir, "junk.pem")
-	if err := os.WriteFile(junk, []byte("not a certificate\n"), 0o600); err != nil {
+	client := ca.Issue(t, "agentd")
+	ca.WriteCertFile(t, file("hooks-ca.pem"))
+	other.WriteCertFile(t, file("other-ca.pem"))
+	tlstest.WriteCertFile(t, file("client.pem"), client)
+	tlstest.WriteKeyFile(t, file("client-key.pem"), client)
+	tlstest.WriteKeyFile(t, file("other-key.pem"), other.Issue(t, "stranger"))
+	if err := os.WriteFile(file("junk.pem"), []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.files["junk.pem"] = junk
 	return p
 }
 
@@ -155,27 +93,6 @@ func (h *policyHook) seen() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.peers)
-}
-
-// serveHookTLS serves h over TLS with cfg on a loopback TCP port and returns the port.
-func serveHookTLS(t *testing.T, h hooksv1.HookServiceServer, cfg *tls.Config) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
-	hooksv1.RegisterHookServiceServer(gs, h)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	return port
 }
 
 func TestRemoteHookTLS_AgentsFile(t *testing.T) {
@@ -216,7 +133,8 @@ func TestRemoteHookTLS_AgentsFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkNoLeak(t)
 			hook := &policyHook{}
-			port := serveHookTLS(t, hook, tc.server)
+			addr := tlstest.ServeTLS(t, tc.server, func(gs *grpc.Server) { hooksv1.RegisterHookServiceServer(gs, hook) })
+			_, port, _ := net.SplitHostPort(addr)
 			tlsLine := ""
 			if tc.tls != "" {
 				tlsLine = "\n          tls: " + tc.tls

@@ -2,20 +2,12 @@ package remote_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"log/slog"
-	"math/big"
-	"net"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -24,97 +16,9 @@ import (
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	"github.com/agentd/agentd/hooks/remote"
+	"github.com/agentd/agentd/internal/tlstest"
 	"github.com/agentd/agentd/runtime"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue returns a certificate the CA signed for cn: a server's, valid for hosts (IP
-// addresses or DNS names), or a client's when hosts is empty.
-func (ca *testCA) issue(t *testing.T, cn string, hosts ...string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if len(hosts) > 0 {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// serveTLS serves srv over TLS with cfg on a loopback TCP port and returns its address;
-// everything stops with t.Cleanup.
-func serveTLS(t *testing.T, srv hooksv1.HookServiceServer, cfg *tls.Config) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
-	hooksv1.RegisterHookServiceServer(gs, srv)
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
-}
 
 // peerName returns the common name of the client certificate the server verified, ""
 // when there is none.
@@ -131,15 +35,15 @@ func peerName(ctx context.Context) string {
 }
 
 func TestWithTLS(t *testing.T) {
-	ca := newCA(t, "hooks CA")
-	other := newCA(t, "someone else's CA")
-	serverCert := ca.issue(t, "policy", "127.0.0.1", "localhost")
-	namedCert := ca.issue(t, "policy", "policy.hooks.test") // not valid for the address dialled
-	clientCert := ca.issue(t, "agentd")
-	strangerCert := other.issue(t, "stranger")
+	ca := tlstest.NewCA(t, "hooks CA")
+	other := tlstest.NewCA(t, "someone else's CA")
+	serverCert := ca.Issue(t, "policy", "127.0.0.1", "localhost")
+	namedCert := ca.Issue(t, "policy", "policy.hooks.test") // not valid for the address dialled
+	clientCert := ca.Issue(t, "agentd")
+	strangerCert := other.Issue(t, "stranger")
 
 	tlsServer := &tls.Config{Certificates: []tls.Certificate{serverCert}}
-	mtlsServer := &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool}
+	mtlsServer := &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool}
 	namedServer := &tls.Config{Certificates: []tls.Certificate{namedCert}}
 
 	const (
@@ -158,20 +62,20 @@ func TestWithTLS(t *testing.T) {
 		wantStop   string
 		wantAnswer bool
 	}{
-		{name: "TLS", server: tlsServer, client: &tls.Config{RootCAs: ca.pool}, wantAnswer: true},
-		{name: "mTLS", server: mtlsServer, client: &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{clientCert}}, wantAnswer: true, wantPeer: "agentd"},
-		{name: "server name", server: namedServer, client: &tls.Config{RootCAs: ca.pool, ServerName: "policy.hooks.test"}, wantAnswer: true},
-		{name: "wrong CA, fail-open", server: tlsServer, client: &tls.Config{RootCAs: other.pool}},
-		{name: "wrong CA, fail-closed", server: tlsServer, client: &tls.Config{RootCAs: other.pool}, failClosed: true,
+		{name: "TLS", server: tlsServer, client: &tls.Config{RootCAs: ca.Pool}, wantAnswer: true},
+		{name: "mTLS", server: mtlsServer, client: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{clientCert}}, wantAnswer: true, wantPeer: "agentd"},
+		{name: "server name", server: namedServer, client: &tls.Config{RootCAs: ca.Pool, ServerName: "policy.hooks.test"}, wantAnswer: true},
+		{name: "wrong CA, fail-open", server: tlsServer, client: &tls.Config{RootCAs: other.Pool}},
+		{name: "wrong CA, fail-closed", server: tlsServer, client: &tls.Config{RootCAs: other.Pool}, failClosed: true,
 			wantStop: unverified},
 		{name: "system roots, fail-closed", server: tlsServer, client: nil, failClosed: true,
 			wantStop: unverified},
-		{name: "name not in the certificate, fail-closed", server: namedServer, client: &tls.Config{RootCAs: ca.pool}, failClosed: true,
+		{name: "name not in the certificate, fail-closed", server: namedServer, client: &tls.Config{RootCAs: ca.Pool}, failClosed: true,
 			wantStop: unverified},
-		{name: "mTLS without a client certificate, fail-open", server: mtlsServer, client: &tls.Config{RootCAs: ca.pool}},
-		{name: "mTLS without a client certificate, fail-closed", server: mtlsServer, client: &tls.Config{RootCAs: ca.pool}, failClosed: true,
+		{name: "mTLS without a client certificate, fail-open", server: mtlsServer, client: &tls.Config{RootCAs: ca.Pool}},
+		{name: "mTLS without a client certificate, fail-closed", server: mtlsServer, client: &tls.Config{RootCAs: ca.Pool}, failClosed: true,
 			wantStop: "hook unreachable: BeforeTool"},
-		{name: "mTLS with a certificate of another CA, fail-closed", server: mtlsServer, client: &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{strangerCert}}, failClosed: true,
+		{name: "mTLS with a certificate of another CA, fail-closed", server: mtlsServer, client: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{strangerCert}}, failClosed: true,
 			wantStop: "hook unreachable: BeforeTool"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +84,7 @@ func TestWithTLS(t *testing.T) {
 				peers = append(peers, peerName(ctx))
 				return &hooksv1.BeforeToolResponse{Decision: hooksv1.Decision_DECISION_DENY, Reason: "by policy"}, nil
 			}}
-			addr := serveTLS(t, srv, tc.server)
+			addr := tlstest.ServeTLS(t, tc.server, func(gs *grpc.Server) { hooksv1.RegisterHookServiceServer(gs, srv) })
 			h, err := remote.Dial(addr, remote.WithTLS(tc.client), remote.WithFailClosed(tc.failClosed), remote.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
