@@ -41,6 +41,9 @@ type outbox struct {
 	spaceWaiters int
 	done         chan struct{} // closed when the sender returns
 
+	// queued is len(queue), for wait's check without the lock on every event.
+	queued atomic.Int32
+
 	// sendingSince is when the send in progress started (unix nanoseconds), 0 when none
 	// is: how long the client has read nothing.
 	sendingSince atomic.Int64
@@ -71,6 +74,7 @@ func (o *outbox) put(ev *agentdv1.RunEvent) error {
 		return nil
 	}
 	o.queue = append(o.queue, ev)
+	o.queued.Store(int32(len(o.queue)))
 	if len(o.queue) == 1 {
 		signal(o.wake)
 	}
@@ -88,6 +92,9 @@ func (o *outbox) pending() bool {
 // (backpressure). It returns when there is room, when ctx is done (the run unwinds
 // without waiting), or with the error of a failed send.
 func (o *outbox) wait(ctx context.Context) error {
+	if o.queued.Load() < outboxSize {
+		return nil // the common case, once per event: a failed send shows at the next put
+	}
 	for {
 		o.mu.Lock()
 		if err := o.err; err != nil || len(o.queue) < outboxSize || o.abandoned.Load() {
@@ -137,6 +144,7 @@ func (o *outbox) abandon() {
 	o.abandoned.Store(true)
 	clear(o.queue)
 	o.queue = o.queue[:0]
+	o.queued.Store(0)
 	o.freeSpaceLocked()
 	signal(o.wake)
 }
@@ -185,6 +193,7 @@ func (o *outbox) run() {
 			return
 		}
 		batch, o.queue = o.queue, batch[:0]
+		o.queued.Store(0)
 		o.freeSpaceLocked()
 		o.mu.Unlock()
 		for i, ev := range batch {
@@ -201,6 +210,7 @@ func (o *outbox) run() {
 				o.err = err
 				clear(o.queue)
 				o.queue = nil
+				o.queued.Store(0)
 				o.freeSpaceLocked()
 				o.mu.Unlock()
 				o.onFail(err)

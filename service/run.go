@@ -140,7 +140,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	}
 
 	ss := &session{
-		srv: s, mode: mode, entry: entry, send: send,
+		srv: s, mode: mode, entry: entry,
 		runID:       runtime.RandomID("run"),
 		thread:      spec.GetThreadId(),
 		reqID:       spec.GetRequestId(),

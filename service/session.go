@@ -45,8 +45,7 @@ type session struct {
 	runID  string
 	thread string
 	reqID  string
-	send   func(*agentdv1.RunEvent) error // nil for ExecuteRun
-	out    *outbox                        // sends what send sends; nil for ExecuteRun
+	out    *outbox // the stream's events go out through it; nil for ExecuteRun
 	// caller is the key of the per-caller run limit; empty when none applies.
 	caller string
 	// stopAfter unhooks the session from the server's shutdown.
@@ -68,7 +67,6 @@ type session struct {
 	mu              sync.Mutex
 	seq             int64
 	lastSent        time.Time
-	sendErr         error
 	ended           bool // run_finished is going out: nothing more is acked
 	inputDone       bool // the client half-closed, or the RPC takes no input
 	inputDoneCh     chan struct{}
@@ -81,7 +79,6 @@ type session struct {
 	steerLimit      *rate.Limiter
 	msgLimit        *rate.Limiter // every client message after start
 	clientCancelled bool
-	stalled         bool // the client read nothing for the stall timeout
 	preDecisions    map[string]runtime.Decision
 	preResults      map[string]runtime.Output
 	step            runtime.StepStarted // the last step started, for checkpoints
@@ -109,9 +106,6 @@ type clientSlot struct {
 // go out in. A failed send has cancelled the run (the client is gone): its error comes
 // back from every later call.
 func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
-	if ss.sendErr != nil {
-		return ss.sendErr
-	}
 	now := ss.srv.now()
 	if numbered {
 		ss.seq++
@@ -123,11 +117,7 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	if ss.out == nil {
 		return nil
 	}
-	if err := ss.out.put(ev); err != nil {
-		ss.sendErr = err
-		return err
-	}
-	return nil
+	return ss.out.put(ev)
 }
 
 // sendEvent sends one of the run's events. Called on the run's goroutine, it waits while
@@ -698,9 +688,6 @@ func (ss *session) keepAlive() (stop func()) {
 // queued for it is dropped, and the run ends FAILED (CLIENT_STALLED) with its transcript,
 // which the RPC's status carries.
 func (ss *session) stall() {
-	ss.mu.Lock()
-	ss.stalled = true
-	ss.mu.Unlock()
 	ss.srv.log.Warn("the client read nothing for the stall timeout: ending its run", "run_id", ss.runID, "stall_timeout", ss.srv.cfg.StallTimeout.String())
 	ss.out.abandon()
 	ss.cancel(errClientStalled)
@@ -777,7 +764,6 @@ func (ss *session) checkpoint(e *runtime.StepFinished) error {
 func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 	ss.mu.Lock()
 	clientCancelled := ss.clientCancelled && errors.Is(fin.Err, errClientCancel)
-	stalled := ss.stalled && fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled)
 	ss.mu.Unlock()
 	rf := &agentdv1.RunFinished{
 		Reason:      endReasonToProto(fin.Reason),
@@ -786,7 +772,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		Usage:       usageToProto(fin.Usage),
 		FinalText:   protoString(fin.FinalText),
 	}
-	if stalled {
+	if fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled) {
 		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
 		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
 	}

@@ -49,15 +49,7 @@ func serveHealth(t *testing.T, args []string, lis net.Listener) *healthServer {
 	gs := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log))
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-served
-	})
+	serveTest(t, gs, lis, cfg, log)
 	return &healthServer{health: hs, log: buf}
 }
 

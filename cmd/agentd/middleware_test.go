@@ -114,15 +114,7 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log))
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-served
-	})
+	serveTest(t, gs, lis, cfg, log)
 	return &testServer{addr: lis.Addr().String(), log: buf, svc: srv}
 }
 
@@ -758,4 +750,19 @@ func TestServeWarnsWithoutAuthOffLoopback(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveTest serves gs on lis as agentd does (the connection cap of cfg) until the test
+// ends.
+func serveTest(t *testing.T, gs *grpc.Server, lis net.Listener, cfg config, log *slog.Logger) {
+	t.Helper()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log))
+	}()
+	t.Cleanup(func() {
+		gs.Stop()
+		<-served
+	})
 }
