@@ -32,7 +32,7 @@ func Example() {
 	// hooks.StreamServerInterceptor(noShell{}) does this for every RPC.
 	ctx := hooks.NewContext(context.Background(), noShell{})
 
-	req := &runtime.Request{Hooks: hooks.Chain(hooks.FromContext(ctx)...)}
+	req := &runtime.Request{Hooks: runtime.Chain(nil, hooks.FromContext(ctx)...)}
 	for ev := range agent.Run(ctx, req) {
 		switch ev := ev.(type) {
 		case *runtime.HookEvent:
@@ -55,6 +55,6 @@ func ExampleStreamServerInterceptor() {
 		hooks.StreamServerInterceptor(runtime.NoHooks{}),
 	))
 	defer srv.Stop()
-	// A handler passes hooks.Chain(hooks.FromContext(stream.Context())...) as the run's
-	// Request.Hooks; the agent's own hooks run after them.
+	// A handler passes runtime.Chain(logger, hooks.FromContext(stream.Context())...) as
+	// the run's Request.Hooks; the agent's own hooks run after them.
 }

@@ -46,7 +46,7 @@ func (s *testServer) answer(t *testing.T, ctx context.Context) string {
 	order := &[]string{}
 	req := &runtime.Request{
 		Messages: []runtime.Message{runtime.UserMessage("hi")},
-		Hooks:    hooks.Chain(hooks.FromContext(ctx)...),
+		Hooks:    runtime.Chain(nil, hooks.FromContext(ctx)...),
 		Metadata: map[string]any{orderKey: order},
 	}
 	for _, err := range s.agent.Run(ctx, req) {

@@ -42,11 +42,6 @@ type Config struct {
 	// MaxToolOutput bounds the bytes of a tool's output the model reads (text or JSON);
 	// a longer one is cut, with a note saying so. 0 means 64 KiB, negative no limit.
 	MaxToolOutput int
-	// MaxModelRetries bounds the retries of a failed model call; 0 means 2, negative none.
-	MaxModelRetries int
-	// RetryBackoff is the wait before the first retry, doubled for each next one (with
-	// jitter, at most 30 s); 0 means 500 ms.
-	RetryBackoff time.Duration
 	// Logger receives warnings (hook failures); nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -69,15 +64,13 @@ type Config struct {
 // Agent runs the agent loop. It holds configuration only and keeps nothing between runs;
 // it is safe for concurrent use.
 type Agent struct {
-	cfg     Config
-	tools   map[string]*toolEntry
-	order   []string
-	log     *slog.Logger
-	now     func() time.Time
-	newID   func(string) string
-	retries int
-	backoff time.Duration
-	tel     *telemetry
+	cfg   Config
+	tools map[string]*toolEntry
+	order []string
+	log   *slog.Logger
+	now   func() time.Time
+	newID func(string) string
+	tel   *telemetry
 }
 
 type toolEntry struct {
@@ -102,16 +95,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if a.cfg.MaxToolOutput == 0 {
 		a.cfg.MaxToolOutput = 64 << 10
-	}
-	switch {
-	case cfg.MaxModelRetries == 0:
-		a.retries = 2
-	case cfg.MaxModelRetries > 0:
-		a.retries = cfg.MaxModelRetries
-	}
-	a.backoff = cfg.RetryBackoff
-	if a.backoff <= 0 {
-		a.backoff = 500 * time.Millisecond
 	}
 	if a.log == nil {
 		a.log = slog.Default()

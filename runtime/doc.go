@@ -34,7 +34,7 @@
 //  4. The model streams; deltas are emitted at once and assembled into one assistant
 //     message in arrival order. Tool-call fragments are joined by call id, falling back to
 //     the provider's index, falling back to the latest call (for providers that number
-//     every call 0, or not at all).
+//     every call 0, or not at all). A failed call fails the run (see "Model failures").
 //  5. AfterModel hooks see the message and its usage.
 //  6. No tool calls: a queued steer continues the run; otherwise it completes.
 //  7. Each call is prepared: arguments that are not valid JSON or do not match the tool's
@@ -56,10 +56,23 @@
 // [Pending] that describes the step. [Request.Resume] takes the step up again on any
 // process, without calling the model first.
 //
+// # Model failures
+//
+// A failed model call is retried in one place: the model's adapter (runtime/llm/openai,
+// runtime/llm/anthropic), which sees the provider's status and Retry-After, retries only
+// before the call's first event, with bounded backoff, and names fallback models through
+// runtime/llm/fallback. The loop calls the model once per step: a call that still fails
+// ends the run [EndFailed] with a [*ModelError] wrapping the adapter's error, partial
+// output kept and marked. [ErrorType] names the failure for telemetry. Cancellation is
+// not a failure: the run finishes [EndCancelled].
+//
 // # Hooks
 //
-// [Hooks] observe and steer a run; [Chain] folds several into one. See [Hooks] for the
-// rules.
+// [Hooks] observe and steer a run; [Chain] folds several into one, in one order: the
+// server-wide hooks ([Request.Hooks], which a server fills from its gRPC interceptors,
+// the outermost first) before the agent's own ([Config.Hooks]). A hook that keeps state
+// per run implements [PerRun]: the runtime asks it for the run's own instance when the
+// run starts and drops that instance when the run ends. See [Hooks] for the rules.
 //
 // # Telemetry
 //
@@ -69,7 +82,7 @@
 //
 //	invoke_agent {agent}            the run; a child of the span in Run's context, or a
 //	│                               new trace's root; links: Request.SpanLinks
-//	├── chat {model}                one per model call attempt (a retry is a span of its own)
+//	├── chat {model}                one per model call (the adapter's retries inside it)
 //	├── await_approval {tool}       Request.Approve: the time a person takes to decide
 //	└── execute_tool {tool}         one per execution; gen_ai.tool.type is "function" for
 //	    └── await_client_tool {tool}  a client tool, whose Execute is the wait for the client

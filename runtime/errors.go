@@ -22,12 +22,12 @@ var (
 	ErrInvalidRequest = errors.New("runtime: invalid request")
 )
 
-// ModelError is a failed model call.
+// ModelError is a failed model call. The model's adapter retries a call before its
+// first event (see runtime/llm); the run does not call again: it finishes EndFailed with
+// the ModelError, whose Err is the adapter's error.
 type ModelError struct {
 	Model string
 	Err   error
-	// Attempts is the number of calls made, retries included.
-	Attempts int
 }
 
 func (e *ModelError) Error() string { return fmt.Sprintf("model %s: %v", e.Model, e.Err) }

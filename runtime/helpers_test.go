@@ -31,9 +31,6 @@ func newAgent(t *testing.T, model runtime.Model, cfg runtime.Config) *runtime.Ag
 	if cfg.NewID == nil {
 		cfg.NewID = rt.SequentialIDs()
 	}
-	if cfg.RetryBackoff == 0 {
-		cfg.RetryBackoff = 1 // tests do not wait between retries
-	}
 	a, err := runtime.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,12 @@ import (
 // Other errors are logged and ignored, and so is a panic. Hooks run on the run's goroutine
 // (parallel tools aside, whose hooks run on the run's goroutine too) one at a time.
 //
-// Cancellation is not an error: a cancelled run reaches AfterRun with EndCancelled and
-// never OnError.
+// A failed model call is not a hook point: the model's adapter has already retried it
+// (see runtime/llm), and the run finishes EndFailed with a *ModelError, which AfterRun
+// and OnEvent see. Cancellation is not an error: a cancelled run reaches AfterRun with
+// EndCancelled.
+//
+// A Hooks value that keeps state for each run implements [PerRun] as well.
 type Hooks interface {
 	// BeforeRun runs once, after RunStarted.
 	BeforeRun(ctx context.Context, in *RunInfo) error
@@ -33,23 +37,37 @@ type Hooks interface {
 	AfterTool(ctx context.Context, in *ToolCallOutput) error
 	// OnEvent sees every event before the consumer does.
 	OnEvent(ctx context.Context, in *RunInfo, ev Event)
-	// OnError decides whether a failed model call is retried. Retries happen only when
-	// the call emitted nothing, and are bounded by the agent's MaxModelRetries.
-	OnError(ctx context.Context, in *ModelFailure) (retry bool)
 }
 
-// NoHooks implements Hooks with no-ops; embed it. Its OnError does not ask for a retry
-// (a retryable error is still retried).
+// PerRun is implemented by Hooks that keep state for each run: what a run has counted,
+// the calls it has in flight. At the start of every run, before RunStarted, the runtime
+// calls ForRun once for each such hook of the run's chain (the request's and the
+// agent's, see [Chain]) and calls the Hooks it returns, in the hook's place, at every
+// hook point of that run; it drops them when the run ends. The hook that serves every
+// run of a server thus keeps nothing per run, and no two runs share state, even runs
+// that carry the same run id: state lives exactly as long as its run, whether the run
+// completes, stops, fails, or ends because its consumer stopped reading.
+//
+// ForRun may be called from many goroutines at once, one per run starting; the Hooks it
+// returns serve one run, whose hooks are called one at a time, so they need no locking.
+// It should only make the run's value: it must not block, nor emit, since the run has
+// not started. A nil result leaves the hook out of that run. The runtime uses what ForRun returns as it
+// is: it does not call ForRun on it. A Hooks that wraps another forwards ForRun, as the
+// result of [Chain] does; a wrapper that does not hides it.
+type PerRun interface {
+	ForRun(in *RunInfo) Hooks
+}
+
+// NoHooks implements Hooks with no-ops; embed it.
 type NoHooks struct{}
 
-func (NoHooks) BeforeRun(context.Context, *RunInfo) error           { return nil }
-func (NoHooks) AfterRun(context.Context, *RunInfo, *RunFinished)    {}
-func (NoHooks) BeforeModel(context.Context, *ModelCall) error       { return nil }
-func (NoHooks) AfterModel(context.Context, *ModelResponse) error    { return nil }
-func (NoHooks) BeforeTool(context.Context, *ToolCallInput) error    { return nil }
-func (NoHooks) AfterTool(context.Context, *ToolCallOutput) error    { return nil }
-func (NoHooks) OnEvent(context.Context, *RunInfo, Event)            {}
-func (NoHooks) OnError(context.Context, *ModelFailure) (retry bool) { return false }
+func (NoHooks) BeforeRun(context.Context, *RunInfo) error        { return nil }
+func (NoHooks) AfterRun(context.Context, *RunInfo, *RunFinished) {}
+func (NoHooks) BeforeModel(context.Context, *ModelCall) error    { return nil }
+func (NoHooks) AfterModel(context.Context, *ModelResponse) error { return nil }
+func (NoHooks) BeforeTool(context.Context, *ToolCallInput) error { return nil }
+func (NoHooks) AfterTool(context.Context, *ToolCallOutput) error { return nil }
+func (NoHooks) OnEvent(context.Context, *RunInfo, Event)         {}
 
 // RunInfo describes the run a hook is called for.
 type RunInfo struct {
@@ -96,7 +114,10 @@ type ModelResponse struct {
 	FinishReason FinishReason
 }
 
-// ToolCallInput is the input of BeforeTool. Hooks thread it.
+// ToolCallInput is the input of BeforeTool. Hooks thread it: every hook of the run's
+// chain gets the same *ToolCallInput, and once the last has returned the run applies
+// what it holds (Answer before Deny). A hook may keep it until the call's ToolCallResult
+// event to learn what the hooks after it decided.
 type ToolCallInput struct {
 	*RunInfo
 	Spec ToolSpec
@@ -117,15 +138,4 @@ type ToolCallOutput struct {
 	// Output may be rewritten.
 	Output   Output
 	Duration time.Duration
-}
-
-// ModelFailure is the input of OnError.
-type ModelFailure struct {
-	*RunInfo
-	Step int
-	Err  error
-	// Attempt counts from 1.
-	Attempt int
-	// Emitted is set when the failed call already streamed output; it is not retried.
-	Emitted bool
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"time"
 )
 
 // errConsumerGone cancels a run whose consumer stopped iterating.
@@ -110,16 +108,11 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	ctxInfo := *r.info
 	ctxInfo.emit = nil
 	if req.Hooks != nil || a.cfg.Hooks != nil {
-		// Hook failures are logged with the run's id (and, through ctx, its trace).
-		log := a.log.With("run_id", runID)
-		switch {
-		case req.Hooks != nil && a.cfg.Hooks != nil:
-			r.hooks = Chain(log, req.Hooks, a.cfg.Hooks)
-		case req.Hooks != nil:
-			r.hooks = Chain(log, req.Hooks)
-		default:
-			r.hooks = Chain(log, a.cfg.Hooks)
-		}
+		// One chain, one order: the request's hooks (the server's) before the agent's.
+		// Hook failures are logged with the run's id (and, through ctx, its trace). The
+		// run's own instances of the hooks that keep per-run state live in r.hooks, and go
+		// with the run.
+		r.hooks = Chain(a.log.With("run_id", runID), req.Hooks, a.cfg.Hooks).(chain).ForRun(r.info)
 	}
 	// The run's span: everything below, hooks included, runs in its context.
 	r.ctx, r.cancel = context.WithCancelCause(context.WithValue(r.startTelemetry(ctx), runInfoKey{}, &ctxInfo))
@@ -484,52 +477,19 @@ func (r *run) finishStep(stepID string, reason FinishReason, msgs []Message) boo
 	return r.emit(&StepFinished{StepID: stepID, FinishReason: reason, Usage: r.usage, NewMessages: msgs})
 }
 
-// callModel streams one model call, retrying failed calls that emitted nothing while
-// the hooks (or the error itself) ask for it and the budget allows. Each attempt is a
-// chat span of its own; the deltas in between touch no telemetry.
+// callModel streams one model call. A failure is final: the model's adapter has retried
+// what a retry may fix, before the first event (see runtime/llm), so the run does not
+// call again. The call is one chat span; the deltas touch no telemetry.
 func (r *run) callModel(ctx context.Context, stepID string, mreq *ModelRequest) (Message, Usage, FinishReason, error) {
-	msgID := r.a.newID("msg")
-	for attempt := 1; ; attempt++ {
-		asm := newAssembler(r.emit, r.a.newID, r.executorOf, msgID, stepID)
-		cctx, span := r.startChat(ctx, mreq, attempt)
-		start := r.a.now()
-		msg, u, reason, err := r.streamOnce(cctx, asm, mreq)
-		r.endChat(ctx, span, start, msg, u, reason, err)
-		if err == nil || r.gone || ctx.Err() != nil {
-			return msg, u, reason, err
-		}
-		retry := retryable(err)
-		if r.hooks != nil {
-			if r.hooks.OnError(r.ctx, &ModelFailure{RunInfo: r.info, Step: r.step, Err: err, Attempt: attempt, Emitted: asm.emitted}) {
-				retry = true
-			}
-			if !r.flushHookEvents() {
-				return msg, u, reason, err
-			}
-		}
-		if asm.emitted || !retry || attempt > r.a.retries {
-			return msg, u, reason, &ModelError{Model: r.model.Name(), Err: err, Attempts: attempt}
-		}
-		wait := r.a.backoff << (attempt - 1)
-		wait = min(wait, 30*time.Second)
-		wait += time.Duration(rand.Int64N(int64(wait)/5 + 1))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return msg, u, reason, ctx.Err()
-		case <-t.C:
-		}
+	asm := newAssembler(r.emit, r.a.newID, r.executorOf, r.a.newID("msg"), stepID)
+	cctx, span := r.startChat(ctx, mreq)
+	start := r.a.now()
+	msg, u, reason, err := r.streamOnce(cctx, asm, mreq)
+	r.endChat(ctx, span, start, msg, u, reason, err)
+	if err == nil || r.gone || ctx.Err() != nil {
+		return msg, u, reason, err
 	}
-}
-
-// retryable reports whether err says a retry may help.
-func retryable(err error) bool {
-	re, ok := errors.AsType[interface {
-		error
-		Retryable() bool
-	}](err)
-	return ok && re.Retryable()
+	return msg, u, reason, &ModelError{Model: r.model.Name(), Err: err}
 }
 
 // streamState is what one model stream accumulates. It is one value, so the loop body

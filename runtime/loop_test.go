@@ -586,54 +586,46 @@ func TestRule4_MissingFinishReasonIsAnError(t *testing.T) {
 	}
 }
 
-// retryHook retries every failed model call.
-type retryHook struct {
-	runtime.NoHooks
-	retry    bool
-	failures []runtime.ModelFailure
-}
+// retryableErr is a model failure that says a retry may help.
+type retryableErr struct{}
 
-func (h *retryHook) OnError(_ context.Context, in *runtime.ModelFailure) bool {
-	h.failures = append(h.failures, *in)
-	return h.retry
-}
+func (retryableErr) Error() string   { return "503 overloaded" }
+func (retryableErr) Retryable() bool { return true }
 
-func TestOnError_AnyRetryWinsAndRetriesAreBounded(t *testing.T) {
-	flaky := errors.New("503")
-	m := &rt.Model{Steps: []rt.Step{{Err: flaky}, {Err: flaky}, rt.Say("finally")}}
-	yes, no := &retryHook{retry: true}, &retryHook{}
-	a := newAgent(t, m, runtime.Config{MaxModelRetries: 2, Hooks: no})
-	_, fin := run(t, a, t.Context(), &runtime.Request{Hooks: yes})
-	if fin.Reason != runtime.EndCompleted || fin.FinalText != "finally" {
-		t.Fatalf("finished %v %v, want completed after two retries", fin.Reason, fin.Err)
-	}
-	if len(no.failures) != 2 || no.failures[1].Attempt != 2 {
-		t.Errorf("OnError saw %+v, want attempts 1 and 2", no.failures)
-	}
-
-	m2 := &rt.Model{Steps: []rt.Step{{Err: flaky}, {Err: flaky}, {Err: flaky}, rt.Say("never")}}
-	a2 := newAgent(t, m2, runtime.Config{MaxModelRetries: 2})
-	_, fin = run(t, a2, t.Context(), &runtime.Request{Hooks: &retryHook{retry: true}})
-	me, ok := errors.AsType[*runtime.ModelError](fin.Err)
-	if fin.Reason != runtime.EndFailed || !ok || me.Attempts != 3 || !errors.Is(fin.Err, flaky) {
-		t.Errorf("finished %v %v, want failed after 3 attempts", fin.Reason, fin.Err)
-	}
-}
-
-func TestOnError_NeverRetriesOnceADeltaWasEmitted(t *testing.T) {
-	m := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("par")}, Err: errors.New("reset")}, rt.Say("again")}}
-	h := &retryHook{retry: true}
-	a := newAgent(t, m, runtime.Config{})
-	_, fin := run(t, a, t.Context(), &runtime.Request{Hooks: h})
-	if fin.Reason != runtime.EndFailed || m.Calls() != 1 {
-		t.Errorf("finished %v after %d calls, want failed after 1", fin.Reason, m.Calls())
-	}
-	if len(h.failures) != 1 || !h.failures[0].Emitted {
-		t.Errorf("OnError saw %+v, want one failure marked emitted", h.failures)
+// TestModelFailure_TheRunCallsTheModelOnceAndFails: retries are the adapter's; the loop
+// never calls a failed model again, even for an error that says a retry may help, and
+// reports the failure as a *ModelError wrapping the model's error.
+func TestModelFailure_TheRunCallsTheModelOnceAndFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step rt.Step
+	}{
+		{"before the first event", rt.Step{Err: retryableErr{}}},
+		{"after a delta", rt.Step{Events: []runtime.ModelEvent{rt.Text("par")}, Err: retryableErr{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &rt.Model{ModelName: "flaky", Steps: []rt.Step{tc.step, rt.Say("never")}}
+			h := &lifecycle{}
+			a := newAgent(t, m, runtime.Config{Hooks: h})
+			_, fin := run(t, a, t.Context(), &runtime.Request{})
+			if fin.Reason != runtime.EndFailed || m.Calls() != 1 {
+				t.Fatalf("finished %v (%v) after %d calls, want failed after 1", fin.Reason, fin.Err, m.Calls())
+			}
+			me, ok := errors.AsType[*runtime.ModelError](fin.Err)
+			if !ok || me.Model != "flaky" || !errors.Is(fin.Err, retryableErr{}) {
+				t.Errorf("error %v (%T), want a *ModelError of model flaky wrapping the model's error", fin.Err, fin.Err)
+			}
+			if got := runtime.ErrorType(fin.Err); got != "model_error" {
+				t.Errorf("ErrorType = %q, want model_error", got)
+			}
+			if h.after == nil || h.after.Reason != runtime.EndFailed || h.after.Err != fin.Err {
+				t.Errorf("AfterRun saw %+v, want the failure", h.after)
+			}
+		})
 	}
 }
 
-func TestCancellationReachesAfterRunNotOnError(t *testing.T) {
+func TestCancellationReachesAfterRunAsCancelled(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{{Block: true}}}
 	h := &lifecycle{}
 	a := newAgent(t, m, runtime.Config{})
@@ -643,8 +635,8 @@ func TestCancellationReachesAfterRunNotOnError(t *testing.T) {
 	if fin.Reason != runtime.EndCancelled {
 		t.Fatalf("finished %v", fin.Reason)
 	}
-	if h.errors != 0 {
-		t.Errorf("OnError called %d times for a cancel", h.errors)
+	if _, ok := errors.AsType[*runtime.ModelError](fin.Err); ok {
+		t.Errorf("error %v: a cancel is not a model failure", fin.Err)
 	}
 	if h.after == nil || h.after.Reason != runtime.EndCancelled {
 		t.Errorf("AfterRun saw %+v, want cancelled", h.after)
@@ -654,7 +646,6 @@ func TestCancellationReachesAfterRunNotOnError(t *testing.T) {
 type lifecycle struct {
 	runtime.NoHooks
 	onStart func()
-	errors  int
 	after   *runtime.RunFinished
 }
 
@@ -664,8 +655,6 @@ func (h *lifecycle) BeforeModel(context.Context, *runtime.ModelCall) error {
 	}
 	return nil
 }
-
-func (h *lifecycle) OnError(context.Context, *runtime.ModelFailure) bool { h.errors++; return false }
 
 func (h *lifecycle) AfterRun(_ context.Context, _ *runtime.RunInfo, fin *runtime.RunFinished) {
 	h.after = fin

@@ -39,7 +39,6 @@ const (
 	attrToolCalls      = attribute.Key("agentd.usage.tool_calls")
 	attrStepIndex      = attribute.Key("agentd.step.index")
 	attrStepID         = attribute.Key("agentd.step.id")
-	attrAttempt        = attribute.Key("agentd.model.attempt")
 	attrExecutor       = attribute.Key("agentd.tool.executor")
 	attrParked         = attribute.Key("agentd.parked")
 	attrApprovalID     = attribute.Key("agentd.approval.id")
@@ -313,8 +312,8 @@ func errorText(err error) string {
 	return err.Error()
 }
 
-// startChat starts the span of one model call (one attempt: a retry gets its own).
-func (r *run) startChat(ctx context.Context, mreq *ModelRequest, attempt int) (context.Context, trace.Span) {
+// startChat starts the span of one model call.
+func (r *run) startChat(ctx context.Context, mreq *ModelRequest) (context.Context, trace.Span) {
 	rt := &r.tel
 	if !rt.live {
 		return ctx, noSpan
@@ -326,7 +325,6 @@ func (r *run) startChat(ctx context.Context, mreq *ModelRequest, attempt int) (c
 		semconv.GenAIRequestModel(rt.model),
 		semconv.GenAIConversationID(r.info.ThreadID),
 		attrStepIndex.Int(r.step),
-		attrAttempt.Int(attempt),
 	)
 	if s := mreq.Settings; s.Temperature != nil || s.TopP != nil || s.MaxOutputTokens > 0 {
 		if s.Temperature != nil {

@@ -449,7 +449,7 @@ func TestTelemetry_ConsumerStopsReading(t *testing.T) {
 func TestTelemetry_Failure(t *testing.T) {
 	tr := newTraced(t)
 	m := &rt.Model{Steps: []rt.Step{{Err: errors.New("upstream exploded")}}}
-	a := newAgent(t, m, runtime.Config{TracerProvider: tr.tp, MaxModelRetries: -1})
+	a := newAgent(t, m, runtime.Config{TracerProvider: tr.tp})
 	_, fin := run(t, a, t.Context(), &runtime.Request{})
 	if fin.Reason != runtime.EndFailed {
 		t.Fatalf("finished %v", fin.Reason)

@@ -25,11 +25,15 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 // faultEndBound is how soon after the client disappears the run must have ended:
-// AfterRun called, its span ended, the gauges back to zero.
-const faultEndBound = 100 * time.Millisecond
+// AfterRun called, its span ended, the gauges back to zero. A run that notices ends in
+// milliseconds; one that does not waits for something else to end it (its model, its
+// approval or client tool timeout: minutes), so a bound no loaded machine reaches still
+// tells the two apart.
+const faultEndBound = 30 * time.Second
 
 // runEnd is what AfterRun saw, and when.
 type runEnd struct {
@@ -39,10 +43,14 @@ type runEnd struct {
 }
 
 // faultHook is an agent's own hook: it records every AfterRun, and runs the funcs set.
+// tool, if set, is the body of the worker's fault tool, and toolTimeout, if set, its
+// timeout in place of the worker's 100ms.
 type faultHook struct {
 	runtime.NoHooks
 	ended       chan runEnd
 	beforeModel func(ctx context.Context, in *runtime.ModelCall) error
+	tool        runtime.ToolFunc
+	toolTimeout time.Duration
 }
 
 func (h *faultHook) AfterRun(_ context.Context, _ *runtime.RunInfo, fin *runtime.RunFinished) {
@@ -78,7 +86,6 @@ func (panicky) AfterTool(context.Context, *runtime.ToolCallOutput) error {
 func (panicky) OnEvent(context.Context, *runtime.RunInfo, runtime.Event) {
 	panic("hook boom: on_event")
 }
-func (panicky) OnError(context.Context, *runtime.ModelFailure) bool { panic("hook boom: on_error") }
 
 // slow sleeps at the points it is called at most.
 type slow struct {
@@ -148,7 +155,7 @@ var faultModels = map[string]func() *rt.Model{
 	},
 	// worker calls the fault tool.
 	"worker": func() *rt.Model {
-		return &rt.Model{Steps: []rt.Step{rt.Call(0, service.FaultToolName, `{}`), rt.Say("done")}}
+		return &rt.Model{Steps: []rt.Step{rt.Call(0, "fault", `{}`), rt.Say("done")}}
 	},
 	// asker calls a client tool, pick_color, that the client declares.
 	"asker": func() *rt.Model {
@@ -176,42 +183,49 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 		mp.Shutdown(context.Background())
 	})
 
-	models := map[string]*rt.Model{}
-	acfg := service.DefaultAgentsConfig()
-	for name, m := range faultModels {
-		models[name] = m()
-		ac := service.AgentConfig{Name: name, Model: "script:" + name, Tools: []string{}}
-		switch name {
-		case "worker":
-			ac.Tools = []string{service.FaultToolName}
-			ac.ToolTimeout = service.Duration(100 * time.Millisecond)
-		case "stepper":
-			ac.Tools = []string{"calculate"}
-		}
-		acfg.Agents = append(acfg.Agents, ac)
-	}
-	providers := append(service.BuiltinModelProviders(0), service.ModelProvider{
-		Name: "script", Forms: []string{"script:<name>"},
-		New: func(name string) (runtime.Model, error) {
-			if m, ok := models[name]; ok {
-				return m, nil
-			}
-			return nil, service.ErrUnknownModel
-		},
-	})
 	hooks := runtime.Hooks(hook)
 	if len(extra) > 0 {
 		hooks = runtime.Chain(log, append([]runtime.Hooks{hook}, extra...)...)
 	}
-	reg, err := service.NewRegistry(acfg, service.RegistryOptions{
-		Resolve: service.NewModelResolver(providers...), Logger: log, Hooks: hooks,
+	// The worker is a Go agent, its fault tool the hook's; the others come from an agents
+	// file, with the demo agent.
+	fault := runtime.NewTool(runtime.ToolSpec{Name: "fault", Description: "A tool the test scripts.", Timeout: hook.toolTimeout},
+		func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+			if hook.tool == nil {
+				return runtime.Output{Text: "no fault scripted"}, nil
+			}
+			return hook.tool(ctx, call)
+		})
+	worker, err := runtime.New(runtime.Config{
+		Name: "worker", Model: faultModels["worker"](), Tools: []runtime.Tool{fault}, ToolTimeout: 100 * time.Millisecond,
+		Hooks: hooks, Logger: log, TracerProvider: tp, MeterProvider: mp,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]*rt.Model{}
+	acfg := agents.Default()
+	for name, m := range faultModels {
+		if name == "worker" {
+			continue
+		}
+		models[name] = m()
+		ac := agents.AgentConfig{Name: name, Model: "script:" + name, Tools: []string{}}
+		if name == "stepper" {
+			ac.Tools = []string{"calculate"}
+		}
+		acfg.Agents = append(acfg.Agents, ac)
+	}
+	reg, err := agents.NewRegistry(acfg, agents.RegistryOptions{
+		Resolve: scriptResolver(models), Logger: log, Hooks: hooks,
 		TracerProvider: tp, MeterProvider: mp,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	r.svc, err = service.New(service.Config{Agents: reg, Logger: log, ContinuationKey: testKey})
+	all := withAgents(t, reg, &service.Agent{Name: "worker", Runtime: worker})
+	r.svc, err = service.New(service.Config{Agents: all, Logger: log, ContinuationKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,12 +354,14 @@ func TestFault_ClientDisappears(t *testing.T) {
 		},
 		{
 			name: "server tool running", agent: "worker", input: "work",
-			setup: func(t *testing.T, _ *agentdv1.RunSpec, _ *faultHook, reached chan<- struct{}) {
-				service.SetFaultTool(t, func(ctx context.Context, _ runtime.ToolCall) (runtime.Output, error) {
+			setup: func(t *testing.T, _ *agentdv1.RunSpec, hook *faultHook, reached chan<- struct{}) {
+				// The client leaves while the tool runs, however long it takes to.
+				hook.toolTimeout = time.Hour
+				hook.tool = func(ctx context.Context, _ runtime.ToolCall) (runtime.Output, error) {
 					close(reached)
 					<-ctx.Done()
 					return runtime.Output{}, ctx.Err()
-				})
+				}
 			},
 		},
 		{
@@ -420,9 +436,9 @@ func TestFault_ClientDisappears(t *testing.T) {
 				gone := time.Now()
 				d.do(conn, cancel)
 
-				end := r.afterRun(5 * time.Second)
-				spanAt := r.spanEnded("invoke_agent "+p.agent, 5*time.Second)
-				idleAt := r.idle(5 * time.Second)
+				end := r.afterRun(faultEndBound)
+				spanAt := r.spanEnded("invoke_agent "+p.agent, faultEndBound)
+				idleAt := r.idle(faultEndBound)
 				afterRun, span, idle := end.at.Sub(gone), spanAt.Sub(gone), idleAt.Sub(gone)
 				t.Logf("end latency: AfterRun %s, span %s, idle %s", afterRun, span, idle)
 				if end.reason != runtime.EndCancelled {
@@ -516,8 +532,7 @@ func TestFault_Tool(t *testing.T) {
 			checkNoLeak(t)
 			release := make(chan struct{})
 			t.Cleanup(func() { close(release) }) // before the leak check: the hung tool returns
-			service.SetFaultTool(t, tt.fn(release))
-			r := newFaultRig(t, nil)
+			r := newFaultRig(t, &faultHook{tool: tt.fn(release)})
 			start := time.Now()
 			st, fin, end := r.runToEnd(input("worker", "work"))
 			t.Logf("the run took %s", time.Since(start))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/agentd/agentd/hooks/internal/runstate"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -12,22 +11,13 @@ import (
 const Redacted = "[redacted]"
 
 // Hook logs tool calls and decisions; see the package documentation. Create it with
-// [New]. It is safe for concurrent use.
+// [New]. It is safe for concurrent use. It keeps no state itself: it implements
+// [runtime.PerRun], and each run follows its calls in an instance of its own, which the
+// runtime gets from [Hook.ForRun]. Its own hook points do nothing.
 type Hook struct {
 	runtime.NoHooks
 	log  *slog.Logger
 	opts options
-	runs runstate.Map[calls]
-}
-
-// calls are a run's tool calls in flight, by call id.
-type calls map[string]*call
-
-type call struct {
-	name      string
-	arguments string // kept only when arguments are logged
-	argBytes  int
-	executed  bool
 }
 
 // New returns a Hook that writes to log; nil means slog.Default().
@@ -42,32 +32,47 @@ func New(log *slog.Logger, opts ...Option) *Hook {
 	return h
 }
 
-// BeforeTool records the answer or denial of a hook before this one.
-func (h *Hook) BeforeTool(ctx context.Context, in *runtime.ToolCallInput) error {
-	switch {
-	case in.Answer != nil:
-		h.record(ctx, in.RunInfo, "tool call decision",
-			slog.String("tool", in.Call.Name), slog.String("call_id", in.Call.ID),
-			slog.String("decision", "answered"), slog.String("decided_by", "hook"),
-			sized("output", in.Answer.String(), len(in.Answer.String()), h.opts.outputs))
-	case in.Deny != "":
-		h.record(ctx, in.RunInfo, "tool call decision",
-			slog.String("tool", in.Call.Name), slog.String("call_id", in.Call.ID),
-			slog.String("decision", "denied"), slog.String("decided_by", "hook"),
-			slog.String("reason", in.Deny))
-	}
+// ForRun returns the hook of one run, which follows that run's tool calls.
+func (h *Hook) ForRun(*runtime.RunInfo) runtime.Hooks {
+	return &run{h: h}
+}
+
+// run is the hook of one run. calls are its tool calls in flight, by call id.
+type run struct {
+	runtime.NoHooks
+	h     *Hook
+	calls map[string]*call
+}
+
+type call struct {
+	name      string
+	arguments string // kept only when arguments are logged
+	argBytes  int
+	executed  bool
+	// prepared is the call's BeforeTool input, which every hook of the chain shares: by
+	// the time the call has its result, it holds what the hooks decided, the hooks after
+	// this one included.
+	prepared *runtime.ToolCallInput
+}
+
+// BeforeTool keeps the call's input, to read what the hooks decided once the call has
+// its result. It records nothing yet: the hooks after this one have not spoken.
+func (r *run) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
+	r.call(in.Call.ID).prepared = in
 	return nil
 }
 
-// OnEvent follows the run's tool calls and records their results and approvals.
-func (h *Hook) OnEvent(ctx context.Context, in *runtime.RunInfo, ev runtime.Event) {
+// OnEvent follows the run's tool calls and records their results, approvals, and the
+// answers and denials of hooks.
+func (r *run) OnEvent(ctx context.Context, in *runtime.RunInfo, ev runtime.Event) {
+	h := r.h
 	switch e := ev.(type) {
 	case *runtime.ToolCallStarted:
-		h.call(in, e.CallID).name = e.Name
+		r.call(e.CallID).name = e.Name
 	case *runtime.ToolCallArgsDone:
-		h.arguments(h.call(in, e.CallID), e.Arguments)
+		h.arguments(r.call(e.CallID), e.Arguments)
 	case *runtime.ApprovalResolved:
-		c := h.call(in, e.CallID)
+		c := r.call(e.CallID)
 		if e.Arguments != "" {
 			h.arguments(c, e.Arguments)
 		}
@@ -81,11 +86,14 @@ func (h *Hook) OnEvent(ctx context.Context, in *runtime.RunInfo, ev runtime.Even
 		}
 		h.record(ctx, in, "tool call decision", attrs...)
 	case *runtime.ToolExecutionStarted:
-		c := h.call(in, e.CallID)
+		c := r.call(e.CallID)
 		c.name, c.executed = e.Name, true
 		h.arguments(c, e.Arguments)
 	case *runtime.ToolCallResult:
-		c := h.call(in, e.Result.CallID)
+		c := r.call(e.Result.CallID)
+		if !c.executed {
+			h.hookDecision(ctx, in, e.Result, c.prepared)
+		}
 		out := e.Result.Output.String()
 		h.record(ctx, in, "tool call",
 			slog.String("tool", e.Result.Name), slog.String("call_id", e.Result.CallID),
@@ -93,32 +101,44 @@ func (h *Hook) OnEvent(ctx context.Context, in *runtime.RunInfo, ev runtime.Even
 			slog.Duration("duration", e.Duration),
 			sized("arguments", c.arguments, c.argBytes, h.opts.arguments),
 			sized("output", out, len(out), h.opts.outputs))
-		delete(*h.runs.Get(in), e.Result.CallID)
+		delete(r.calls, e.Result.CallID)
 	case *runtime.ToolCallsCancelled:
-		cs := h.runs.Get(in)
 		for _, id := range e.CallIDs {
 			h.record(ctx, in, "tool call cancelled",
-				slog.String("tool", h.call(in, id).name), slog.String("call_id", id), slog.String("reason", e.Reason))
-			delete(*cs, id)
+				slog.String("tool", r.call(id).name), slog.String("call_id", id), slog.String("reason", e.Reason))
+			delete(r.calls, id)
 		}
 	}
 }
 
-// AfterRun forgets the run.
-func (h *Hook) AfterRun(_ context.Context, in *runtime.RunInfo, _ *runtime.RunFinished) {
-	h.runs.Drop(in)
+// hookDecision records the answer or denial of a hook, as the run applied it: an answer
+// wins over a denial.
+func (h *Hook) hookDecision(ctx context.Context, in *runtime.RunInfo, res runtime.ToolResult, p *runtime.ToolCallInput) {
+	switch {
+	case p == nil:
+	case p.Answer != nil:
+		answer := p.Answer.String()
+		h.record(ctx, in, "tool call decision",
+			slog.String("tool", res.Name), slog.String("call_id", res.CallID),
+			slog.String("decision", "answered"), slog.String("decided_by", "hook"),
+			sized("output", answer, len(answer), h.opts.outputs))
+	case p.Deny != "":
+		h.record(ctx, in, "tool call decision",
+			slog.String("tool", res.Name), slog.String("call_id", res.CallID),
+			slog.String("decision", "denied"), slog.String("decided_by", "hook"),
+			slog.String("reason", p.Deny))
+	}
 }
 
 // call returns the run's call id, creating it.
-func (h *Hook) call(in *runtime.RunInfo, id string) *call {
-	cs := h.runs.Get(in)
-	if *cs == nil {
-		*cs = calls{}
+func (r *run) call(id string) *call {
+	if r.calls == nil {
+		r.calls = map[string]*call{}
 	}
-	c, ok := (*cs)[id]
+	c, ok := r.calls[id]
 	if !ok {
 		c = &call{}
-		(*cs)[id] = c
+		r.calls[id] = c
 	}
 	return c
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/hooks/errorbreaker"
 	"github.com/agentd/agentd/hooks/internal/hooktest"
@@ -89,9 +88,6 @@ func TestHook_OneRecordPerToolCallWithArgumentsAndOutputsRedacted(t *testing.T) 
 	if strings.Contains(buf.String(), "4111") {
 		t.Errorf("the log holds the arguments:\n%s", buf)
 	}
-	if h.Runs() != 0 {
-		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
-	}
 }
 
 func TestHook_WithArgumentsAndOutputs(t *testing.T) {
@@ -156,44 +152,90 @@ func (gate) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
 	return nil
 }
 
-func TestHook_DecisionsOfEarlierHooksAndCancelledCalls(t *testing.T) {
-	log, buf := newLogger()
-	h := audit.New(log)
-	m := &rt.Model{Steps: []rt.Step{
-		rt.Call(0, "cached", `{}`, "rm", `{}`),
-		rt.Call(1, "cached", `{}`, "halt", `{}`, "rm", `{}`),
-	}}
-	var ts []runtime.Tool
-	for _, n := range []string{"cached", "rm", "halt"} {
-		ts = append(ts, rt.Tool(n, rt.Echo))
-	}
-	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: ts, Hooks: hooks.Chain(gate{}, h)})
-	_, fin := hooktest.Run(t, a, nil)
-	if fin.Reason != runtime.EndStopped {
-		t.Fatalf("run ended %v, want stopped", fin.Reason)
-	}
+// TestHook_DecisionsOfOtherHooksWhereverAuditIs: audit records the answers and denials
+// of the other hooks, and the calls a stop cancelled, the same wherever it is: before
+// them in the chain, after them, or installed server-wide (Request.Hooks), which runs
+// before the agent's own hooks.
+func TestHook_DecisionsOfOtherHooksWhereverAuditIs(t *testing.T) {
 	denied := "tool rm was denied: not here"
 	want := []record{
 		base("tool call decision", "tool", "cached", "call_id", "call_0_0", "decision", "answered", "decided_by", "hook", "output", "[redacted]", "output_bytes", float64(2)),
-		base("tool call decision", "tool", "rm", "call_id", "call_0_1", "decision", "denied", "decided_by", "hook", "reason", "not here"),
 		base("tool call", "tool", "cached", "call_id", "call_0_0", "executed", false, "is_error", false, "duration", "0",
 			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(2)),
+		base("tool call decision", "tool", "rm", "call_id", "call_0_1", "decision", "denied", "decided_by", "hook", "reason", "not here"),
 		base("tool call", "tool", "rm", "call_id", "call_0_1", "executed", false, "is_error", true, "duration", "0",
 			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(len(denied))),
-		base("tool call decision", "tool", "cached", "call_id", "call_1_0", "decision", "answered", "decided_by", "hook", "output", "[redacted]", "output_bytes", float64(2)),
+		base("tool call", "tool", "ls", "call_id", "call_0_2", "executed", true, "is_error", false, "duration", ">0",
+			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(2)),
 		// The stop at halt reports the answered call's result and cancels every call
 		// without one: the halted one and the one after it.
+		base("tool call decision", "tool", "cached", "call_id", "call_1_0", "decision", "answered", "decided_by", "hook", "output", "[redacted]", "output_bytes", float64(2)),
 		base("tool call", "tool", "cached", "call_id", "call_1_0", "executed", false, "is_error", false, "duration", "0",
 			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(2)),
 		base("tool call cancelled", "tool", "halt", "call_id", "call_1_1", "reason", "the run was stopped"),
 		base("tool call cancelled", "tool", "rm", "call_id", "call_1_2", "reason", "the run was stopped"),
 	}
-	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
-		t.Errorf("records (-want +got):\n%s", diff)
+	for _, place := range []string{"after the other hooks", "before the other hooks", "server-wide"} {
+		t.Run(place, func(t *testing.T) {
+			log, buf := newLogger()
+			h := audit.New(log)
+			m := &rt.Model{Steps: []rt.Step{
+				rt.Call(0, "cached", `{}`, "rm", `{}`, "ls", `{}`),
+				rt.Call(1, "cached", `{}`, "halt", `{}`, "rm", `{}`),
+			}}
+			var ts []runtime.Tool
+			for _, n := range []string{"cached", "rm", "halt", "ls"} {
+				ts = append(ts, rt.Tool(n, rt.Echo))
+			}
+			cfg := runtime.Config{Name: "clerk", Tools: ts}
+			req := &runtime.Request{}
+			switch place {
+			case "after the other hooks":
+				cfg.Hooks = runtime.Chain(nil, gate{}, h)
+			case "before the other hooks":
+				cfg.Hooks = runtime.Chain(nil, h, gate{})
+			case "server-wide":
+				cfg.Hooks, req.Hooks = gate{}, h
+			}
+			_, fin := hooktest.Run(t, hooktest.Agent(t, m, cfg), req)
+			if fin.Reason != runtime.EndStopped {
+				t.Fatalf("run ended %v, want stopped", fin.Reason)
+			}
+			if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+				t.Errorf("records (-want +got):\n%s", diff)
+			}
+		})
 	}
-	if h.Runs() != 0 {
-		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
+}
+
+// TestHook_AnAnswerWinsOverADenial: the record says what the run applied.
+func TestHook_AnAnswerWinsOverADenial(t *testing.T) {
+	log, buf := newLogger()
+	answer := hookFunc(func(in *runtime.ToolCallInput) { in.Answer = &runtime.Output{Text: "42"} })
+	deny := hookFunc(func(in *runtime.ToolCallInput) { in.Deny = "no" })
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("done")}}
+	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}, Hooks: runtime.Chain(nil, audit.New(log), deny, answer)})
+	evs, _ := hooktest.Run(t, a, nil)
+	if got := hooktest.Results(evs); len(got) != 1 || got[0] != "42" {
+		t.Fatalf("results %v, want the answer", got)
 	}
+	if recs := buf.records(t); len(recs) != 2 || recs[0]["decision"] != "answered" {
+		t.Errorf("records %v, want the answer's decision and the call", recs)
+	}
+}
+
+// hookFunc is a BeforeTool hook.
+type hookFunc func(*runtime.ToolCallInput)
+
+func (f hookFunc) BeforeRun(context.Context, *runtime.RunInfo) error                { return nil }
+func (f hookFunc) AfterRun(context.Context, *runtime.RunInfo, *runtime.RunFinished) {}
+func (f hookFunc) BeforeModel(context.Context, *runtime.ModelCall) error            { return nil }
+func (f hookFunc) AfterModel(context.Context, *runtime.ModelResponse) error         { return nil }
+func (f hookFunc) AfterTool(context.Context, *runtime.ToolCallOutput) error         { return nil }
+func (f hookFunc) OnEvent(context.Context, *runtime.RunInfo, runtime.Event)         {}
+func (f hookFunc) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
+	f(in)
+	return nil
 }
 
 func TestHook_RecordsACallWhoseAfterToolStoppedTheRun(t *testing.T) {
@@ -204,7 +246,7 @@ func TestHook_RecordsACallWhoseAfterToolStoppedTheRun(t *testing.T) {
 	})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`), rt.Say("never")}}
 	// The breaker comes first and stops the chain at AfterTool; audit still records the call.
-	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{failing}, Hooks: hooks.Chain(errorbreaker.New(errorbreaker.WithThreshold(1)), h)})
+	a := hooktest.Agent(t, m, runtime.Config{Name: "clerk", Tools: []runtime.Tool{failing}, Hooks: runtime.Chain(nil, errorbreaker.New(errorbreaker.WithThreshold(1)), h)})
 	_, fin := hooktest.Run(t, a, nil)
 	if fin.Reason != runtime.EndStopped {
 		t.Fatalf("run ended %v, want stopped", fin.Reason)
@@ -230,9 +272,6 @@ func TestHook_ConcurrentRuns(t *testing.T) {
 	if n := len(buf.records(t)); n != 16 {
 		t.Errorf("%d records, want 16", n)
 	}
-	if h.Runs() != 0 {
-		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
-	}
 }
 
 func TestNew_NilLoggerUsesTheDefault(t *testing.T) {
@@ -240,8 +279,21 @@ func TestNew_NilLoggerUsesTheDefault(t *testing.T) {
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(log)
 	h := audit.New(nil)
-	h.OnEvent(t.Context(), &runtime.RunInfo{RunID: "r"}, &runtime.ToolCallResult{Result: runtime.ToolResult{CallID: "c", Name: "t"}, Duration: time.Second})
+	in := &runtime.RunInfo{RunID: "r"}
+	h.ForRun(in).OnEvent(t.Context(), in, &runtime.ToolCallResult{Result: runtime.ToolResult{CallID: "c", Name: "t"}, Duration: time.Second})
 	if !strings.Contains(buf.String(), `"msg":"tool call"`) {
 		t.Errorf("default log %q, want the record", buf)
+	}
+}
+
+// TestHook_KeepsNothingPerRun: one Hook serves many runs, ended every way a run ends;
+// what it holds does not grow with them.
+func TestHook_KeepsNothingPerRun(t *testing.T) {
+	h := audit.New(slog.New(slog.DiscardHandler), audit.WithArguments(true), audit.WithOutputs(true))
+	hooktest.Runs(t, h, 6)
+	before := hooktest.Footprint(h)
+	hooktest.Runs(t, h, 120)
+	if after := hooktest.Footprint(h); after != before {
+		t.Errorf("the hook holds %d map entries, slice elements and pointers after 126 runs, %d after 6", after, before)
 	}
 }

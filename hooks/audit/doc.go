@@ -17,12 +17,17 @@
 // and [WithOutputs]: by default they read "[redacted]", and arguments_bytes and
 // output_bytes give their sizes.
 //
-// Tool calls and approvals are recorded from the run's events, which every hook of a
-// chain sees whatever the others do, so the position of the hook in a chain does not
-// matter for them, and the output logged is the one the model read (after every AfterTool
-// rewrite). A hook's answer or denial is seen in BeforeTool, where only the hooks before
-// this one have spoken: install audit after the hooks whose decisions it should record.
+// Everything is recorded from what comes after the chain of hooks, so the position of
+// audit in the chain does not matter: a server-wide audit, which runs before each agent's
+// own hooks, records their decisions too. Tool calls and approvals are recorded from the
+// run's events, which every hook sees whatever the others do, and the output logged is
+// the one the model read (after every AfterTool rewrite). A hook's answer or denial is
+// recorded when the call's result comes, from the call's BeforeTool input, which every
+// hook of the chain shares and which then holds what the hooks decided, those after
+// audit included. So a call a hook answered or denied has its "tool call decision" record
+// just before its "tool call" record.
 //
-// A [Hook] is safe for concurrent use: one instance may serve every run of a server. It
-// keeps the calls of a run in flight and forgets them when the run ends.
+// A [Hook] is safe for concurrent use: one instance may serve every run of a server. Each
+// run follows its calls in flight in its own instance ([Hook.ForRun]), which goes with
+// the run.
 package audit

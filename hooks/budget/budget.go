@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentd/agentd/hooks/internal/runstate"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -50,18 +49,12 @@ func (e Exceeded) String() string {
 }
 
 // Hook enforces a run's budgets; see the package documentation. Create it with [New].
-// It is safe for concurrent use.
+// It is safe for concurrent use. It keeps no state itself: it implements
+// [runtime.PerRun], and each run spends from an instance of its own, which the runtime
+// gets from [Hook.ForRun]. Its own hook points do nothing.
 type Hook struct {
 	runtime.NoHooks
 	opts options
-	runs runstate.Map[runState]
-}
-
-type runState struct {
-	start time.Time
-	// tokens is the run's input plus output tokens as of its last StepFinished.
-	tokens    int64
-	toolCalls int64
 }
 
 // New returns a Hook with the given budgets. With none it never stops a run.
@@ -76,77 +69,69 @@ func New(opts ...Option) *Hook {
 	return h
 }
 
-// state returns the run's state; the clock starts at first use.
-func (h *Hook) state(in *runtime.RunInfo) *runState {
-	st := h.runs.Get(in)
-	if st.start.IsZero() {
-		st.start = h.opts.now()
-	}
-	return st
+// ForRun returns the hook of one run, whose clock starts now.
+func (h *Hook) ForRun(*runtime.RunInfo) runtime.Hooks {
+	return &run{opts: &h.opts, start: h.opts.now()}
 }
 
-// BeforeRun starts the run's clock.
-func (h *Hook) BeforeRun(_ context.Context, in *runtime.RunInfo) error {
-	h.state(in)
-	return nil
+// run is the hook of one run: what it has spent.
+type run struct {
+	runtime.NoHooks
+	opts  *options
+	start time.Time
+	// tokens is the run's input plus output tokens as of its last StepFinished.
+	tokens    int64
+	toolCalls int64
 }
 
 // BeforeModel stops a run out of time or tokens.
-func (h *Hook) BeforeModel(_ context.Context, in *runtime.ModelCall) error {
-	st := h.state(in.RunInfo)
-	if err := h.checkTime(in.RunInfo, st); err != nil {
+func (r *run) BeforeModel(_ context.Context, in *runtime.ModelCall) error {
+	if err := r.checkTime(in.RunInfo); err != nil {
 		return err
 	}
-	return h.checkTokens(in.RunInfo, st.tokens)
+	return r.checkTokens(in.RunInfo, r.tokens)
 }
 
 // AfterModel stops a run whose model call took it over its token budget.
-func (h *Hook) AfterModel(_ context.Context, in *runtime.ModelResponse) error {
-	st := h.state(in.RunInfo)
-	return h.checkTokens(in.RunInfo, st.tokens+in.Usage.InputTokens+in.Usage.OutputTokens)
+func (r *run) AfterModel(_ context.Context, in *runtime.ModelResponse) error {
+	return r.checkTokens(in.RunInfo, r.tokens+in.Usage.InputTokens+in.Usage.OutputTokens)
 }
 
 // BeforeTool counts the call and stops a run out of time or tool calls.
-func (h *Hook) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
-	st := h.state(in.RunInfo)
-	if err := h.checkTime(in.RunInfo, st); err != nil {
+func (r *run) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
+	if err := r.checkTime(in.RunInfo); err != nil {
 		return err
 	}
 	if in.Answer != nil || in.Deny != "" {
 		return nil // a hook before this one resolved the call: the tool does not run
 	}
-	st.toolCalls++
-	if limit := h.opts.maxToolCalls; limit > 0 && st.toolCalls > limit {
-		return exceed(in.RunInfo, Exceeded{Kind: ToolCalls, Limit: limit, Used: st.toolCalls})
+	r.toolCalls++
+	if limit := r.opts.maxToolCalls; limit > 0 && r.toolCalls > limit {
+		return exceed(in.RunInfo, Exceeded{Kind: ToolCalls, Limit: limit, Used: r.toolCalls})
 	}
 	return nil
 }
 
 // OnEvent keeps the run's token count from each step's cumulative usage.
-func (h *Hook) OnEvent(_ context.Context, in *runtime.RunInfo, ev runtime.Event) {
-	if sf, ok := ev.(*runtime.StepFinished); ok && h.opts.maxTokens > 0 {
-		h.state(in).tokens = sf.Usage.InputTokens + sf.Usage.OutputTokens
+func (r *run) OnEvent(_ context.Context, _ *runtime.RunInfo, ev runtime.Event) {
+	if sf, ok := ev.(*runtime.StepFinished); ok {
+		r.tokens = sf.Usage.InputTokens + sf.Usage.OutputTokens
 	}
 }
 
-// AfterRun forgets the run.
-func (h *Hook) AfterRun(_ context.Context, in *runtime.RunInfo, _ *runtime.RunFinished) {
-	h.runs.Drop(in)
-}
-
-func (h *Hook) checkTokens(in *runtime.RunInfo, used int64) error {
-	if limit := h.opts.maxTokens; limit > 0 && used > limit {
+func (r *run) checkTokens(in *runtime.RunInfo, used int64) error {
+	if limit := r.opts.maxTokens; limit > 0 && used > limit {
 		return exceed(in, Exceeded{Kind: Tokens, Limit: limit, Used: used})
 	}
 	return nil
 }
 
-func (h *Hook) checkTime(in *runtime.RunInfo, st *runState) error {
-	limit := h.opts.maxDuration
+func (r *run) checkTime(in *runtime.RunInfo) error {
+	limit := r.opts.maxDuration
 	if limit <= 0 {
 		return nil
 	}
-	if elapsed := h.opts.now().Sub(st.start); elapsed > limit {
+	if elapsed := r.opts.now().Sub(r.start); elapsed > limit {
 		return exceed(in, Exceeded{Kind: Duration, Limit: limit.Milliseconds(), Used: elapsed.Milliseconds()})
 	}
 	return nil

@@ -13,13 +13,13 @@
 //   - Tool calls ([WithMaxToolCalls]): calls that reach BeforeTool, that is, whose
 //     arguments were valid, and that a hook before this one did not answer or deny. The
 //     call that would go over does not run.
-//   - Wall time ([WithMaxDuration]): from BeforeRun, checked before each model call and
-//     each tool call. A call already running is not interrupted; give the run's context
-//     a deadline for a hard bound.
+//   - Wall time ([WithMaxDuration]): from the run's start, checked before each model
+//     call and each tool call. A call already running is not interrupted; give the run's
+//     context a deadline for a hard bound.
 //
 // A budget of zero is no budget. Budgets are per run: a resumed run (after an approval
 // parked it) starts afresh.
 //
-// A [Hook] is safe for concurrent use: one instance may serve every run of a server. It
-// forgets each run when it ends.
+// A [Hook] is safe for concurrent use: one instance may serve every run of a server. Each
+// run spends from its own instance ([Hook.ForRun]), which goes with the run.
 package budget

@@ -13,6 +13,7 @@
 // AfterTool), and hooks after this one in a chain do not see the tripping result at
 // AfterTool (a stop ends the chain).
 //
-// A [Hook] is safe for concurrent use: one instance may serve every run of a server. It
-// forgets each run when it ends; a resumed run counts afresh.
+// A [Hook] is safe for concurrent use: one instance may serve every run of a server. Each
+// run counts in its own instance ([Hook.ForRun]), which goes with the run; a resumed run
+// counts afresh.
 package errorbreaker

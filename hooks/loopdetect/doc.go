@@ -21,6 +21,6 @@
 // STOPPED with the reason.
 //
 // A [Hook] is safe for concurrent use: one instance may serve every run of a server. Its
-// counts are per run and forgotten when the run ends. A resumed run (after an approval
-// parked it) counts afresh.
+// counts are per run, kept in the run's own instance ([Hook.ForRun]), and go with the
+// run. A resumed run (after an approval parked it) counts afresh.
 package loopdetect

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentd/agentd/hooks/internal/runstate"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -29,11 +28,12 @@ type Warning struct {
 }
 
 // Hook detects repeated identical tool calls; see the package documentation. Create it
-// with [New]. It is safe for concurrent use.
+// with [New]. It is safe for concurrent use. It keeps no state itself: it implements
+// [runtime.PerRun], and each run counts in an instance of its own, which the runtime gets
+// from [Hook.ForRun]. Its own hook points do nothing.
 type Hook struct {
 	runtime.NoHooks
 	opts options
-	runs runstate.Map[runState]
 }
 
 // callKey identifies a tool with canonically equal arguments.
@@ -42,7 +42,10 @@ type callKey struct {
 	args [sha256.Size]byte
 }
 
-type runState struct {
+// run is the hook of one run.
+type run struct {
+	runtime.NoHooks
+	opts   *options
 	counts map[callKey]int
 	// warned holds the ids of calls whose result gets a note, and the note.
 	warned map[string]string
@@ -57,38 +60,41 @@ func New(opts ...Option) *Hook {
 	return h
 }
 
+// ForRun returns the hook of one run, which counts that run's calls.
+func (h *Hook) ForRun(*runtime.RunInfo) runtime.Hooks {
+	return &run{opts: &h.opts}
+}
+
 // BeforeTool counts the call; it emits a warning at the soft limit and stops the run at
 // the hard limit.
-func (h *Hook) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
-	st := h.runs.Get(in.RunInfo)
-	if st.counts == nil {
-		st.counts = map[callKey]int{}
+func (r *run) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
+	if r.counts == nil {
+		r.counts = map[callKey]int{}
 	}
 	k := callKey{tool: in.Call.Name, args: sha256.Sum256(canonical(in.Call.Arguments))}
-	st.counts[k]++
-	n := st.counts[k]
-	soft, hard := h.opts.soft, h.opts.hard
+	r.counts[k]++
+	n := r.counts[k]
+	soft, hard := r.opts.soft, r.opts.hard
 	if hard > 0 && n >= hard {
 		return runtime.Stop(Name, fmt.Sprintf("tool %s was called %d times with the same arguments (limit %d)", in.Call.Name, n, hard))
 	}
 	if soft > 0 && n >= soft {
 		in.Emit(WarningEvent, Warning{Tool: in.Call.Name, CallID: in.Call.ID, Count: n, SoftLimit: soft, HardLimit: hard})
-		if st.warned == nil {
-			st.warned = map[string]string{}
+		if r.warned == nil {
+			r.warned = map[string]string{}
 		}
-		st.warned[in.Call.ID] = note(in.Call.Name, n, hard)
+		r.warned[in.Call.ID] = note(in.Call.Name, n, hard)
 	}
 	return nil
 }
 
 // AfterTool appends the warning note to the result of a call warned in BeforeTool.
-func (h *Hook) AfterTool(_ context.Context, in *runtime.ToolCallOutput) error {
-	st := h.runs.Get(in.RunInfo)
-	msg, ok := st.warned[in.Call.ID]
+func (r *run) AfterTool(_ context.Context, in *runtime.ToolCallOutput) error {
+	msg, ok := r.warned[in.Call.ID]
 	if !ok {
 		return nil
 	}
-	delete(st.warned, in.Call.ID)
+	delete(r.warned, in.Call.ID)
 	text := in.Output.String()
 	if text != "" {
 		text += "\n\n"
@@ -96,11 +102,6 @@ func (h *Hook) AfterTool(_ context.Context, in *runtime.ToolCallOutput) error {
 	in.Output.Text = text + msg
 	in.Output.JSON = nil
 	return nil
-}
-
-// AfterRun forgets the run.
-func (h *Hook) AfterRun(_ context.Context, in *runtime.RunInfo, _ *runtime.RunFinished) {
-	h.runs.Drop(in)
 }
 
 // note is what the model reads after the result of a repeated call.

@@ -124,9 +124,6 @@ func TestHook_AtTheHardLimitTheRunStopsAndTheCallDoesNotRun(t *testing.T) {
 	if n := len(hooktest.HookEvents(evs, loopdetect.WarningEvent)); n != 2 {
 		t.Errorf("%d warnings, want 2 (calls 3 and 4)", n)
 	}
-	if h.Runs() != 0 {
-		t.Errorf("the hook keeps state for %d runs after they ended", h.Runs())
-	}
 }
 
 func TestHook_ComparesArgumentsCanonically(t *testing.T) {
@@ -166,8 +163,8 @@ func TestCanonical(t *testing.T) {
 func TestHook_NonJSONArgumentsCompareRaw(t *testing.T) {
 	// The runtime never passes arguments that are not JSON to BeforeTool; a hook chain
 	// called directly may.
-	h := loopdetect.New(loopdetect.WithSoftLimit(0), loopdetect.WithHardLimit(2))
 	info := &runtime.RunInfo{RunID: "r"}
+	h := loopdetect.New(loopdetect.WithSoftLimit(0), loopdetect.WithHardLimit(2)).ForRun(info)
 	call := func(args string) error {
 		return h.BeforeTool(t.Context(), &runtime.ToolCallInput{RunInfo: info, Call: runtime.ToolCall{ID: "c", Name: "t", Arguments: args}})
 	}
@@ -179,7 +176,6 @@ func TestHook_NonJSONArgumentsCompareRaw(t *testing.T) {
 	if err := call("a b"); err == nil {
 		t.Error("the second call of \"a b\" did not stop the run")
 	}
-	h.AfterRun(t.Context(), info, nil)
 }
 
 func TestHook_JSONResultBecomesTextWithTheNote(t *testing.T) {
@@ -222,20 +218,16 @@ func TestHook_CountsPerRunAndForgetsEndedRuns(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if h.Runs() != 0 {
-		t.Errorf("the hook keeps state for %d ended runs", h.Runs())
-	}
 }
 
-func TestHook_ForgetsARunWhoseConsumerLeft(t *testing.T) {
-	h := loopdetect.New()
-	a := hooktest.Agent(t, repeat("t", times(3, `{}`)...), runtime.Config{Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}, Hooks: h})
-	for ev := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("go")}}) {
-		if _, ok := ev.(*runtime.ToolCallResult); ok {
-			break // the run unwinds; AfterRun still runs
-		}
-	}
-	if h.Runs() != 0 {
-		t.Errorf("the hook keeps state for %d runs after the consumer left", h.Runs())
+// TestHook_KeepsNothingPerRun: one Hook serves many runs, ended every way a run ends;
+// what it holds does not grow with them.
+func TestHook_KeepsNothingPerRun(t *testing.T) {
+	h := loopdetect.New(loopdetect.WithSoftLimit(2), loopdetect.WithHardLimit(3))
+	hooktest.Runs(t, h, 6)
+	before := hooktest.Footprint(h)
+	hooktest.Runs(t, h, 120)
+	if after := hooktest.Footprint(h); after != before {
+		t.Errorf("the hook holds %d map entries, slice elements and pointers after 126 runs, %d after 6", after, before)
 	}
 }

@@ -50,8 +50,10 @@
 // hooks that observe or enrich.
 //
 // At the points not configured ([WithPoints]; BeforeTool and AfterTool by default) the
-// hook does nothing, as runtime.NoHooks. OnEvent and OnError are never called remotely:
-// a round trip per streamed event would slow the model stream.
+// hook does nothing, as runtime.NoHooks. OnEvent is never called remotely: a round trip
+// per streamed event would slow the model stream. A failed model call reaches the hook
+// server at AfterRun, as RUN_END_REASON_FAILED with the error's text: the model's
+// adapter has retried it already.
 //
 // Requests carry the run's ids, agent, model and metadata, and the point's input. They
 // leave out media bytes and opaque reasoning state, and log lines never carry

@@ -27,8 +27,7 @@ import (
 type Point uint8
 
 // The hook points a hook server can serve, one RPC of agentd.hooks.v1.HookService each.
-// OnEvent and OnError have none: a round trip per streamed event would slow the model
-// stream, and retries are the agent's configuration.
+// OnEvent has none: a round trip per streamed event would slow the model stream.
 const (
 	BeforeRun Point = 1 << iota
 	BeforeModel

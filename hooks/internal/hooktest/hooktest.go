@@ -1,5 +1,6 @@
 // Package hooktest holds helpers for the tests of the built-in hooks: an agent over a
-// scripted model, a run collected to its end, event filters, and a buffer to log to.
+// scripted model, a run collected to its end, event filters, a buffer to log to, and
+// runs of every ending with a measure of what a long-lived hook keeps.
 package hooktest
 
 import (
@@ -8,22 +9,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
 
-// Agent returns an agent over model with sequential ids; cfg.Model is set to model. A
-// zero cfg.RetryBackoff means 1ms: tests do not wait between model retries.
+// Agent returns an agent over model with sequential ids; cfg.Model is set to model.
 func Agent(t testing.TB, model runtime.Model, cfg runtime.Config) *runtime.Agent {
 	t.Helper()
 	cfg.Model = model
 	if cfg.NewID == nil {
 		cfg.NewID = rt.SequentialIDs()
-	}
-	if cfg.RetryBackoff == 0 {
-		cfg.RetryBackoff = time.Millisecond
 	}
 	a, err := runtime.New(cfg)
 	if err != nil {

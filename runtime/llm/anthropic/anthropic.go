@@ -14,8 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/runtime/llm/internal/retry"
-	"github.com/agentd/agentd/runtime/llm/internal/stall"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 // Provider is the provider part of the names of this package's models.
@@ -70,9 +69,7 @@ type Model struct {
 	cfg    Config
 	name   string
 	client ant.Client
-	policy retry.Policy
-	// sleep waits between retries; tests replace it.
-	sleep func(ctx context.Context, d time.Duration) error
+	retry  provider.Retrier
 }
 
 var _ runtime.Model = (*Model)(nil)
@@ -103,15 +100,14 @@ func New(cfg Config) (*Model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	if idle := stall.Timeout(cfg.IdleTimeout); idle > 0 {
-		opts = append(opts, option.WithMiddleware(stall.Middleware(idle)))
+	if idle := provider.IdleTimeout(cfg.IdleTimeout); idle > 0 {
+		opts = append(opts, option.WithMiddleware(provider.StallMiddleware(idle)))
 	}
 	return &Model{
 		cfg:    cfg,
 		name:   Provider + ":" + cfg.Model,
 		client: ant.NewClient(opts...),
-		policy: retry.NewPolicy(cfg.MaxRetries, cfg.RetryBackoff),
-		sleep:  retry.Sleep,
+		retry:  provider.Retrier{Provider: Provider, Policy: provider.NewPolicy(cfg.MaxRetries, cfg.RetryBackoff)},
 	}, nil
 }
 
@@ -129,51 +125,29 @@ func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 		}
 		params, err := m.params(req)
 		if err != nil {
-			yield(runtime.ModelEvent{}, &ProviderError{Err: err})
+			m.retry.Fail(yield, err)
 			return
 		}
-		for attempt := 1; ; attempt++ {
-			emitted, stopped, pe := m.streamOnce(ctx, params, yield)
-			if pe == nil || stopped {
-				return
-			}
-			if ctx.Err() != nil {
-				yield(runtime.ModelEvent{}, ctx.Err())
-				return
-			}
-			pe.Emitted, pe.Attempts = emitted, attempt
-			if pe.Transient && !emitted {
-				if d, ok := m.policy.Delay(attempt, pe.RetryAfter); ok {
-					if err := m.sleep(ctx, d); err != nil {
-						yield(runtime.ModelEvent{}, err)
-						return
-					}
-					continue
-				}
-				// Without retries of its own, the adapter leaves them to the runtime.
-				pe.retryable = m.cfg.MaxRetries < 0 && (pe.RetryAfter == 0 || pe.RetryAfter <= m.policy.MaxRetryAfter)
-			}
-			yield(runtime.ModelEvent{}, pe)
-			return
-		}
+		m.retry.Stream(ctx, yield, func(yield func(runtime.ModelEvent) bool) *ProviderError {
+			return m.once(ctx, params, yield)
+		})
 	}
 }
 
-// streamOnce makes one call and yields its events. It reports whether it yielded any,
-// and whether the consumer stopped.
-func (m *Model) streamOnce(ctx context.Context, params ant.MessageNewParams, yield func(runtime.ModelEvent, error) bool) (emitted, stopped bool, err *ProviderError) {
+// once makes one call and yields its events. It returns the call's failure, nil when it
+// succeeded or the consumer stopped.
+func (m *Model) once(ctx context.Context, params ant.MessageNewParams, yield func(runtime.ModelEvent) bool) *ProviderError {
 	var res *http.Response
 	stream := m.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&res))
 	defer stream.Close()
 	d := decoder{yield: yield}
 	for stream.Next() {
 		if !d.event(stream.Current()) {
-			return true, true, nil
+			return nil
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return d.emitted, false, classify(err, res)
+		return classify(err, res)
 	}
-	ok, err := d.finish()
-	return d.emitted, !ok, err
+	return d.finish()
 }

@@ -426,8 +426,8 @@ func TestRetriesExhausted(t *testing.T) {
 	m, srv, s := newModel(t, anthropic.Config{}, fail, fail, fail)
 	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	pe := providerError(t, err)
-	if pe.Status != 529 || pe.Type != "overloaded_error" || pe.Attempts != 3 || !pe.Transient || pe.Retryable() {
-		t.Errorf("error %+v: want status 529, overloaded_error, 3 attempts, transient, not retryable by the runtime", pe)
+	if pe.Provider != "anthropic" || pe.Status != 529 || pe.Type != "overloaded_error" || pe.Attempts != 3 || !pe.Transient || !pe.Retryable() {
+		t.Errorf("error %+v: want anthropic's status 529, overloaded_error, 3 attempts, transient, retryable later", pe)
 	}
 	if n := len(srv.Requests()); n != 3 {
 		t.Errorf("%d requests, want 3 (two retries by default)", n)
@@ -440,11 +440,13 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 }
 
-func TestRetriesLeftToRuntime(t *testing.T) {
-	m, srv, _ := newModel(t, anthropic.Config{MaxRetries: -1}, ssetest.JSONError(http.StatusTooManyRequests, nil, rateLimited))
+// TestNoRetries: with MaxRetries negative nothing retries the call, here or in the
+// runtime; the error still says a later call may succeed.
+func TestNoRetries(t *testing.T) {
+	m, srv, s := newModel(t, anthropic.Config{MaxRetries: -1}, ssetest.JSONError(http.StatusTooManyRequests, nil, rateLimited))
 	_, err := ssetest.Collect(t, t.Context(), m, hello)
-	if pe := providerError(t, err); !pe.Retryable() || pe.Attempts != 1 {
-		t.Errorf("error %+v: want retryable by the runtime after 1 attempt", pe)
+	if pe := providerError(t, err); !pe.Retryable() || pe.Attempts != 1 || len(s.Waits()) != 0 {
+		t.Errorf("error %+v after %d waits: want retryable later, after 1 attempt and no wait", pe, len(s.Waits()))
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("%d requests, want 1", n)

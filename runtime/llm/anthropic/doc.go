@@ -43,14 +43,15 @@
 //
 // # Retries, stalls, cancellation and keys
 //
-// Retries work as in package openai: a call that fails before its first event (HTTP
-// 408, 409, 429, 5xx and 529, an overloaded_error, api_error or rate_limit_error event at
-// the start of the stream, a refused, reset or dropped connection, a stream that stalled)
-// is retried inside [Model.Stream], up to [Config.MaxRetries] times, after the server's
-// retry-after or an exponential backoff with jitter; the SDK's own retries are off.
-// Nothing is retried once an event has been yielded. The final error is a
-// [*ProviderError], whose Retryable method reports false once the adapter has retried,
-// so the runtime does not retry again.
+// Retries work as in package openai, and are the only retries of a model call: a call
+// that fails before its first event (HTTP 408, 409, 429, 5xx and 529, an
+// overloaded_error, api_error or rate_limit_error event at the start of the stream, a
+// refused, reset or dropped connection, a stream that stalled) is retried inside
+// [Model.Stream], up to [Config.MaxRetries] times, after the server's retry-after or an
+// exponential backoff with jitter; the SDK's own retries are off, and the runtime's loop
+// does not call a failed model again. Nothing is retried once an event has been yielded.
+// The final error is a [*ProviderError], the same type as package openai's, whose
+// Retryable method reports whether a later call may succeed.
 //
 // A stream stalls when [Config.IdleTimeout] ([DefaultIdleTimeout], 3 minutes, by
 // default) passes without a byte of the body after the headers; the API's ping events

@@ -7,4 +7,6 @@ import (
 
 // SetSleep replaces the wait between retries, so that tests see the waits without
 // waiting.
-func SetSleep(m *Model, sleep func(ctx context.Context, d time.Duration) error) { m.sleep = sleep }
+func SetSleep(m *Model, sleep func(ctx context.Context, d time.Duration) error) {
+	m.retry.Sleep = sleep
+}

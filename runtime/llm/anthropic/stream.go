@@ -12,8 +12,7 @@ import (
 // decoder turns the events of one streamed call into model events. Usage and the stop
 // reason are held until the stream ends, so that usage comes once, before the finish.
 type decoder struct {
-	yield   func(runtime.ModelEvent, error) bool
-	emitted bool // an event was yielded
+	yield func(runtime.ModelEvent) bool
 
 	blocks map[int64]*block // by content block index
 	stop   string           // the stop reason, once message_delta has one
@@ -32,8 +31,7 @@ type block struct {
 }
 
 func (d *decoder) send(ev runtime.ModelEvent) bool {
-	d.emitted = true
-	return d.yield(ev, nil)
+	return d.yield(ev)
 }
 
 // event handles one stream event; it returns false when the consumer stopped.
@@ -149,20 +147,21 @@ func (d *decoder) stopBlock(index int64) bool {
 }
 
 // finish ends a stream that ended without an error: the usage, then the finish event.
-// It returns false when the consumer stopped.
-func (d *decoder) finish() (bool, *ProviderError) {
+// A stream without a finish reason fails, transient: the server may finish it next time.
+func (d *decoder) finish() *ProviderError {
 	if d.stop == "" {
-		return true, &ProviderError{Err: runtime.ErrMissingFinishReason, Transient: true}
+		return &ProviderError{Err: runtime.ErrMissingFinishReason, Transient: true}
 	}
 	if d.seen {
 		u := d.usage
 		// The runtime counts cached input as input.
 		u.InputTokens += u.CacheReadInputTokens + u.CacheCreationInputTokens
 		if !d.send(runtime.ModelEvent{Kind: runtime.ModelUsage, Index: -1, Usage: u}) {
-			return false, nil
+			return nil
 		}
 	}
-	return d.send(runtime.ModelEvent{Kind: runtime.ModelFinish, Index: -1, Reason: finishReason(d.stop)}), nil
+	d.send(runtime.ModelEvent{Kind: runtime.ModelFinish, Index: -1, Reason: finishReason(d.stop)})
+	return nil
 }
 
 // finishReason maps a stop reason.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 // New returns a model that calls models in order, as the package documentation says,
@@ -52,7 +53,8 @@ func (c *Chain) Name() string {
 	return c.Models[0].Name()
 }
 
-// Stream calls the models in order until one emits; see the package documentation.
+// Stream calls the models in order until one emits, or one's failure says the next
+// cannot help; see the package documentation.
 func (c *Chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 	return func(yield func(runtime.ModelEvent, error) bool) {
 		var failed []ModelError
@@ -63,7 +65,7 @@ func (c *Chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 			first := true
 			var failure error
 			for ev, err := range m.Stream(ctx, req) {
-				if first && err != nil && ctx.Err() == nil {
+				if first && err != nil && provider.NextMayHelp(ctx, err) {
 					failure = err
 					break
 				}
@@ -132,8 +134,9 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
-// Retryable reports whether a retry of the whole chain may help: whether every model's
-// error says so. The adapters' errors say no once they have retried.
+// Retryable reports whether calling the chain again later may help: whether every
+// model's error says so (the adapters' errors do for a transient failure, once their
+// own retries are spent). Nothing in agentd calls again: the run fails.
 func (e *Error) Retryable() bool {
 	for _, me := range e.Errors {
 		re, ok := errors.AsType[interface {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/fallback"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
 
@@ -57,6 +58,50 @@ func TestFallsBackBeforeEmitting(t *testing.T) {
 	}
 	if a.Calls() != 1 || b.Calls() != 1 || c.Calls() != 1 {
 		t.Errorf("calls = %d, %d, %d; want one each", a.Calls(), b.Calls(), c.Calls())
+	}
+}
+
+// TestMovesOnForEveryFailureOfTheModel: as the adapters classify them, a model's own
+// failures, transient or not, let the next model try.
+func TestMovesOnForEveryFailureOfTheModel(t *testing.T) {
+	var links []runtime.Model
+	for _, pe := range []*provider.Error{
+		{Provider: "openai", Status: 429, Transient: true, Attempts: 3},
+		{Provider: "openai", Status: 400, Type: "invalid_request_error", Message: "model not loaded"},
+		{Provider: "anthropic", Status: 401, Type: "authentication_error"},
+	} {
+		links = append(links, scripted(pe.Provider+":m", rt.Step{Err: pe}))
+	}
+	last := scripted("demo", rt.Step{Events: answer})
+	got, err := collect(t.Context(), fallback.New(append(links, last)...))
+	if err != nil || last.Calls() != 1 {
+		t.Fatalf("error %v after %d calls of the last model, want its answer", err, last.Calls())
+	}
+	if diff := cmp.Diff(answer, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestRetryableFromTheAdaptersErrors: the chain may succeed later when every model's
+// failure was transient, as the adapters classify them.
+func TestRetryableFromTheAdaptersErrors(t *testing.T) {
+	busy := &provider.Error{Provider: "openai", Status: 429, Transient: true, Attempts: 3}
+	refused := &provider.Error{Provider: "anthropic", Status: 400}
+	for _, tc := range []struct {
+		errs []error
+		want bool
+	}{
+		{[]error{busy, busy}, true},
+		{[]error{busy, refused}, false},
+	} {
+		var links []runtime.Model
+		for _, e := range tc.errs {
+			links = append(links, scripted("m", rt.Step{Err: e}))
+		}
+		_, err := collect(t.Context(), fallback.New(links...))
+		if fe, ok := errors.AsType[*fallback.Error](err); !ok || fe.Retryable() != tc.want {
+			t.Errorf("errors %v: %v, want a *fallback.Error with Retryable() %t", tc.errs, err, tc.want)
+		}
 	}
 }
 

@@ -32,15 +32,18 @@
 // A call that fails before its first event (HTTP 408, 409, 429 and 5xx, an error event
 // at the start of the stream, a refused, reset or dropped connection, a stalled stream)
 // is retried inside [Model.Stream], up to [Config.MaxRetries] times (2 by default), after
-// the server's Retry-After (or retry-after-ms) when it sends one, else after an
-// exponential backoff with jitter from [Config.RetryBackoff]. The SDK's own retries are off, so these are the
-// only ones. Nothing is retried once an event has been yielded: a failure then ends the
-// sequence with a [*ProviderError] whose Emitted field is set.
+// the server's Retry-After (or retry-after-ms) when it sends one (asking for more than a
+// minute, it gets no retry), else after an exponential backoff with jitter from
+// [Config.RetryBackoff]. These
+// are the only retries of a model call: the SDK's own are off, and the runtime's loop
+// does not call a failed model again (it finishes the run FAILED). Nothing is retried
+// once an event has been yielded: a failure then ends the sequence with a
+// [*ProviderError] whose Emitted field is set. MaxRetries negative turns retries off.
 //
-// The final error is a [*ProviderError] whose Retryable method reports false once the
-// adapter has retried, so that the runtime does not retry the call a second time. With
-// MaxRetries negative the adapter does not retry, and Retryable reports whether a retry
-// may help, leaving retries to the runtime (which does not read Retry-After).
+// The final error is a [*ProviderError], the same type as package anthropic's: its
+// Retryable method reports whether a later call may succeed (a transient failure before
+// the first event). A model named with fallbacks (package fallback) moves on to the next
+// one after such an error.
 //
 // # Stalled streams
 //

@@ -511,8 +511,8 @@ func TestRetriesExhausted(t *testing.T) {
 	m, srv, s := newModel(t, openai.Config{}, fail, fail, fail)
 	_, err := ssetest.Collect(t, t.Context(), m, hello)
 	pe := providerError(t, err)
-	if pe.Status != 500 || pe.Attempts != 3 || !pe.Transient || pe.Retryable() {
-		t.Errorf("error %+v: want status 500, 3 attempts, transient, not retryable by the runtime", pe)
+	if pe.Provider != "openai" || pe.Status != 500 || pe.Attempts != 3 || !pe.Transient || !pe.Retryable() {
+		t.Errorf("error %+v: want openai's status 500, 3 attempts, transient, retryable later", pe)
 	}
 	if n := len(srv.Requests()); n != 3 {
 		t.Errorf("%d requests, want 3 (two retries by default)", n)
@@ -525,12 +525,14 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 }
 
-func TestRetriesLeftToRuntime(t *testing.T) {
+// TestNoRetries: with MaxRetries negative nothing retries the call, here or in the
+// runtime; the error still says a later call may succeed.
+func TestNoRetries(t *testing.T) {
 	fail := ssetest.JSONError(http.StatusTooManyRequests, nil, rateLimited)
-	m, srv, _ := newModel(t, openai.Config{MaxRetries: -1}, fail)
+	m, srv, s := newModel(t, openai.Config{MaxRetries: -1}, fail)
 	_, err := ssetest.Collect(t, t.Context(), m, hello)
-	if pe := providerError(t, err); !pe.Retryable() || pe.Attempts != 1 {
-		t.Errorf("error %+v: want retryable by the runtime after 1 attempt", pe)
+	if pe := providerError(t, err); !pe.Retryable() || pe.Attempts != 1 || len(s.Waits()) != 0 {
+		t.Errorf("error %+v after %d waits: want retryable later, after 1 attempt and no wait", pe, len(s.Waits()))
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("%d requests, want 1", n)
@@ -539,17 +541,20 @@ func TestRetriesLeftToRuntime(t *testing.T) {
 
 func TestNotRetried(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		reply ssetest.Reply
+		name      string
+		reply     ssetest.Reply
+		retryable bool
 	}{
-		{"400", ssetest.JSONError(http.StatusBadRequest, nil, `{"error":{"message":"Invalid 'messages[1].content'","type":"invalid_request_error","param":"messages","code":null}}`)},
-		{"Retry-After too long", ssetest.JSONError(http.StatusTooManyRequests, http.Header{"Retry-After": {"3600"}}, rateLimited)},
+		{"400", ssetest.JSONError(http.StatusBadRequest, nil, `{"error":{"message":"Invalid 'messages[1].content'","type":"invalid_request_error","param":"messages","code":null}}`), false},
+		// Transient, but the server asks for more than the longest wait: a later call
+		// may succeed, not one now.
+		{"Retry-After too long", ssetest.JSONError(http.StatusTooManyRequests, http.Header{"Retry-After": {"3600"}}, rateLimited), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, srv, _ := newModel(t, openai.Config{}, tc.reply)
 			_, err := ssetest.Collect(t, t.Context(), m, hello)
-			if pe := providerError(t, err); pe.Retryable() || pe.Attempts != 1 {
-				t.Errorf("error %+v: want 1 attempt, not retryable", pe)
+			if pe := providerError(t, err); pe.Retryable() != tc.retryable || pe.Attempts != 1 {
+				t.Errorf("error %+v: want 1 attempt, Retryable() %t", pe, tc.retryable)
 			}
 			if n := len(srv.Requests()); n != 1 {
 				t.Errorf("%d requests, want 1", n)

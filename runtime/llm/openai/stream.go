@@ -15,8 +15,7 @@ import (
 // and usage are held until the stream ends, since the usage comes in a chunk of its own
 // after the one with the finish reason.
 type decoder struct {
-	yield   func(runtime.ModelEvent, error) bool
-	emitted bool // an event was yielded
+	yield func(runtime.ModelEvent) bool
 
 	reason    string // the finish reason, once a chunk has one
 	calls     bool   // a tool call was streamed
@@ -25,8 +24,7 @@ type decoder struct {
 }
 
 func (d *decoder) send(ev runtime.ModelEvent) bool {
-	d.emitted = true
-	return d.yield(ev, nil)
+	return d.yield(ev)
 }
 
 // chunk handles one chunk; it returns false when the consumer stopped.
@@ -176,15 +174,16 @@ func hex4(s string) (rune, bool) {
 }
 
 // finish ends a stream that ended without an error: the usage, then the finish event.
-// It returns false when the consumer stopped.
-func (d *decoder) finish() (bool, *ProviderError) {
+// A stream without a finish reason fails, transient: the server may finish it next time.
+func (d *decoder) finish() *ProviderError {
 	if d.reason == "" {
-		return true, &ProviderError{Err: runtime.ErrMissingFinishReason, Transient: true}
+		return &ProviderError{Err: runtime.ErrMissingFinishReason, Transient: true}
 	}
 	if d.haveUsage && !d.send(runtime.ModelEvent{Kind: runtime.ModelUsage, Index: -1, Usage: d.usage}) {
-		return false, nil
+		return nil
 	}
-	return d.send(runtime.ModelEvent{Kind: runtime.ModelFinish, Index: -1, Reason: finishReason(d.reason, d.calls)}), nil
+	d.send(runtime.ModelEvent{Kind: runtime.ModelFinish, Index: -1, Reason: finishReason(d.reason, d.calls)})
+	return nil
 }
 
 // finishReason maps a Chat Completions finish reason. Servers that say "stop" after

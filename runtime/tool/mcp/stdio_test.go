@@ -214,8 +214,10 @@ func TestStdioClose(t *testing.T) {
 	if err := src.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Close took %v", d)
+	// Close may give the process its stop grace and then end it: seconds on a loaded
+	// machine. Only a Close that waited for the call takes about its 20s.
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("Close took %v: it waited for the call in progress", d)
 	}
 	if err := <-done; !errors.Is(err, mcp.ErrClosed) {
 		t.Errorf("the call in progress: %v, want ErrClosed", err)

@@ -1,4 +1,4 @@
-package stall_test
+package provider_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agentd/agentd/runtime/llm/internal/stall"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 func TestMain(m *testing.M) {
@@ -30,13 +30,13 @@ func pipeNext(w **io.PipeWriter, reqCtx *context.Context) func(*http.Request) (*
 	}
 }
 
-func TestMiddleware(t *testing.T) {
+func TestStallMiddleware(t *testing.T) {
 	const idle = time.Minute
 	synctest.Test(t, func(t *testing.T) {
 		var pw *io.PipeWriter
 		var reqCtx context.Context
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://model.test/", nil)
-		res, err := stall.Middleware(idle)(req, pipeNext(&pw, &reqCtx))
+		res, err := provider.StallMiddleware(idle)(req, pipeNext(&pw, &reqCtx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,8 +61,8 @@ func TestMiddleware(t *testing.T) {
 		// Then it goes quiet.
 		start := time.Now()
 		_, err = res.Body.Read(buf)
-		if se, ok := errors.AsType[*stall.Error](err); !ok || se.Idle != idle || !errors.Is(err, stall.ErrStalled) {
-			t.Fatalf("read after the server went quiet: %v, want a *stall.Error for %s", err, idle)
+		if se, ok := errors.AsType[*provider.StallError](err); !ok || se.Idle != idle || !errors.Is(err, provider.ErrStalled) {
+			t.Fatalf("read after the server went quiet: %v, want a *provider.StallError for %s", err, idle)
 		}
 		if d := time.Since(start); d != idle {
 			t.Errorf("the read failed after %v, want %v", d, idle)
@@ -70,23 +70,23 @@ func TestMiddleware(t *testing.T) {
 		if got, want := err.Error(), "model stream stalled: no bytes from the model for 1m0s"; got != want {
 			t.Errorf("Error() = %q, want %q", got, want)
 		}
-		if !errors.Is(context.Cause(reqCtx), stall.ErrStalled) {
+		if !errors.Is(context.Cause(reqCtx), provider.ErrStalled) {
 			t.Errorf("the request's context ended with %v, want the stall", context.Cause(reqCtx))
 		}
-		if _, err := res.Body.Read(buf); !errors.Is(err, stall.ErrStalled) {
+		if _, err := res.Body.Read(buf); !errors.Is(err, provider.ErrStalled) {
 			t.Errorf("a later read: %v, want the stall again", err)
 		}
 		res.Body.Close()
 	})
 }
 
-func TestMiddleware_CallerCancels(t *testing.T) {
+func TestStallMiddleware_CallerCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var pw *io.PipeWriter
 		var reqCtx context.Context
 		ctx, cancel := context.WithCancel(t.Context())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://model.test/", nil)
-		res, err := stall.Middleware(time.Minute)(req, pipeNext(&pw, &reqCtx))
+		res, err := provider.StallMiddleware(time.Minute)(req, pipeNext(&pw, &reqCtx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,19 +96,19 @@ func TestMiddleware_CallerCancels(t *testing.T) {
 		}()
 		start := time.Now()
 		_, err = res.Body.Read(make([]byte, 1))
-		if err == nil || errors.Is(err, stall.ErrStalled) || time.Since(start) != time.Second {
+		if err == nil || errors.Is(err, provider.ErrStalled) || time.Since(start) != time.Second {
 			t.Errorf("read: %v after %v, want the transport's error at once on the cancel", err, time.Since(start))
 		}
 		res.Body.Close()
 	})
 }
 
-func TestMiddleware_CloseReleases(t *testing.T) {
+func TestStallMiddleware_CloseReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var pw *io.PipeWriter
 		var reqCtx context.Context
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://model.test/", nil)
-		res, err := stall.Middleware(time.Minute)(req, pipeNext(&pw, &reqCtx))
+		res, err := provider.StallMiddleware(time.Minute)(req, pipeNext(&pw, &reqCtx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestMiddleware_CloseReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-		if !errors.Is(reqCtx.Err(), context.Canceled) || errors.Is(context.Cause(reqCtx), stall.ErrStalled) {
+		if !errors.Is(reqCtx.Err(), context.Canceled) || errors.Is(context.Cause(reqCtx), provider.ErrStalled) {
 			t.Errorf("after Close the request's context is %v (cause %v), want cancelled, not stalled", reqCtx.Err(), context.Cause(reqCtx))
 		}
 		// No timer is left to fire: the bubble ends with nothing running.
@@ -125,11 +125,11 @@ func TestMiddleware_CloseReleases(t *testing.T) {
 	})
 }
 
-func TestMiddleware_TransportError(t *testing.T) {
+func TestStallMiddleware_TransportError(t *testing.T) {
 	var reqCtx context.Context
 	boom := errors.New("connection refused")
 	req, _ := http.NewRequest(http.MethodPost, "http://model.test/", nil)
-	_, err := stall.Middleware(time.Minute)(req, func(r *http.Request) (*http.Response, error) {
+	_, err := provider.StallMiddleware(time.Minute)(req, func(r *http.Request) (*http.Response, error) {
 		reqCtx = r.Context()
 		return nil, boom
 	})
@@ -138,10 +138,10 @@ func TestMiddleware_TransportError(t *testing.T) {
 	}
 }
 
-func TestTimeout(t *testing.T) {
-	for setting, want := range map[time.Duration]time.Duration{0: stall.DefaultIdleTimeout, -1: 0, time.Second: time.Second} {
-		if got := stall.Timeout(setting); got != want {
-			t.Errorf("Timeout(%v) = %v, want %v", setting, got, want)
+func TestIdleTimeout(t *testing.T) {
+	for setting, want := range map[time.Duration]time.Duration{0: provider.DefaultIdleTimeout, -1: 0, time.Second: time.Second} {
+		if got := provider.IdleTimeout(setting); got != want {
+			t.Errorf("IdleTimeout(%v) = %v, want %v", setting, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package retry
+package provider
 
 import (
 	"context"
@@ -12,36 +12,7 @@ import (
 	"time"
 )
 
-func TestDelay(t *testing.T) {
-	p := NewPolicy(0, 100*time.Millisecond)
-	if p.MaxRetries != DefaultMaxRetries {
-		t.Fatalf("MaxRetries = %d, want %d", p.MaxRetries, DefaultMaxRetries)
-	}
-	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond} {
-		d, ok := p.Delay(n, 0)
-		if !ok || d > want || d < want*3/4 {
-			t.Errorf("Delay(%d) = %v, %t; want within [%v, %v]", n, d, ok, want*3/4, want)
-		}
-	}
-	if _, ok := p.Delay(3, 0); ok {
-		t.Error("Delay(3) allowed a third retry of a policy with two")
-	}
-	if d, ok := p.Delay(1, 3*time.Second); !ok || d != 3*time.Second {
-		t.Errorf("Delay with Retry-After 3s = %v, %t; want exactly 3s", d, ok)
-	}
-	if _, ok := p.Delay(1, 2*time.Minute); ok {
-		t.Error("a Retry-After above MaxRetryAfter was waited for")
-	}
-	if _, ok := NewPolicy(-1, 0).Delay(1, 0); ok {
-		t.Error("a negative MaxRetries allowed a retry")
-	}
-	long := NewPolicy(20, time.Second)
-	if d, _ := long.Delay(20, 0); d > DefaultMaxBackoff {
-		t.Errorf("Delay(20) = %v, above the cap %v", d, DefaultMaxBackoff)
-	}
-}
-
-func TestAfter(t *testing.T) {
+func TestRetryAfter(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		h    http.Header
@@ -55,8 +26,8 @@ func TestAfter(t *testing.T) {
 		{http.Header{"Retry-After": {now.Add(-time.Second).Format(http.TimeFormat)}}, 0},
 		{http.Header{"Retry-After": {"soon"}}, 0},
 	} {
-		if got := After(tc.h, now); got != tc.want {
-			t.Errorf("After(%v) = %v, want %v", tc.h, got, tc.want)
+		if got := RetryAfter(tc.h, now); got != tc.want {
+			t.Errorf("RetryAfter(%v) = %v, want %v", tc.h, got, tc.want)
 		}
 	}
 }
@@ -91,6 +62,28 @@ func TestConnectionError(t *testing.T) {
 	} {
 		if got := ConnectionError(tc.err); got != tc.want {
 			t.Errorf("ConnectionError(%v) = %t, want %t", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestFromResponseAndFromTransport(t *testing.T) {
+	res := &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"2"}}}
+	if e := (&Error{}).FromResponse(res); e.Status != 429 || e.RetryAfter != 2*time.Second || !e.Transient {
+		t.Errorf("FromResponse(429, Retry-After 2) = %+v", e)
+	}
+	if e := (&Error{}).FromResponse(&http.Response{StatusCode: 400, Header: http.Header{}}); e.Status != 400 || e.Transient {
+		t.Errorf("FromResponse(400) = %+v, want not transient", e)
+	}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("read body: %w", &StallError{Idle: time.Second}), true},
+		{io.ErrUnexpectedEOF, true},
+		{errors.New("message 1: unsupported role"), false},
+	} {
+		if e := (&Error{Err: tc.err}).FromTransport(); e.Transient != tc.want {
+			t.Errorf("FromTransport(%v).Transient = %t, want %t", tc.err, e.Transient, tc.want)
 		}
 	}
 }

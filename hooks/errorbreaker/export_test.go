@@ -1,4 +1,0 @@
-package errorbreaker
-
-// Runs returns the number of runs the hook keeps state for.
-func (h *Hook) Runs() int { return h.runs.Len() }
