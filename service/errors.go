@@ -14,33 +14,9 @@ import (
 	"github.com/agentd/agentd/runtime"
 )
 
-// errorDomain is the google.rpc.ErrorInfo domain of agentd's errors.
+// errorDomain is the google.rpc.ErrorInfo domain of agentd's errors; their reasons are in
+// reasons.go.
 const errorDomain = "agentd"
-
-// Stable UPPER_SNAKE reasons of agentd's errors, in google.rpc.ErrorInfo and RunError.
-const (
-	reasonInvalidArgument      = "INVALID_ARGUMENT"
-	reasonInvalidUTF8          = "INVALID_UTF8"
-	reasonFirstMessageNotStart = "FIRST_MESSAGE_NOT_START"
-	reasonAgentNotFound        = "AGENT_NOT_FOUND"
-	reasonModelOverride        = "MODEL_OVERRIDE_NOT_ALLOWED"
-	reasonTooManyRuns          = "TOO_MANY_RUNS"
-	reasonTooManyCallerRuns    = "TOO_MANY_RUNS_FOR_CALLER"
-	reasonClientStalled        = "CLIENT_STALLED"
-	reasonStartTimeout         = "START_TIMEOUT"
-	reasonDraining             = "SERVER_DRAINING"
-	reasonContinuation         = "CONTINUATION_INVALID"
-	reasonContinuationExpired  = "CONTINUATION_EXPIRED"
-	reasonContinuationMismatch = "CONTINUATION_MISMATCH"
-	reasonMaxSteps             = "MAX_STEPS"
-	reasonStopped              = "STOPPED"
-	reasonModelError           = "MODEL_ERROR"
-	reasonModelIncomplete      = "MODEL_STREAM_INCOMPLETE"
-	reasonCancelled            = "CANCELLED"
-	reasonDeadline             = "DEADLINE_EXCEEDED"
-	reasonShutdown             = "SERVER_SHUTDOWN"
-	reasonInternal             = "INTERNAL"
-)
 
 // statusError is a gRPC status with an ErrorInfo (and the given extra details).
 func statusError(code codes.Code, reason, msg string, meta map[string]string, details ...protoadapt.MessageV1) error {

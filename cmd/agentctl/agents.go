@@ -62,6 +62,9 @@ func listAgents(ctx context.Context, client agentdv1.AgentServiceClient, asJSON 
 //	demo  demo:agentd-demo  max 25 steps
 //	  agentd's built-in demo agent: …
 //	  tools: current_time, calculate, save_note (needs approval)
+//
+// A tool that "needs approval" may be approved by the server under --auto-approve; one
+// that "needs explicit approval" is always asked.
 func formatAgent(a *agentdv1.Agent) string {
 	var b strings.Builder
 	b.WriteString(a.GetName())
@@ -88,7 +91,10 @@ func formatAgent(a *agentdv1.Agent) string {
 		if !t.GetEnabled() {
 			notes = append(notes, "disabled")
 		}
-		if t.GetRequiresApproval() {
+		switch {
+		case t.GetApproval() == agentdv1.ToolApproval_TOOL_APPROVAL_ALWAYS:
+			notes = append(notes, "needs explicit approval") // --auto-approve does not give it
+		case t.GetRequiresApproval():
 			notes = append(notes, "needs approval")
 		}
 		if t.GetCompletesRun() {

@@ -22,6 +22,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ToolApproval is a server tool's approval policy.
+type ToolApproval int32
+
+const (
+	// Not set: a server older than this field sent the ToolInfo; read
+	// requires_approval instead.
+	ToolApproval_TOOL_APPROVAL_UNSPECIFIED ToolApproval = 0
+	// Calls run without asking.
+	ToolApproval_TOOL_APPROVAL_AUTO ToolApproval = 1
+	// Calls ask for an approval; a run's APPROVAL_POLICY_AUTO_APPROVE may
+	// answer for the client.
+	ToolApproval_TOOL_APPROVAL_ASK ToolApproval = 2
+	// Calls ask for an approval, and only an explicit decision approves one:
+	// APPROVAL_POLICY_AUTO_APPROVE does not, and the call is asked as under
+	// APPROVAL_POLICY_ASK (or parked where the client cannot answer).
+	ToolApproval_TOOL_APPROVAL_ALWAYS ToolApproval = 3
+)
+
+// Enum value maps for ToolApproval.
+var (
+	ToolApproval_name = map[int32]string{
+		0: "TOOL_APPROVAL_UNSPECIFIED",
+		1: "TOOL_APPROVAL_AUTO",
+		2: "TOOL_APPROVAL_ASK",
+		3: "TOOL_APPROVAL_ALWAYS",
+	}
+	ToolApproval_value = map[string]int32{
+		"TOOL_APPROVAL_UNSPECIFIED": 0,
+		"TOOL_APPROVAL_AUTO":        1,
+		"TOOL_APPROVAL_ASK":         2,
+		"TOOL_APPROVAL_ALWAYS":      3,
+	}
+)
+
+func (x ToolApproval) Enum() *ToolApproval {
+	p := new(ToolApproval)
+	*p = x
+	return p
+}
+
+func (x ToolApproval) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolApproval) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolApproval) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_service_proto_enumTypes[0]
+}
+
+func (x ToolApproval) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolApproval.Descriptor instead.
+func (ToolApproval) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{0}
+}
+
 // RunRequest is one client message on a Run stream. client_seq numbers the
 // client's messages so acks and effects can name them.
 type RunRequest struct {
@@ -634,15 +695,20 @@ type ToolInfo struct {
 	// Whether the tool may be called; a disabled tool's calls get an error
 	// result.
 	Enabled bool `protobuf:"varint,3,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	// Whether calls need an approval (policy ASK or INTERRUPT) rather than
-	// running at once.
+	// Whether calls need an approval rather than running at once: approval is
+	// TOOL_APPROVAL_ASK or TOOL_APPROVAL_ALWAYS.
 	RequiresApproval bool `protobuf:"varint,4,opt,name=requires_approval,json=requiresApproval,proto3" json:"requires_approval,omitempty"`
 	// Whether a successful call ends the run COMPLETED with its output.
 	CompletesRun bool `protobuf:"varint,5,opt,name=completes_run,json=completesRun,proto3" json:"completes_run,omitempty"`
 	// Per-call timeout.
 	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Whether calls may run in parallel with other calls of the same step.
-	Parallel      bool `protobuf:"varint,7,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	Parallel bool `protobuf:"varint,7,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	// Whether calls need an approval, and whether a run's
+	// APPROVAL_POLICY_AUTO_APPROVE may give it. This is the agent's policy; a
+	// run may tighten it (RunConfig.tool_policies), never loosen it.
+	// requires_approval says the same for clients that predate this field.
+	Approval      ToolApproval `protobuf:"varint,8,opt,name=approval,proto3,enum=agentd.v1.ToolApproval" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +792,13 @@ func (x *ToolInfo) GetParallel() bool {
 	return false
 }
 
+func (x *ToolInfo) GetApproval() ToolApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return ToolApproval_TOOL_APPROVAL_UNSPECIFIED
+}
+
 var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
@@ -765,7 +838,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x124\n" +
 	"\x16model_override_allowed\x18\x04 \x01(\bR\x14modelOverrideAllowed\x12\x1b\n" +
 	"\tmax_steps\x18\x05 \x01(\x05R\bmaxSteps\x12)\n" +
-	"\x05tools\x18\x06 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\"\x88\x02\n" +
+	"\x05tools\x18\x06 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\"\xbd\x02\n" +
 	"\bToolInfo\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.agentd.v1.ToolSpecR\x04spec\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x18\n" +
@@ -773,7 +846,13 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x11requires_approval\x18\x04 \x01(\bR\x10requiresApproval\x12#\n" +
 	"\rcompletes_run\x18\x05 \x01(\bR\fcompletesRun\x123\n" +
 	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x1a\n" +
-	"\bparallel\x18\a \x01(\bR\bparallel2\xa5\x02\n" +
+	"\bparallel\x18\a \x01(\bR\bparallel\x123\n" +
+	"\bapproval\x18\b \x01(\x0e2\x17.agentd.v1.ToolApprovalR\bapproval*v\n" +
+	"\fToolApproval\x12\x1d\n" +
+	"\x19TOOL_APPROVAL_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TOOL_APPROVAL_AUTO\x10\x01\x12\x15\n" +
+	"\x11TOOL_APPROVAL_ASK\x10\x02\x12\x18\n" +
+	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xa5\x02\n" +
 	"\fAgentService\x128\n" +
 	"\x03Run\x12\x15.agentd.v1.RunRequest\x1a\x16.agentd.v1.RunResponse(\x010\x01\x12E\n" +
 	"\bStartRun\x12\x1a.agentd.v1.StartRunRequest\x1a\x1b.agentd.v1.StartRunResponse0\x01\x12I\n" +
@@ -796,58 +875,61 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_service_proto_rawDescData
 }
 
+var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
-	(*RunRequest)(nil),          // 0: agentd.v1.RunRequest
-	(*RunResponse)(nil),         // 1: agentd.v1.RunResponse
-	(*StartRunRequest)(nil),     // 2: agentd.v1.StartRunRequest
-	(*StartRunResponse)(nil),    // 3: agentd.v1.StartRunResponse
-	(*ExecuteRunRequest)(nil),   // 4: agentd.v1.ExecuteRunRequest
-	(*ExecuteRunResponse)(nil),  // 5: agentd.v1.ExecuteRunResponse
-	(*ListAgentsRequest)(nil),   // 6: agentd.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),  // 7: agentd.v1.ListAgentsResponse
-	(*Agent)(nil),               // 8: agentd.v1.Agent
-	(*ToolInfo)(nil),            // 9: agentd.v1.ToolInfo
-	(*RunSpec)(nil),             // 10: agentd.v1.RunSpec
-	(*ApprovalDecision)(nil),    // 11: agentd.v1.ApprovalDecision
-	(*Steer)(nil),               // 12: agentd.v1.Steer
-	(*ToolResult)(nil),          // 13: agentd.v1.ToolResult
-	(*Cancel)(nil),              // 14: agentd.v1.Cancel
-	(*Ping)(nil),                // 15: agentd.v1.Ping
-	(*RunEvent)(nil),            // 16: agentd.v1.RunEvent
-	(*RunFinished)(nil),         // 17: agentd.v1.RunFinished
-	(*ToolSpec)(nil),            // 18: agentd.v1.ToolSpec
-	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
+	(ToolApproval)(0),           // 0: agentd.v1.ToolApproval
+	(*RunRequest)(nil),          // 1: agentd.v1.RunRequest
+	(*RunResponse)(nil),         // 2: agentd.v1.RunResponse
+	(*StartRunRequest)(nil),     // 3: agentd.v1.StartRunRequest
+	(*StartRunResponse)(nil),    // 4: agentd.v1.StartRunResponse
+	(*ExecuteRunRequest)(nil),   // 5: agentd.v1.ExecuteRunRequest
+	(*ExecuteRunResponse)(nil),  // 6: agentd.v1.ExecuteRunResponse
+	(*ListAgentsRequest)(nil),   // 7: agentd.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),  // 8: agentd.v1.ListAgentsResponse
+	(*Agent)(nil),               // 9: agentd.v1.Agent
+	(*ToolInfo)(nil),            // 10: agentd.v1.ToolInfo
+	(*RunSpec)(nil),             // 11: agentd.v1.RunSpec
+	(*ApprovalDecision)(nil),    // 12: agentd.v1.ApprovalDecision
+	(*Steer)(nil),               // 13: agentd.v1.Steer
+	(*ToolResult)(nil),          // 14: agentd.v1.ToolResult
+	(*Cancel)(nil),              // 15: agentd.v1.Cancel
+	(*Ping)(nil),                // 16: agentd.v1.Ping
+	(*RunEvent)(nil),            // 17: agentd.v1.RunEvent
+	(*RunFinished)(nil),         // 18: agentd.v1.RunFinished
+	(*ToolSpec)(nil),            // 19: agentd.v1.ToolSpec
+	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	10, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
-	11, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	12, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
-	13, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
-	14, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
-	15, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
-	16, // 6: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
-	10, // 7: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
-	16, // 8: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
-	10, // 9: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
-	17, // 10: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
-	8,  // 11: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
-	9,  // 12: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
-	18, // 13: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
-	19, // 14: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
-	0,  // 15: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
-	2,  // 16: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
-	4,  // 17: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
-	6,  // 18: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
-	1,  // 19: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
-	3,  // 20: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
-	5,  // 21: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
-	7,  // 22: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
+	12, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	13, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
+	14, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
+	15, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
+	16, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
+	17, // 6: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
+	11, // 7: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
+	17, // 8: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
+	11, // 9: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
+	18, // 10: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
+	9,  // 11: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
+	10, // 12: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
+	19, // 13: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
+	20, // 14: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
+	0,  // 15: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
+	1,  // 16: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
+	3,  // 17: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
+	5,  // 18: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
+	7,  // 19: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
+	2,  // 20: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
+	4,  // 21: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
+	6,  // 22: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
+	8,  // 23: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -871,13 +953,14 @@ func file_agentd_v1_agent_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_agentd_v1_agent_service_proto_goTypes,
 		DependencyIndexes: file_agentd_v1_agent_service_proto_depIdxs,
+		EnumInfos:         file_agentd_v1_agent_service_proto_enumTypes,
 		MessageInfos:      file_agentd_v1_agent_service_proto_msgTypes,
 	}.Build()
 	File_agentd_v1_agent_service_proto = out.File

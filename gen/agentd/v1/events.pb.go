@@ -227,7 +227,8 @@ const (
 	RunEndReason_RUN_END_REASON_CANCELLED RunEndReason = 3
 	// The step limit of a turn was reached; a failure.
 	RunEndReason_RUN_END_REASON_MAX_STEPS RunEndReason = 4
-	// A hook or a limit stopped the run; error.reason says which.
+	// A hook or a limit stopped the run; error.reason is STOPPED and
+	// error.message says which, and why.
 	RunEndReason_RUN_END_REASON_STOPPED RunEndReason = 5
 	// The run failed; error says why.
 	RunEndReason_RUN_END_REASON_FAILED RunEndReason = 6
@@ -934,11 +935,18 @@ func (x *StepStarted) GetIndexInTurn() int32 {
 }
 
 // MessageStarted opens one contiguous text or reasoning block of the step's
-// assistant message. Its deltas follow, then MessageFinished. The block
-// becomes a Part of the assistant message whose Part.id is this message_id.
+// assistant message. Its deltas follow, then MessageFinished.
+//
+// Two ids are in play, and both look like "msg_…". A step has one assistant
+// Message (Message.id, here parent_message_id); it is made of blocks and tool
+// calls in the order the model produced them. message_id, despite its name,
+// names the block: the block becomes one Part of that Message, and Part.id
+// is this message_id. The deltas and MessageFinished name the block the same
+// way. ToolCallStarted.message_id, by contrast, is the Message's id.
 type MessageStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the block, named by its deltas.
+	// Id of the block: the Part.id of the text or reasoning Part it becomes,
+	// not a Message.id. Named by its deltas and its MessageFinished.
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Role of the author; ROLE_ASSISTANT for model output.
 	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=agentd.v1.Role" json:"role,omitempty"`
@@ -946,7 +954,9 @@ type MessageStarted struct {
 	Kind MessageKind `protobuf:"varint,3,opt,name=kind,proto3,enum=agentd.v1.MessageKind" json:"kind,omitempty"`
 	// Id of the step.
 	StepId string `protobuf:"bytes,4,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
-	// Id of the assistant Message the block belongs to.
+	// Id of the assistant Message the block belongs to (Message.id in
+	// step_finished.new_messages), the same for every block and tool call of
+	// the step.
 	ParentMessageId string `protobuf:"bytes,5,opt,name=parent_message_id,json=parentMessageId,proto3" json:"parent_message_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -1020,7 +1030,8 @@ func (x *MessageStarted) GetParentMessageId() string {
 // MessageFinished closes a text or reasoning block.
 type MessageFinished struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the block.
+	// Id of the block, from MessageStarted.message_id (a Part.id, not a
+	// Message.id).
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Role of the author.
 	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=agentd.v1.Role" json:"role,omitempty"`
@@ -1103,7 +1114,8 @@ func (x *MessageFinished) GetPartial() bool {
 // TextDelta is a piece of answer text, to append to its block.
 type TextDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the block.
+	// Id of the block, from MessageStarted.message_id (a Part.id, not a
+	// Message.id).
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// The text to append.
 	Delta         string `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
@@ -1158,7 +1170,8 @@ func (x *TextDelta) GetDelta() string {
 // ReasoningDelta is a piece of reasoning text, to append to its block.
 type ReasoningDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the block.
+	// Id of the block, from MessageStarted.message_id (a Part.id, not a
+	// Message.id).
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// The text to append.
 	Delta         string `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
@@ -1217,7 +1230,9 @@ type ToolCallStarted struct {
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Name of the tool.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Id of the assistant Message the call belongs to.
+	// Id of the assistant Message the call belongs to: its Message.id, the
+	// parent_message_id of the step's blocks, not a block id. The call itself
+	// becomes the Message's ToolCallPart whose id is tool_call_id.
 	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Where the call will run.
 	Executor Executor `protobuf:"varint,4,opt,name=executor,proto3,enum=agentd.v1.Executor" json:"executor,omitempty"`
@@ -1880,7 +1895,8 @@ type SteerApplied struct {
 	ClientSeq int64 `protobuf:"varint,1,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
 	// Step before whose model call the steer entered the transcript.
 	StepId string `protobuf:"bytes,2,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
-	// Id the steer's message has in the transcript.
+	// Message.id of the steer's user message in the transcript: the id the
+	// client gave it, or one agentd assigned.
 	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// True when the steer did not enter the transcript.
 	Dropped bool `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
@@ -1965,7 +1981,11 @@ type StepFinished struct {
 	// Cumulative usage of the run so far.
 	Usage *Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Messages this step added to the transcript (steers, the assistant
-	// message, tool results), in transcript order.
+	// message, tool results), in transcript order. The assistant message's id
+	// is the parent_message_id of the step's message_started events and the
+	// message_id of its tool_call_started events; each of its text and
+	// reasoning parts has the message_id of the block that streamed it as its
+	// Part.id.
 	NewMessages   []*Message `protobuf:"bytes,4,rep,name=new_messages,json=newMessages,proto3" json:"new_messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2038,13 +2058,36 @@ type InputAck struct {
 	// decision is applied, a tool result used, a steer applied (where the run
 	// resumes, if it parks first). A refusal never ends the stream.
 	Accepted bool `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	// Why it was refused. Reasons include RATE_LIMITED (every stream bounds
-	// its client messages a second; cancel is never refused), RUN_ENDING (the
-	// run was cancelled or is ending), APPROVAL_CLOSED (the approval expired or
-	// a policy decided it), TOOL_CALL_CLOSED, STEER_QUEUE_FULL (the run holds
-	// as many unapplied steers, or bytes of them, as the server allows),
-	// STEER_RATE_LIMITED and INVALID_STEER (a steer is a user message of text
-	// and media).
+	// Why it was refused; unset when accepted. error.code is
+	// FAILED_PRECONDITION and error.reason one of these ack reasons; agentd
+	// sends no other reason, and a new one is added here first:
+	//   - RATE_LIMITED — the stream sent more client messages a second than the
+	//     server allows (a client's first cancel is never refused).
+	//   - INVALID_UTF8 — a string field of the message is not valid UTF-8.
+	//   - ALREADY_STARTED — a start after the first message: one run per
+	//     stream.
+	//   - EMPTY_MESSAGE — the message has no kind, or one this server does not
+	//     know.
+	//   - RUN_ENDING — the run was cancelled or is ending, and acts on nothing
+	//     more.
+	//   - INVALID_DECISION — the outcome is neither APPROVED nor DENIED, or a
+	//     DENIED decision carries edited_arguments.
+	//   - INVALID_ARGUMENTS — edited_arguments cannot be used: they do not
+	//     convert to JSON, or do not match the tool's schema.
+	//   - UNKNOWN_APPROVAL — no approval of that id is open in the run.
+	//   - ALREADY_DECIDED — the approval already took a decision.
+	//   - APPROVAL_CLOSED — the approval is no longer open: it expired, the
+	//     run's approval policy or a hook decided it, or the run parked.
+	//   - INVALID_STEER — the steer sets both message and text, or neither, or
+	//     its message is not a user message of text and media.
+	//   - STEER_QUEUE_FULL — the run holds as many unapplied steers, or bytes of
+	//     them, as the server allows.
+	//   - STEER_RATE_LIMITED — the stream sent more steers a second than the
+	//     server allows.
+	//   - UNKNOWN_TOOL_CALL — no client tool call of that id waits for a result.
+	//   - TOOL_CALL_CLOSED — the client tool call no longer waits for a result
+	//     (it timed out, or the run parked).
+	//   - INVALID_TOOL_RESULT — the result's json output cannot be used.
 	Error         *RunError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2312,7 +2355,25 @@ type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// gRPC status code number (google.rpc.Code) the RPC ends with.
 	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	// Stable UPPER_SNAKE cause, such as "MODEL_UNAVAILABLE" or "MAX_STEPS".
+	// Stable UPPER_SNAKE cause. In an input_ack it is one of the ack reasons
+	// listed at InputAck.error. In run_finished, and in the status that ends
+	// the RPC after it, it is one of these run reasons; agentd sends no other
+	// reason, and a new one is added here first:
+	//   - CANCELLED — the client cancelled (code OK), or the RPC was cancelled
+	//     (CANCELLED).
+	//   - DEADLINE_EXCEEDED — (DEADLINE_EXCEEDED) the client's deadline passed
+	//     before the run finished.
+	//   - MAX_STEPS — (RESOURCE_EXHAUSTED) a turn reached its step limit.
+	//   - STOPPED — (ABORTED) a hook or a limit stopped the run; message says
+	//     which, and why.
+	//   - SERVER_SHUTDOWN — (UNAVAILABLE) the server shut down: resume the run
+	//     from its continuation on another replica.
+	//   - CLIENT_STALLED — (RESOURCE_EXHAUSTED) the client read nothing for the
+	//     server's stall timeout while events waited for it.
+	//   - MODEL_ERROR — (UNAVAILABLE) the model call failed, retries included.
+	//   - MODEL_STREAM_INCOMPLETE — (UNAVAILABLE) the model's stream ended
+	//     without saying why the model stopped.
+	//   - INTERNAL — (INTERNAL) any other failure of the run.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human-readable text.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`

@@ -595,11 +595,17 @@ func (x *ApprovalDecision) GetReason() string {
 // dropped and why. A steer accepted and not yet applied when the run parks
 // travels in the continuation, and the resumed run applies it (its
 // steer_applied carries the client_seq it had on the first stream).
+//
+// Set exactly one of message and text: a steer with both, or with neither,
+// is refused in its ack (INVALID_STEER). They are two fields and not a
+// oneof because moving existing fields into a oneof changes the wire
+// contract (and would make a steer with both take the last one silently).
 type Steer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user message to add. Its role must be ROLE_USER or unset.
+	// The user message to add. Its role must be ROLE_USER or unset. Excludes
+	// text.
 	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// Shorthand for a user message with this text (instead of message).
+	// Shorthand for a user message with this text. Excludes message.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// When the steer takes effect.
 	Mode          SteerMode `protobuf:"varint,3,opt,name=mode,proto3,enum=agentd.v1.SteerMode" json:"mode,omitempty"`

@@ -149,7 +149,11 @@ func (Executor) EnumDescriptor() ([]byte, []int) {
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique id of the message, assigned by agentd for messages it produces
-	// ("msg_…"). Clients may leave it empty for messages they write.
+	// ("msg_…"). Clients may leave it empty for messages they write. An
+	// assistant message's id is what its step's events call
+	// MessageStarted.parent_message_id and ToolCallStarted.message_id; a
+	// steer's is SteerApplied.message_id. MessageStarted.message_id is not a
+	// message's id but a Part.id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Who wrote the message.
 	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=agentd.v1.Role" json:"role,omitempty"`
@@ -225,8 +229,13 @@ func (x *Message) GetPartial() bool {
 // Part is one piece of a message's content.
 type Part struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Optional id of the part. For text and reasoning parts that agentd streams
-	// it equals the message_id of the MessageStarted event that opened the part.
+	// Optional id of the part. A text or reasoning part that agentd streamed
+	// has the id of the block that streamed it: the message_id of its
+	// MessageStarted, deltas and MessageFinished events (a block id despite
+	// that field's name; the enclosing Message.id is
+	// MessageStarted.parent_message_id). Other parts agentd produces have none
+	// (a tool call is named by ToolCallPart.id). agentd keeps the ids clients
+	// send.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The content of the part.
 	//

@@ -3,11 +3,16 @@ from agentd.v1 import run_pb2 as _run_pb2
 from agentd.v1 import transcript_pb2 as _transcript_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+TOOL_APPROVAL_ALWAYS: ToolApproval
+TOOL_APPROVAL_ASK: ToolApproval
+TOOL_APPROVAL_AUTO: ToolApproval
+TOOL_APPROVAL_UNSPECIFIED: ToolApproval
 
 class Agent(_message.Message):
     __slots__ = ["description", "max_steps", "model", "model_override_allowed", "name", "tools"]
@@ -90,7 +95,8 @@ class StartRunResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
 
 class ToolInfo(_message.Message):
-    __slots__ = ["completes_run", "enabled", "parallel", "requires_approval", "source", "spec", "timeout"]
+    __slots__ = ["approval", "completes_run", "enabled", "parallel", "requires_approval", "source", "spec", "timeout"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     COMPLETES_RUN_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     PARALLEL_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +104,7 @@ class ToolInfo(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    approval: ToolApproval
     completes_run: bool
     enabled: bool
     parallel: bool
@@ -105,4 +112,7 @@ class ToolInfo(_message.Message):
     source: str
     spec: _transcript_pb2.ToolSpec
     timeout: _duration_pb2.Duration
-    def __init__(self, spec: _Optional[_Union[_transcript_pb2.ToolSpec, _Mapping]] = ..., source: _Optional[str] = ..., enabled: bool = ..., requires_approval: bool = ..., completes_run: bool = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., parallel: bool = ...) -> None: ...
+    def __init__(self, spec: _Optional[_Union[_transcript_pb2.ToolSpec, _Mapping]] = ..., source: _Optional[str] = ..., enabled: bool = ..., requires_approval: bool = ..., completes_run: bool = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., parallel: bool = ..., approval: _Optional[_Union[ToolApproval, str]] = ...) -> None: ...
+
+class ToolApproval(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

@@ -2,7 +2,7 @@
 // @generated from file agentd/v1/agent_service.proto (package agentd.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { ApprovalDecision, Cancel, Ping, RunSpec, Steer, ToolResult } from "./run_pb.js";
 import type { RunEvent, RunFinished } from "./events_pb.js";
@@ -335,8 +335,8 @@ export declare type ToolInfo = Message<"agentd.v1.ToolInfo"> & {
   enabled: boolean;
 
   /**
-   * Whether calls need an approval (policy ASK or INTERRUPT) rather than
-   * running at once.
+   * Whether calls need an approval rather than running at once: approval is
+   * TOOL_APPROVAL_ASK or TOOL_APPROVAL_ALWAYS.
    *
    * @generated from field: bool requires_approval = 4;
    */
@@ -362,6 +362,16 @@ export declare type ToolInfo = Message<"agentd.v1.ToolInfo"> & {
    * @generated from field: bool parallel = 7;
    */
   parallel: boolean;
+
+  /**
+   * Whether calls need an approval, and whether a run's
+   * APPROVAL_POLICY_AUTO_APPROVE may give it. This is the agent's policy; a
+   * run may tighten it (RunConfig.tool_policies), never loosen it.
+   * requires_approval says the same for clients that predate this field.
+   *
+   * @generated from field: agentd.v1.ToolApproval approval = 8;
+   */
+  approval: ToolApproval;
 };
 
 /**
@@ -369,6 +379,50 @@ export declare type ToolInfo = Message<"agentd.v1.ToolInfo"> & {
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export declare const ToolInfoSchema: GenMessage<ToolInfo>;
+
+/**
+ * ToolApproval is a server tool's approval policy.
+ *
+ * @generated from enum agentd.v1.ToolApproval
+ */
+export enum ToolApproval {
+  /**
+   * Not set: a server older than this field sent the ToolInfo; read
+   * requires_approval instead.
+   *
+   * @generated from enum value: TOOL_APPROVAL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Calls run without asking.
+   *
+   * @generated from enum value: TOOL_APPROVAL_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * Calls ask for an approval; a run's APPROVAL_POLICY_AUTO_APPROVE may
+   * answer for the client.
+   *
+   * @generated from enum value: TOOL_APPROVAL_ASK = 2;
+   */
+  ASK = 2,
+
+  /**
+   * Calls ask for an approval, and only an explicit decision approves one:
+   * APPROVAL_POLICY_AUTO_APPROVE does not, and the call is asked as under
+   * APPROVAL_POLICY_ASK (or parked where the client cannot answer).
+   *
+   * @generated from enum value: TOOL_APPROVAL_ALWAYS = 3;
+   */
+  ALWAYS = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.ToolApproval.
+ */
+export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
 
 /**
  * AgentService runs AI agents. A run is one execution of an agent's loop:
@@ -383,17 +437,58 @@ export declare const ToolInfoSchema: GenMessage<ToolInfo>;
  *
  * Errors: a status error before any run_started event means the stream was
  * refused (bad first message, unauthenticated, resource exhausted, server
- * draining); it carries google.rpc.ErrorInfo with domain "agentd" and an
- * UPPER_SNAKE reason, and google.rpc.BadRequest where fields are wrong.
- * Once run_started was sent, the run ends with exactly one run_finished event
- * carrying its outcome, then the RPC ends with the matching status: OK for
- * COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
- * in RunFinished.error. A streaming client that reads nothing for the
- * server's stall timeout (2 minutes unless configured) while events wait for
- * it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
- * RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
- * detail. A Run stream whose start message does not come within the
- * server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
+ * draining). Once run_started was sent, the run ends with exactly one
+ * run_finished event carrying its outcome, then the RPC ends with the
+ * matching status: OK for COMPLETED, AWAITING_INPUT and a client's cancel;
+ * otherwise the code named in RunFinished.error. A streaming client that
+ * reads nothing for the server's stall timeout (2 minutes unless configured)
+ * while events wait for it is let go: its run ends FAILED (reason
+ * CLIENT_STALLED) and the RPC ends RESOURCE_EXHAUSTED with the RunFinished,
+ * transcript included, as a status detail. A Run stream whose start message
+ * does not come within the server's start timeout ends DEADLINE_EXCEEDED
+ * (START_TIMEOUT).
+ *
+ * Every status error of AgentService's handlers carries google.rpc.ErrorInfo
+ * with domain "agentd" and a stable UPPER_SNAKE reason, and
+ * google.rpc.BadRequest where fields are wrong. A status that ends a run
+ * after run_started carries the reason of RunFinished.error (see
+ * RunError.reason). Before run_started, and when the stream itself breaks,
+ * the reason is one of these status reasons; agentd sends no other reason,
+ * and a new one is added here first:
+ *   - INVALID_ARGUMENT — (INVALID_ARGUMENT) the start message is missing or
+ *     has wrong fields, each named in BadRequest.
+ *   - INVALID_UTF8 — (INVALID_ARGUMENT) a string field of the request is not
+ *     valid UTF-8; BadRequest names it.
+ *   - FIRST_MESSAGE_NOT_START — (INVALID_ARGUMENT) the first message of a Run
+ *     stream is not start, or the stream closed before it.
+ *   - START_TIMEOUT — (DEADLINE_EXCEEDED) no start message came within the
+ *     server's start timeout.
+ *   - SERVER_DRAINING — (UNAVAILABLE) the server is shutting down: start the
+ *     run on another replica.
+ *   - AGENT_NOT_FOUND — (NOT_FOUND) RunSpec.agent names no agent of this
+ *     server; ErrorInfo.metadata["agent"] holds the name.
+ *   - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
+ *     model, and the agent does not allow choosing one.
+ *   - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
+ *     malformed, or was not signed with this server's key.
+ *   - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
+ *   - CONTINUATION_MISMATCH — (FAILED_PRECONDITION) the continuation belongs to
+ *     another agent or thread, or RunSpec.messages is not the transcript it
+ *     was issued with.
+ *   - TOO_MANY_RUNS — (RESOURCE_EXHAUSTED) the server runs as many runs as it
+ *     allows: retry later or on another replica.
+ *   - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
+ *     runs in progress as the server allows one caller;
+ *     ErrorInfo.metadata["limit"] holds that number.
+ *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
+ *     ended; its run_finished may not have reached the client.
+ *   - INTERNAL — (INTERNAL) a fault in agentd.
+ *
+ * Refusals that never reach the handlers carry no ErrorInfo: those of the
+ * agentd daemon's interceptors (UNAUTHENTICATED for a missing or unknown
+ * bearer token, RESOURCE_EXHAUSTED for a caller over the server's request
+ * rate, INTERNAL after a panic), an embedder's own interceptors, and gRPC's
+ * (a message over the size limit, one that does not decode).
  *
  * @generated from service agentd.v1.AgentService
  */

@@ -2,7 +2,7 @@
 // @generated from file agentd/v1/agent_service.proto (package agentd.v1, syntax proto3)
 /* eslint-disable */
 
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
 import { file_agentd_v1_events } from "./events_pb.js";
 import { file_agentd_v1_run } from "./run_pb.js";
 import { file_agentd_v1_transcript } from "./transcript_pb.js";
@@ -12,7 +12,7 @@ import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIp4CCgpSdW5SZXF1ZXN0EhIKCmNsaWVudF9zZXEYASABKAMSIwoFc3RhcnQYAiABKAsyEi5hZ2VudGQudjEuUnVuU3BlY0gAEjgKEWFwcHJvdmFsX2RlY2lzaW9uGAMgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb25IABIhCgVzdGVlchgEIAEoCzIQLmFnZW50ZC52MS5TdGVlckgAEiwKC3Rvb2xfcmVzdWx0GAUgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIjCgZjYW5jZWwYBiABKAsyES5hZ2VudGQudjEuQ2FuY2VsSAASHwoEcGluZxgHIAEoCzIPLmFnZW50ZC52MS5QaW5nSABCBgoEa2luZCIxCgtSdW5SZXNwb25zZRIiCgVldmVudBgBIAEoCzITLmFnZW50ZC52MS5SdW5FdmVudCI0Cg9TdGFydFJ1blJlcXVlc3QSIQoFc3RhcnQYASABKAsyEi5hZ2VudGQudjEuUnVuU3BlYyI2ChBTdGFydFJ1blJlc3BvbnNlEiIKBWV2ZW50GAEgASgLMhMuYWdlbnRkLnYxLlJ1bkV2ZW50IjYKEUV4ZWN1dGVSdW5SZXF1ZXN0EiEKBXN0YXJ0GAEgASgLMhIuYWdlbnRkLnYxLlJ1blNwZWMicQoSRXhlY3V0ZVJ1blJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSEAoIdHJhY2VfaWQYAyABKAkSJgoGcmVzdWx0GAQgASgLMhYuYWdlbnRkLnYxLlJ1bkZpbmlzaGVkIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5hZ2VudGQudjEuQWdlbnQikAEKBUFnZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDQoFbW9kZWwYAyABKAkSHgoWbW9kZWxfb3ZlcnJpZGVfYWxsb3dlZBgEIAEoCBIRCgltYXhfc3RlcHMYBSABKAUSIgoFdG9vbHMYBiADKAsyEy5hZ2VudGQudjEuVG9vbEluZm8ivgEKCFRvb2xJbmZvEiEKBHNwZWMYASABKAsyEy5hZ2VudGQudjEuVG9vbFNwZWMSDgoGc291cmNlGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSGQoRcmVxdWlyZXNfYXBwcm92YWwYBCABKAgSFQoNY29tcGxldGVzX3J1bhgFIAEoCBIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHBhcmFsbGVsGAcgASgIMqUCCgxBZ2VudFNlcnZpY2USOAoDUnVuEhUuYWdlbnRkLnYxLlJ1blJlcXVlc3QaFi5hZ2VudGQudjEuUnVuUmVzcG9uc2UoATABEkUKCFN0YXJ0UnVuEhouYWdlbnRkLnYxLlN0YXJ0UnVuUmVxdWVzdBobLmFnZW50ZC52MS5TdGFydFJ1blJlc3BvbnNlMAESSQoKRXhlY3V0ZVJ1bhIcLmFnZW50ZC52MS5FeGVjdXRlUnVuUmVxdWVzdBodLmFnZW50ZC52MS5FeGVjdXRlUnVuUmVzcG9uc2USSQoKTGlzdEFnZW50cxIcLmFnZW50ZC52MS5MaXN0QWdlbnRzUmVxdWVzdBodLmFnZW50ZC52MS5MaXN0QWdlbnRzUmVzcG9uc2VCmAEKDWNvbS5hZ2VudGQudjFCEUFnZW50U2VydmljZVByb3RvUAFaL2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_events, file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIp4CCgpSdW5SZXF1ZXN0EhIKCmNsaWVudF9zZXEYASABKAMSIwoFc3RhcnQYAiABKAsyEi5hZ2VudGQudjEuUnVuU3BlY0gAEjgKEWFwcHJvdmFsX2RlY2lzaW9uGAMgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb25IABIhCgVzdGVlchgEIAEoCzIQLmFnZW50ZC52MS5TdGVlckgAEiwKC3Rvb2xfcmVzdWx0GAUgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIjCgZjYW5jZWwYBiABKAsyES5hZ2VudGQudjEuQ2FuY2VsSAASHwoEcGluZxgHIAEoCzIPLmFnZW50ZC52MS5QaW5nSABCBgoEa2luZCIxCgtSdW5SZXNwb25zZRIiCgVldmVudBgBIAEoCzITLmFnZW50ZC52MS5SdW5FdmVudCI0Cg9TdGFydFJ1blJlcXVlc3QSIQoFc3RhcnQYASABKAsyEi5hZ2VudGQudjEuUnVuU3BlYyI2ChBTdGFydFJ1blJlc3BvbnNlEiIKBWV2ZW50GAEgASgLMhMuYWdlbnRkLnYxLlJ1bkV2ZW50IjYKEUV4ZWN1dGVSdW5SZXF1ZXN0EiEKBXN0YXJ0GAEgASgLMhIuYWdlbnRkLnYxLlJ1blNwZWMicQoSRXhlY3V0ZVJ1blJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSEAoIdHJhY2VfaWQYAyABKAkSJgoGcmVzdWx0GAQgASgLMhYuYWdlbnRkLnYxLlJ1bkZpbmlzaGVkIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5hZ2VudGQudjEuQWdlbnQikAEKBUFnZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDQoFbW9kZWwYAyABKAkSHgoWbW9kZWxfb3ZlcnJpZGVfYWxsb3dlZBgEIAEoCBIRCgltYXhfc3RlcHMYBSABKAUSIgoFdG9vbHMYBiADKAsyEy5hZ2VudGQudjEuVG9vbEluZm8i6QEKCFRvb2xJbmZvEiEKBHNwZWMYASABKAsyEy5hZ2VudGQudjEuVG9vbFNwZWMSDgoGc291cmNlGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSGQoRcmVxdWlyZXNfYXBwcm92YWwYBCABKAgSFQoNY29tcGxldGVzX3J1bhgFIAEoCBIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHBhcmFsbGVsGAcgASgIEikKCGFwcHJvdmFsGAggASgOMhcuYWdlbnRkLnYxLlRvb2xBcHByb3ZhbCp2CgxUb29sQXBwcm92YWwSHQoZVE9PTF9BUFBST1ZBTF9VTlNQRUNJRklFRBAAEhYKElRPT0xfQVBQUk9WQUxfQVVUTxABEhUKEVRPT0xfQVBQUk9WQUxfQVNLEAISGAoUVE9PTF9BUFBST1ZBTF9BTFdBWVMQAzKlAgoMQWdlbnRTZXJ2aWNlEjgKA1J1bhIVLmFnZW50ZC52MS5SdW5SZXF1ZXN0GhYuYWdlbnRkLnYxLlJ1blJlc3BvbnNlKAEwARJFCghTdGFydFJ1bhIaLmFnZW50ZC52MS5TdGFydFJ1blJlcXVlc3QaGy5hZ2VudGQudjEuU3RhcnRSdW5SZXNwb25zZTABEkkKCkV4ZWN1dGVSdW4SHC5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlcXVlc3QaHS5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlc3BvbnNlEkkKCkxpc3RBZ2VudHMSHC5hZ2VudGQudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdEFnZW50c1Jlc3BvbnNlQpgBCg1jb20uYWdlbnRkLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWi9naXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_events, file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration]);
 
 /**
  * Describes the message agentd.v1.RunRequest.
@@ -85,6 +85,20 @@ export const ToolInfoSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 9);
 
 /**
+ * Describes the enum agentd.v1.ToolApproval.
+ */
+export const ToolApprovalSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_service, 0);
+
+/**
+ * ToolApproval is a server tool's approval policy.
+ *
+ * @generated from enum agentd.v1.ToolApproval
+ */
+export const ToolApproval = /*@__PURE__*/
+  tsEnum(ToolApprovalSchema);
+
+/**
  * AgentService runs AI agents. A run is one execution of an agent's loop:
  * model call, tool calls, results, model call, until the model answers
  * without calling a tool, a limit is reached, or the run is cancelled,
@@ -97,17 +111,58 @@ export const ToolInfoSchema = /*@__PURE__*/
  *
  * Errors: a status error before any run_started event means the stream was
  * refused (bad first message, unauthenticated, resource exhausted, server
- * draining); it carries google.rpc.ErrorInfo with domain "agentd" and an
- * UPPER_SNAKE reason, and google.rpc.BadRequest where fields are wrong.
- * Once run_started was sent, the run ends with exactly one run_finished event
- * carrying its outcome, then the RPC ends with the matching status: OK for
- * COMPLETED, AWAITING_INPUT and a client's cancel; otherwise the code named
- * in RunFinished.error. A streaming client that reads nothing for the
- * server's stall timeout (2 minutes unless configured) while events wait for
- * it is let go: its run ends FAILED (reason CLIENT_STALLED) and the RPC ends
- * RESOURCE_EXHAUSTED with the RunFinished, transcript included, as a status
- * detail. A Run stream whose start message does not come within the
- * server's start timeout ends DEADLINE_EXCEEDED (START_TIMEOUT).
+ * draining). Once run_started was sent, the run ends with exactly one
+ * run_finished event carrying its outcome, then the RPC ends with the
+ * matching status: OK for COMPLETED, AWAITING_INPUT and a client's cancel;
+ * otherwise the code named in RunFinished.error. A streaming client that
+ * reads nothing for the server's stall timeout (2 minutes unless configured)
+ * while events wait for it is let go: its run ends FAILED (reason
+ * CLIENT_STALLED) and the RPC ends RESOURCE_EXHAUSTED with the RunFinished,
+ * transcript included, as a status detail. A Run stream whose start message
+ * does not come within the server's start timeout ends DEADLINE_EXCEEDED
+ * (START_TIMEOUT).
+ *
+ * Every status error of AgentService's handlers carries google.rpc.ErrorInfo
+ * with domain "agentd" and a stable UPPER_SNAKE reason, and
+ * google.rpc.BadRequest where fields are wrong. A status that ends a run
+ * after run_started carries the reason of RunFinished.error (see
+ * RunError.reason). Before run_started, and when the stream itself breaks,
+ * the reason is one of these status reasons; agentd sends no other reason,
+ * and a new one is added here first:
+ *   - INVALID_ARGUMENT — (INVALID_ARGUMENT) the start message is missing or
+ *     has wrong fields, each named in BadRequest.
+ *   - INVALID_UTF8 — (INVALID_ARGUMENT) a string field of the request is not
+ *     valid UTF-8; BadRequest names it.
+ *   - FIRST_MESSAGE_NOT_START — (INVALID_ARGUMENT) the first message of a Run
+ *     stream is not start, or the stream closed before it.
+ *   - START_TIMEOUT — (DEADLINE_EXCEEDED) no start message came within the
+ *     server's start timeout.
+ *   - SERVER_DRAINING — (UNAVAILABLE) the server is shutting down: start the
+ *     run on another replica.
+ *   - AGENT_NOT_FOUND — (NOT_FOUND) RunSpec.agent names no agent of this
+ *     server; ErrorInfo.metadata["agent"] holds the name.
+ *   - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
+ *     model, and the agent does not allow choosing one.
+ *   - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
+ *     malformed, or was not signed with this server's key.
+ *   - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
+ *   - CONTINUATION_MISMATCH — (FAILED_PRECONDITION) the continuation belongs to
+ *     another agent or thread, or RunSpec.messages is not the transcript it
+ *     was issued with.
+ *   - TOO_MANY_RUNS — (RESOURCE_EXHAUSTED) the server runs as many runs as it
+ *     allows: retry later or on another replica.
+ *   - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
+ *     runs in progress as the server allows one caller;
+ *     ErrorInfo.metadata["limit"] holds that number.
+ *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
+ *     ended; its run_finished may not have reached the client.
+ *   - INTERNAL — (INTERNAL) a fault in agentd.
+ *
+ * Refusals that never reach the handlers carry no ErrorInfo: those of the
+ * agentd daemon's interceptors (UNAUTHENTICATED for a missing or unknown
+ * bearer token, RESOURCE_EXHAUSTED for a caller over the server's request
+ * rate, INTERNAL after a panic), an embedder's own interceptors, and gRPC's
+ * (a message over the size limit, one that does not decode).
  *
  * @generated from service agentd.v1.AgentService
  */

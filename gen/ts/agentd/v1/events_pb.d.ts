@@ -355,14 +355,21 @@ export declare const StepStartedSchema: GenMessage<StepStarted>;
 
 /**
  * MessageStarted opens one contiguous text or reasoning block of the step's
- * assistant message. Its deltas follow, then MessageFinished. The block
- * becomes a Part of the assistant message whose Part.id is this message_id.
+ * assistant message. Its deltas follow, then MessageFinished.
+ *
+ * Two ids are in play, and both look like "msg_…". A step has one assistant
+ * Message (Message.id, here parent_message_id); it is made of blocks and tool
+ * calls in the order the model produced them. message_id, despite its name,
+ * names the block: the block becomes one Part of that Message, and Part.id
+ * is this message_id. The deltas and MessageFinished name the block the same
+ * way. ToolCallStarted.message_id, by contrast, is the Message's id.
  *
  * @generated from message agentd.v1.MessageStarted
  */
 export declare type MessageStarted = Message<"agentd.v1.MessageStarted"> & {
   /**
-   * Id of the block, named by its deltas.
+   * Id of the block: the Part.id of the text or reasoning Part it becomes,
+   * not a Message.id. Named by its deltas and its MessageFinished.
    *
    * @generated from field: string message_id = 1;
    */
@@ -390,7 +397,9 @@ export declare type MessageStarted = Message<"agentd.v1.MessageStarted"> & {
   stepId: string;
 
   /**
-   * Id of the assistant Message the block belongs to.
+   * Id of the assistant Message the block belongs to (Message.id in
+   * step_finished.new_messages), the same for every block and tool call of
+   * the step.
    *
    * @generated from field: string parent_message_id = 5;
    */
@@ -410,7 +419,8 @@ export declare const MessageStartedSchema: GenMessage<MessageStarted>;
  */
 export declare type MessageFinished = Message<"agentd.v1.MessageFinished"> & {
   /**
-   * Id of the block.
+   * Id of the block, from MessageStarted.message_id (a Part.id, not a
+   * Message.id).
    *
    * @generated from field: string message_id = 1;
    */
@@ -459,7 +469,8 @@ export declare const MessageFinishedSchema: GenMessage<MessageFinished>;
  */
 export declare type TextDelta = Message<"agentd.v1.TextDelta"> & {
   /**
-   * Id of the block.
+   * Id of the block, from MessageStarted.message_id (a Part.id, not a
+   * Message.id).
    *
    * @generated from field: string message_id = 1;
    */
@@ -486,7 +497,8 @@ export declare const TextDeltaSchema: GenMessage<TextDelta>;
  */
 export declare type ReasoningDelta = Message<"agentd.v1.ReasoningDelta"> & {
   /**
-   * Id of the block.
+   * Id of the block, from MessageStarted.message_id (a Part.id, not a
+   * Message.id).
    *
    * @generated from field: string message_id = 1;
    */
@@ -527,7 +539,9 @@ export declare type ToolCallStarted = Message<"agentd.v1.ToolCallStarted"> & {
   name: string;
 
   /**
-   * Id of the assistant Message the call belongs to.
+   * Id of the assistant Message the call belongs to: its Message.id, the
+   * parent_message_id of the step's blocks, not a block id. The call itself
+   * becomes the Message's ToolCallPart whose id is tool_call_id.
    *
    * @generated from field: string message_id = 3;
    */
@@ -903,7 +917,8 @@ export declare type SteerApplied = Message<"agentd.v1.SteerApplied"> & {
   stepId: string;
 
   /**
-   * Id the steer's message has in the transcript.
+   * Message.id of the steer's user message in the transcript: the id the
+   * client gave it, or one agentd assigned.
    *
    * @generated from field: string message_id = 3;
    */
@@ -959,7 +974,11 @@ export declare type StepFinished = Message<"agentd.v1.StepFinished"> & {
 
   /**
    * Messages this step added to the transcript (steers, the assistant
-   * message, tool results), in transcript order.
+   * message, tool results), in transcript order. The assistant message's id
+   * is the parent_message_id of the step's message_started events and the
+   * message_id of its tool_call_started events; each of its text and
+   * reasoning parts has the message_id of the block that streamed it as its
+   * Part.id.
    *
    * @generated from field: repeated agentd.v1.Message new_messages = 4;
    */
@@ -995,13 +1014,36 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
   accepted: boolean;
 
   /**
-   * Why it was refused. Reasons include RATE_LIMITED (every stream bounds
-   * its client messages a second; cancel is never refused), RUN_ENDING (the
-   * run was cancelled or is ending), APPROVAL_CLOSED (the approval expired or
-   * a policy decided it), TOOL_CALL_CLOSED, STEER_QUEUE_FULL (the run holds
-   * as many unapplied steers, or bytes of them, as the server allows),
-   * STEER_RATE_LIMITED and INVALID_STEER (a steer is a user message of text
-   * and media).
+   * Why it was refused; unset when accepted. error.code is
+   * FAILED_PRECONDITION and error.reason one of these ack reasons; agentd
+   * sends no other reason, and a new one is added here first:
+   *   - RATE_LIMITED — the stream sent more client messages a second than the
+   *     server allows (a client's first cancel is never refused).
+   *   - INVALID_UTF8 — a string field of the message is not valid UTF-8.
+   *   - ALREADY_STARTED — a start after the first message: one run per
+   *     stream.
+   *   - EMPTY_MESSAGE — the message has no kind, or one this server does not
+   *     know.
+   *   - RUN_ENDING — the run was cancelled or is ending, and acts on nothing
+   *     more.
+   *   - INVALID_DECISION — the outcome is neither APPROVED nor DENIED, or a
+   *     DENIED decision carries edited_arguments.
+   *   - INVALID_ARGUMENTS — edited_arguments cannot be used: they do not
+   *     convert to JSON, or do not match the tool's schema.
+   *   - UNKNOWN_APPROVAL — no approval of that id is open in the run.
+   *   - ALREADY_DECIDED — the approval already took a decision.
+   *   - APPROVAL_CLOSED — the approval is no longer open: it expired, the
+   *     run's approval policy or a hook decided it, or the run parked.
+   *   - INVALID_STEER — the steer sets both message and text, or neither, or
+   *     its message is not a user message of text and media.
+   *   - STEER_QUEUE_FULL — the run holds as many unapplied steers, or bytes of
+   *     them, as the server allows.
+   *   - STEER_RATE_LIMITED — the stream sent more steers a second than the
+   *     server allows.
+   *   - UNKNOWN_TOOL_CALL — no client tool call of that id waits for a result.
+   *   - TOOL_CALL_CLOSED — the client tool call no longer waits for a result
+   *     (it timed out, or the run parked).
+   *   - INVALID_TOOL_RESULT — the result's json output cannot be used.
    *
    * @generated from field: agentd.v1.RunError error = 3;
    */
@@ -1126,7 +1168,25 @@ export declare type RunError = Message<"agentd.v1.RunError"> & {
   code: number;
 
   /**
-   * Stable UPPER_SNAKE cause, such as "MODEL_UNAVAILABLE" or "MAX_STEPS".
+   * Stable UPPER_SNAKE cause. In an input_ack it is one of the ack reasons
+   * listed at InputAck.error. In run_finished, and in the status that ends
+   * the RPC after it, it is one of these run reasons; agentd sends no other
+   * reason, and a new one is added here first:
+   *   - CANCELLED — the client cancelled (code OK), or the RPC was cancelled
+   *     (CANCELLED).
+   *   - DEADLINE_EXCEEDED — (DEADLINE_EXCEEDED) the client's deadline passed
+   *     before the run finished.
+   *   - MAX_STEPS — (RESOURCE_EXHAUSTED) a turn reached its step limit.
+   *   - STOPPED — (ABORTED) a hook or a limit stopped the run; message says
+   *     which, and why.
+   *   - SERVER_SHUTDOWN — (UNAVAILABLE) the server shut down: resume the run
+   *     from its continuation on another replica.
+   *   - CLIENT_STALLED — (RESOURCE_EXHAUSTED) the client read nothing for the
+   *     server's stall timeout while events waited for it.
+   *   - MODEL_ERROR — (UNAVAILABLE) the model call failed, retries included.
+   *   - MODEL_STREAM_INCOMPLETE — (UNAVAILABLE) the model's stream ended
+   *     without saying why the model stopped.
+   *   - INTERNAL — (INTERNAL) any other failure of the run.
    *
    * @generated from field: string reason = 2;
    */
@@ -1424,7 +1484,8 @@ export enum RunEndReason {
   MAX_STEPS = 4,
 
   /**
-   * A hook or a limit stopped the run; error.reason says which.
+   * A hook or a limit stopped the run; error.reason is STOPPED and
+   * error.message says which, and why.
    *
    * @generated from enum value: RUN_END_REASON_STOPPED = 5;
    */

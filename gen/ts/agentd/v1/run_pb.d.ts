@@ -262,18 +262,24 @@ export declare const ApprovalDecisionSchema: GenMessage<ApprovalDecision>;
  * travels in the continuation, and the resumed run applies it (its
  * steer_applied carries the client_seq it had on the first stream).
  *
+ * Set exactly one of message and text: a steer with both, or with neither,
+ * is refused in its ack (INVALID_STEER). They are two fields and not a
+ * oneof because moving existing fields into a oneof changes the wire
+ * contract (and would make a steer with both take the last one silently).
+ *
  * @generated from message agentd.v1.Steer
  */
 export declare type Steer = Message<"agentd.v1.Steer"> & {
   /**
-   * The user message to add. Its role must be ROLE_USER or unset.
+   * The user message to add. Its role must be ROLE_USER or unset. Excludes
+   * text.
    *
    * @generated from field: agentd.v1.Message message = 1;
    */
   message?: Message$1 | undefined;
 
   /**
-   * Shorthand for a user message with this text (instead of message).
+   * Shorthand for a user message with this text. Excludes message.
    *
    * @generated from field: string text = 2;
    */

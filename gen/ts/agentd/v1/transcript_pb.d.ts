@@ -26,7 +26,11 @@ export declare const file_agentd_v1_transcript: GenFile;
 export declare type Message = Message$1<"agentd.v1.Message"> & {
   /**
    * Unique id of the message, assigned by agentd for messages it produces
-   * ("msg_…"). Clients may leave it empty for messages they write.
+   * ("msg_…"). Clients may leave it empty for messages they write. An
+   * assistant message's id is what its step's events call
+   * MessageStarted.parent_message_id and ToolCallStarted.message_id; a
+   * steer's is SteerApplied.message_id. MessageStarted.message_id is not a
+   * message's id but a Part.id.
    *
    * @generated from field: string id = 1;
    */
@@ -70,8 +74,13 @@ export declare const MessageSchema: GenMessage<Message>;
  */
 export declare type Part = Message$1<"agentd.v1.Part"> & {
   /**
-   * Optional id of the part. For text and reasoning parts that agentd streams
-   * it equals the message_id of the MessageStarted event that opened the part.
+   * Optional id of the part. A text or reasoning part that agentd streamed
+   * has the id of the block that streamed it: the message_id of its
+   * MessageStarted, deltas and MessageFinished events (a block id despite
+   * that field's name; the enclosing Message.id is
+   * MessageStarted.parent_message_id). Other parts agentd produces have none
+   * (a tool call is named by ToolCallPart.id). agentd keeps the ids clients
+   * send.
    *
    * @generated from field: string id = 1;
    */
