@@ -15,8 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 )
@@ -117,6 +119,20 @@ func TestContinuationRoundTrip(t *testing.T) {
 		{"empty names and digest", continuation{Pending: &runtime.Pending{}}},
 		{"explicit expiry is kept", continuation{Agent: "a", ExpiresAt: testT0.Add(90 * time.Minute)}},
 		{"expiry in another zone, with nanoseconds", continuation{Agent: "a", ExpiresAt: time.Date(2026, 3, 1, 14, 0, 0, 123456789, time.FixedZone("X", 3600))}},
+		// A steer's tool result travels as the transcript carries it: its JSON as a Value,
+		// which comes back as valueToJSON writes it, the form it entered the run in.
+		{"steer with every kind of part", continuation{Agent: "a", Pending: &runtime.Pending{Steers: []runtime.Steer{{Seq: 1, Message: runtime.Message{
+			ID: "msg_s", Role: runtime.RoleUser, Parts: []runtime.Part{
+				{Kind: runtime.PartText, ID: "p1", Text: "see"},
+				{Kind: runtime.PartReasoning, Text: "hm", State: []byte{1}},
+				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_9", Name: "x", Arguments: "{}"}},
+				{Kind: runtime.PartToolResult, ToolResult: runtime.ToolResult{CallID: "call_9", Name: "x", Output: runtime.Output{
+					JSON: json.RawMessage(`{"a":[1,"\u003cb\u003e"],"b":null}`), Media: []runtime.Media{{MIMEType: "text/plain", Data: []byte("hi")}},
+				}}},
+				{Kind: runtime.PartToolResult, ToolResult: runtime.ToolResult{CallID: "call_8", Output: runtime.ErrorOutput("failed")}},
+				{Kind: runtime.PartMedia, Media: runtime.Media{MIMEType: "image/png", URI: "https://example.com/a.png", Name: "a.png"}},
+			},
+		}}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,15 +211,85 @@ func TestContinuationSealRefusesWhatOpenWouldRefuse(t *testing.T) {
 	c := newContinuationCodec(testKey, 0, fixedClock(testT0))
 	huge := &runtime.Pending{Calls: []runtime.PendingCall{{
 		State:  runtime.CallDone,
-		Result: runtime.Output{Media: []runtime.Media{{MIMEType: "image/png", Data: make([]byte, 3<<20)}}},
+		Result: runtime.Output{Media: []runtime.Media{{MIMEType: "image/png", Data: make([]byte, maxContinuationSize)}}},
 	}}}
 	_, err := c.seal(&continuation{Agent: "a", Pending: huge})
 	if err == nil || !strings.Contains(err.Error(), "limit") {
-		t.Errorf("seal of a %d MiB media result: err = %v, want the size limit", 3, err)
+		t.Errorf("seal of a %d MiB media result: err = %v, want the size limit", maxContinuationSize>>20, err)
 	}
-	_, err = c.seal(&continuation{Agent: "a", ExpiresAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
-	if err == nil {
-		t.Error("seal with an expiry past year 9999 succeeded")
+	tests := []struct {
+		name string
+		ct   *continuation
+		want string
+	}{
+		{"expiry past year 9999", &continuation{Agent: "a", ExpiresAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "expiry"},
+		// Format 1 is read only: its digest is never sealed again.
+		{"digest of format 1", &continuation{Agent: "a", DigestVersion: digestLegacy}, "format 1's, which is read only"},
+		{"unknown digest version", &continuation{Agent: "a", DigestVersion: 2}, "digest version"},
+		{"unknown call state", &continuation{Pending: &runtime.Pending{Calls: []runtime.PendingCall{{State: 9}}}}, "pending call 0: unknown state 9"},
+		{"unknown executor", &continuation{Pending: &runtime.Pending{Calls: []runtime.PendingCall{{Call: runtime.ToolCall{ID: "c", Executor: 7}}}}}, "unknown executor 7"},
+		{"unknown role", &continuation{Pending: &runtime.Pending{Message: runtime.Message{Role: 9}}}, "unknown role 9"},
+		{"unknown part kind", &continuation{Pending: &runtime.Pending{Steers: []runtime.Steer{{Message: runtime.Message{Parts: []runtime.Part{{Kind: 0}}}}}}}, "steer 0: part 0: unknown kind 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := c.seal(tt.ct)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("seal = %d bytes, %v; want an error containing %q", len(b), err, tt.want)
+			}
+		})
+	}
+}
+
+// TestContinuationPayloadFormat pins format 2: a version byte of 2, then an
+// agentd.continuation.v1.Continuation naming its digest version and carrying the
+// transcript's pieces as agentd.v1 messages, then the MAC.
+func TestContinuationPayloadFormat(t *testing.T) {
+	b, err := newContinuationCodec(testKey, time.Hour, fixedClock(testT0)).seal(&continuation{
+		Agent: "assistant", ThreadID: "thr_1", Digest: []byte{1, 2, 3},
+		Pending: &runtime.Pending{
+			Step: 2, Turn: 1, StepInTurn: 2, StepID: "step_2",
+			Message: runtime.Message{ID: "msg_a", Role: runtime.RoleAssistant, Parts: []runtime.Part{
+				{Kind: runtime.PartToolCall, ToolCall: runtime.ToolCall{ID: "call_1", Name: "add", Arguments: `{"a":1}`, Executor: runtime.ExecutorServer}},
+			}},
+			Calls: []runtime.PendingCall{{
+				Call:   runtime.ToolCall{ID: "call_1", Name: "add", Arguments: `{"a":1}`, Executor: runtime.ExecutorServer},
+				State:  runtime.CallDone,
+				Result: runtime.Output{JSON: []byte(`{"sum": 1}`)},
+			}},
+			Steers: []runtime.Steer{{Seq: 3, Message: runtime.UserMessage("more")}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 2 {
+		t.Fatalf("version byte = %d, want 2", b[0])
+	}
+	var got continuationv1.Continuation
+	if err := proto.Unmarshal(b[1:len(b)-continuationMACSize], &got); err != nil {
+		t.Fatalf("payload is not an agentd.continuation.v1.Continuation: %v", err)
+	}
+	call := &agentdv1.ToolCallPart{Id: "call_1", Name: "add", ArgumentsJson: `{"a":1}`, Executor: agentdv1.Executor_EXECUTOR_SERVER}
+	want := &continuationv1.Continuation{
+		Agent: "assistant", ThreadId: "thr_1", DigestVersion: 1, TranscriptDigest: []byte{1, 2, 3},
+		ExpiresAt: timestamppb.New(testT0.Add(time.Hour)),
+		Pending: &continuationv1.Pending{
+			Step: 2, Turn: 1, StepInTurn: 2, StepId: "step_2",
+			Message: &agentdv1.Message{Id: "msg_a", Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{
+				{Kind: &agentdv1.Part_ToolCall{ToolCall: call}},
+			}},
+			Calls: []*continuationv1.PendingCall{{
+				Call: call, State: continuationv1.CallState_CALL_STATE_DONE,
+				Result: &continuationv1.ToolOutput{Json: []byte(`{"sum": 1}`)},
+			}},
+			Steers: []*continuationv1.Steer{{ClientSeq: 3, Message: &agentdv1.Message{
+				Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "more"}}},
+			}}},
+		},
+	}
+	if diff := cmp.Diff(want, &got, protocmp.Transform()); diff != "" {
+		t.Errorf("payload (-want +got):\n%s", diff)
 	}
 }
 
@@ -212,6 +298,23 @@ func sealed(t testing.TB) []byte {
 	t.Helper()
 	b, err := newContinuationCodec(testKey, time.Hour, fixedClock(testT0)).seal(
 		&continuation{Agent: "assistant", ThreadID: "thr_1", Digest: bytes.Repeat([]byte{7}, 32), Pending: richPending()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// signedPayload returns payload under version v, signed with testKey.
+func signedPayload(v byte, payload []byte) []byte {
+	return newContinuationCodec(testKey, 0, nil).sign(append([]byte{v}, payload...))
+}
+
+// payloadOf returns a format 2 payload, changed by change.
+func payloadOf(t testing.TB, change func(*continuationv1.Continuation)) []byte {
+	t.Helper()
+	pc := &continuationv1.Continuation{Agent: "assistant", DigestVersion: 1, ExpiresAt: timestamppb.New(testT0.Add(time.Hour))}
+	change(pc)
+	b, err := proto.Marshal(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,9 +335,7 @@ func TestContinuationOpenRefuses(t *testing.T) {
 	withVersion := func(v byte) []byte {
 		// A correctly signed continuation of another version, as a newer replica would
 		// write it.
-		b := bytes.Clone(good[:len(good)-continuationMACSize])
-		b[0] = v
-		return newContinuationCodec(testKey, 0, nil).sign(b)
+		return signedPayload(v, good[1:len(good)-continuationMACSize])
 	}
 	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 
@@ -259,14 +360,27 @@ func TestContinuationOpenRefuses(t *testing.T) {
 			return b
 		}), errContinuationForged, "signature"},
 		{"payload edited, MAC kept", mutate(func(b []byte) []byte {
-			return bytes.Replace(b, []byte(`"a":"assistant"`), []byte(`"a":"superuser"`), 1)
+			return bytes.Replace(b, []byte("assistant"), []byte("superuser"), 1)
 		}), errContinuationForged, "signature"},
 		// Replicas holding different keys is the usual cause: the error names the setting.
 		{"signed with another key", otherKey, errContinuationForged, "replicas hold different keys), or altered; every replica that may resume a run needs the same key (AGENTD_CONTINUATION_KEY or --continuation-key-file)"},
 		{"version 0", withVersion(0), errContinuationMalformed, "unsupported version 0"},
-		{"version 2, correctly signed", withVersion(2), errContinuationMalformed, "unsupported version 2"},
+		{"version 3, correctly signed", withVersion(3), errContinuationMalformed, "unsupported version 3"},
 		{"not a continuation", []byte("hello, this is not a continuation at all"), errContinuationMalformed, "unsupported version 104"},
 		{"over the size limit", append([]byte{continuationVersion}, make([]byte, maxContinuationSize)...), errContinuationMalformed, "limit"},
+		// Signed payloads that do not decode: only a holder of the key makes these.
+		{"format 2 payload under version 1", withVersion(continuationVersionJSON), errContinuationMalformed, "signed payload (version 1) does not decode"},
+		{"format 1 payload under version 2", signedPayload(continuationVersion, []byte(`{"a":"assistant","x":"2026-03-01T13:00:00Z"}`)), errContinuationMalformed, "signed payload (version 2) does not decode"},
+		{"digest of an unknown projection", signedPayload(continuationVersion, payloadOf(t, func(pc *continuationv1.Continuation) { pc.DigestVersion = 2 })), errContinuationMalformed, "transcript digest version 2, which this server does not take"},
+		{"digest of format 1 in format 2", signedPayload(continuationVersion, payloadOf(t, func(pc *continuationv1.Continuation) { pc.DigestVersion = uint32(digestLegacy) })), errContinuationMalformed, "transcript digest version"},
+		{"no expiry", signedPayload(continuationVersion, payloadOf(t, func(pc *continuationv1.Continuation) { pc.ExpiresAt = nil })), errContinuationMalformed, "no expiry"},
+		{"expiry out of range", signedPayload(continuationVersion, payloadOf(t, func(pc *continuationv1.Continuation) { pc.ExpiresAt.Seconds = 1 << 40 })), errContinuationMalformed, "expiry"},
+		{"unknown call state", signedPayload(continuationVersion, payloadOf(t, func(pc *continuationv1.Continuation) {
+			pc.Pending = &continuationv1.Pending{Calls: []*continuationv1.PendingCall{{State: 7}}}
+		})), errContinuationMalformed, "pending call 0: unknown state 7"},
+		{"part with no kind", signedPayload(continuationVersion, payloadOf(t, func(pc *continuationv1.Continuation) {
+			pc.Pending = &continuationv1.Pending{Message: &agentdv1.Message{Parts: []*agentdv1.Part{{Id: "p"}}}}
+		})), errContinuationMalformed, "pending message: part 0: no kind"},
 	}
 	c := newContinuationCodec(testKey, time.Hour, fixedClock(testT0))
 	for _, tt := range tests {
@@ -289,19 +403,20 @@ func TestContinuationOpenRefuses(t *testing.T) {
 }
 
 func TestContinuationEveryBitFlipIsRefused(t *testing.T) {
-	good := sealed(t)
 	c := newContinuationCodec(testKey, time.Hour, fixedClock(testT0))
-	for i := range good {
-		for bit := range 8 {
-			b := bytes.Clone(good)
-			b[i] ^= 1 << bit
-			got, err := c.open(b)
-			want := errContinuationForged
-			if i == 0 {
-				want = errContinuationMalformed // the version byte
-			}
-			if !errors.Is(err, want) || got != nil {
-				t.Fatalf("byte %d bit %d flipped: open = %v, %v; want error wrapping %v", i, bit, got, err, want)
+	for name, good := range map[string][]byte{"format 2": sealed(t), "format 1": legacyFixture(t)} {
+		for i := range good {
+			for bit := range 8 {
+				b := bytes.Clone(good)
+				b[i] ^= 1 << bit
+				got, err := c.open(b)
+				want := errContinuationForged
+				if i == 0 && b[0] != continuationVersion && b[0] != continuationVersionJSON {
+					want = errContinuationMalformed // the version byte
+				}
+				if !errors.Is(err, want) || got != nil {
+					t.Fatalf("%s: byte %d bit %d flipped: open = %v, %v; want error wrapping %v", name, i, bit, got, err, want)
+				}
 			}
 		}
 	}
@@ -314,6 +429,7 @@ func TestContinuationExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	legacy := legacyFixture(t)
 	tests := []struct {
 		name string
 		at   time.Time
@@ -325,23 +441,28 @@ func TestContinuationExpiry(t *testing.T) {
 		{"at expiry", testT0.Add(time.Hour), errContinuationExpired},
 		{"a day later", testT0.Add(25 * time.Hour), errContinuationExpired},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			now = tt.at
-			got, err := c.open(b)
-			if !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
-				t.Fatalf("open = %v; want %v", err, tt.want)
-			}
-			if err != nil {
-				if got != nil {
-					t.Errorf("open returned %+v with its error", got)
+	for _, format := range []struct {
+		name string
+		b    []byte
+	}{{"format 2", b}, {"format 1", legacy}} {
+		for _, tt := range tests {
+			t.Run(format.name+"/"+tt.name, func(t *testing.T) {
+				now = tt.at
+				got, err := c.open(format.b)
+				if !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
+					t.Fatalf("open = %v; want %v", err, tt.want)
 				}
-				want := "continuation expired at 2026-03-01T13:00:00Z; start a new run"
-				if !strings.HasPrefix(err.Error(), want) {
-					t.Errorf("error = %q, want it to start with %q", err, want)
+				if err != nil {
+					if got != nil {
+						t.Errorf("open returned %+v with its error", got)
+					}
+					want := "continuation expired at 2026-03-01T13:00:00Z; start a new run"
+					if !strings.HasPrefix(err.Error(), want) {
+						t.Errorf("error = %q, want it to start with %q", err, want)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 
 	// The MAC is checked first: an expired continuation from another key is forged.
@@ -355,40 +476,67 @@ func TestContinuationExpiry(t *testing.T) {
 	}
 }
 
+// hasherOf returns a transcriptHasher fed msgs.
+func hasherOf(t testing.TB, msgs []*agentdv1.Message) *transcriptHasher {
+	t.Helper()
+	h := newTranscriptHasher()
+	for _, m := range msgs {
+		if err := h.add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
 func TestContinuationCheck(t *testing.T) {
-	digest := bytes.Repeat([]byte{1}, 32)
-	otherDigest := bytes.Repeat([]byte{2}, 32)
-	ct := &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest}
+	transcript := testTranscript(t)
+	same := hasherOf(t, testTranscript(t))
+	digest := same.sum()
+	changed := testTranscript(t)
+	changed[0].Parts[0].Kind = &agentdv1.Part_Text{Text: "add 1 and 3"}
+	other := hasherOf(t, changed)
+	ct := &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest, DigestVersion: digestV1}
+	legacy := &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: hasherOf(t, transcript).sumOf(digestLegacy), DigestVersion: digestLegacy}
 	tests := []struct {
-		name     string
-		ct       *continuation
-		agent    string
-		thread   string
-		digest   []byte
-		wantErr  bool
-		messages []string
+		name       string
+		ct         *continuation
+		agent      string
+		thread     string
+		transcript *transcriptHasher
+		wantErr    bool
+		messages   []string
 	}{
-		{name: "match", ct: ct, agent: "assistant", thread: "thr_1", digest: digest},
-		{name: "other agent", ct: ct, agent: "coder", thread: "thr_1", digest: digest, wantErr: true,
+		{name: "match", ct: ct, agent: "assistant", thread: "thr_1", transcript: same},
+		{name: "match, digest of format 1", ct: legacy, agent: "assistant", thread: "thr_1", transcript: same},
+		{name: "other agent", ct: ct, agent: "coder", thread: "thr_1", transcript: same, wantErr: true,
 			messages: []string{`agent "assistant", not "coder"`}},
-		{name: "other thread", ct: ct, agent: "assistant", thread: "thr_2", digest: digest, wantErr: true,
+		{name: "other thread", ct: ct, agent: "assistant", thread: "thr_2", transcript: same, wantErr: true,
 			messages: []string{`thread "thr_1", not "thr_2"`}},
-		{name: "no thread", ct: ct, agent: "assistant", thread: "", digest: digest, wantErr: true,
+		{name: "no thread", ct: ct, agent: "assistant", thread: "", transcript: same, wantErr: true,
 			messages: []string{`thread "thr_1", not ""`}},
-		{name: "other transcript", ct: ct, agent: "assistant", thread: "thr_1", digest: otherDigest, wantErr: true,
+		{name: "other transcript", ct: ct, agent: "assistant", thread: "thr_1", transcript: other, wantErr: true,
 			messages: []string{"messages sent back differ"}},
-		{name: "no digest", ct: ct, agent: "assistant", thread: "thr_1", digest: nil, wantErr: true,
+		{name: "other transcript, digest of format 1", ct: legacy, agent: "assistant", thread: "thr_1", transcript: other, wantErr: true,
 			messages: []string{"messages sent back differ"}},
-		{name: "truncated digest", ct: ct, agent: "assistant", thread: "thr_1", digest: digest[:31], wantErr: true,
+		{name: "no messages", ct: ct, agent: "assistant", thread: "thr_1", transcript: newTranscriptHasher(), wantErr: true,
 			messages: []string{"messages sent back differ"}},
-		{name: "everything differs", ct: ct, agent: "coder", thread: "thr_2", digest: otherDigest, wantErr: true,
+		{name: "no digest", ct: &continuation{Agent: "assistant", ThreadID: "thr_1", DigestVersion: digestV1}, agent: "assistant", thread: "thr_1", transcript: same, wantErr: true,
+			messages: []string{"messages sent back differ"}},
+		{name: "truncated digest", ct: &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest[:31], DigestVersion: digestV1}, agent: "assistant", thread: "thr_1", transcript: same, wantErr: true,
+			messages: []string{"messages sent back differ"}},
+		// The same digest bytes, said to be of another version: never compared as if not.
+		{name: "digest of format 1 holding a version 1 digest", ct: &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest, DigestVersion: digestLegacy}, agent: "assistant", thread: "thr_1", transcript: same, wantErr: true,
+			messages: []string{"messages sent back differ"}},
+		{name: "unknown digest version", ct: &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest, DigestVersion: 2}, agent: "assistant", thread: "thr_1", transcript: same, wantErr: true,
+			messages: []string{"messages sent back differ"}},
+		{name: "everything differs", ct: ct, agent: "coder", thread: "thr_2", transcript: other, wantErr: true,
 			messages: []string{"agent", "thread", "messages"}},
-		{name: "nil continuation", ct: nil, agent: "assistant", thread: "thr_1", digest: digest, wantErr: true,
+		{name: "nil continuation", ct: nil, agent: "assistant", thread: "thr_1", transcript: same, wantErr: true,
 			messages: []string{"no continuation"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.ct.check(tt.agent, tt.thread, tt.digest)
+			err := tt.ct.check(tt.agent, tt.thread, tt.transcript)
 			if !tt.wantErr {
 				if err != nil {
 					t.Fatalf("check = %v, want nil", err)
@@ -407,230 +555,80 @@ func TestContinuationCheck(t *testing.T) {
 	}
 }
 
-func testTranscript(t testing.TB) []*agentdv1.Message {
+// The format 1 fixture is a continuation sealed by the release that wrote format 1 (JSON),
+// before format 2 existed: with testKey, at testT0, for an hour, for agent "assistant" and
+// thread "thr_1", with that release's digest of testTranscript and richPending as both
+// were then. Runs parked by that release must resume on this one for as long as their
+// continuations live. If richPending or testTranscript change, keep copies of them as
+// they were for this test.
+const legacyFixturePath = "testdata/continuation/v1-json.bin"
+
+func legacyFixture(t testing.TB) []byte {
 	t.Helper()
-	v, err := structpb.NewValue(map[string]any{"sum": 3, "items": []any{"a", "b"}, "z": true, "a": nil})
+	b, err := os.ReadFile(legacyFixturePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []*agentdv1.Message{
-		{Role: agentdv1.Role_ROLE_USER, Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "add 1 and 2"}}}},
-		{Id: "msg_1", Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{
-			{Id: "msg_r", Kind: &agentdv1.Part_Reasoning{Reasoning: &agentdv1.ReasoningPart{Text: "easy", State: []byte{0, 1, 2}}}},
-			{Kind: &agentdv1.Part_ToolCall{ToolCall: &agentdv1.ToolCallPart{Id: "call_1", Name: "add", ArgumentsJson: `{"a":1,"b":2}`, Executor: agentdv1.Executor_EXECUTOR_SERVER}}},
-		}},
-		{Id: "msg_2", Role: agentdv1.Role_ROLE_TOOL, Parts: []*agentdv1.Part{
-			{Kind: &agentdv1.Part_ToolResult{ToolResult: &agentdv1.ToolResultPart{ToolCallId: "call_1", Name: "add",
-				Output: &agentdv1.ToolResultPart_Json{Json: v},
-				Media:  []*agentdv1.MediaPart{{MimeType: "image/png", Data: []byte{9, 9}}}}}},
-		}},
-		{Id: "msg_3", Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{
-			{Id: "msg_t", Kind: &agentdv1.Part_Text{Text: "1 + 2 = 3"}},
-			{Kind: &agentdv1.Part_Media{Media: &agentdv1.MediaPart{MimeType: "image/png", Uri: "https://example.com/a.png"}}},
-		}, Partial: true},
-	}
+	return b
 }
 
-func TestTranscriptDigestStable(t *testing.T) {
-	a, err := transcriptDigest(testTranscript(t))
+func TestContinuationFormat1StillOpensAndChecks(t *testing.T) {
+	b := legacyFixture(t)
+	if b[0] != continuationVersionJSON {
+		t.Fatalf("fixture version byte = %d, want %d", b[0], continuationVersionJSON)
+	}
+	c := newContinuationCodec(testKey, 0, fixedClock(testT0))
+	got, err := c.open(b)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("open: %v", err)
 	}
-	if len(a) != 32 {
-		t.Fatalf("digest is %d bytes, want 32", len(a))
+	// The digest format 1 held: what transcriptHasher still computes as digestLegacy.
+	legacyDigest, _ := hex.DecodeString("c7b97a158301c8269a54695f3ed74801458cd0277183161fa3060865f4d856e9")
+	want := &continuation{
+		Agent: "assistant", ThreadID: "thr_1", Digest: legacyDigest, DigestVersion: digestLegacy,
+		Pending: richPending(), ExpiresAt: testT0.Add(time.Hour),
 	}
-	// Same messages, built again (the map in the structpb.Value is re-created, so its
-	// iteration order differs from run to run); and the same after a wire round trip, as a
-	// client sending them back would produce.
-	for i := range 20 {
-		msgs := testTranscript(t)
-		if i%2 == 1 {
-			for j, m := range msgs {
-				b, err := proto.Marshal(m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				msgs[j] = &agentdv1.Message{}
-				if err := proto.Unmarshal(b, msgs[j]); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		b, err := transcriptDigest(msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a, b) {
-			t.Fatalf("attempt %d: digest %x, want %x", i, b, a)
-		}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("open (-want +got):\n%s", diff)
 	}
-}
 
-func TestTranscriptDigestChanges(t *testing.T) {
-	base, err := transcriptDigest(testTranscript(t))
-	if err != nil {
-		t.Fatal(err)
+	// A resume sending back the transcript it was parked with checks, including after a
+	// wire round trip of the messages, as the service hashes them (messagesToProto of what
+	// it decoded).
+	sent := testTranscript(t)
+	var fe fieldErrors
+	reencoded := messagesToProto(messagesFromProto(sent, "messages", &fe))
+	if len(fe) > 0 {
+		t.Fatalf("messagesFromProto: %v", fe.summary())
 	}
-	tests := []struct {
-		name   string
-		change func(msgs []*agentdv1.Message) []*agentdv1.Message
-	}{
-		{"message id", func(m []*agentdv1.Message) []*agentdv1.Message { m[1].Id = "msg_x"; return m }},
-		{"role", func(m []*agentdv1.Message) []*agentdv1.Message { m[0].Role = agentdv1.Role_ROLE_SYSTEM; return m }},
-		{"partial flag", func(m []*agentdv1.Message) []*agentdv1.Message { m[3].Partial = false; return m }},
-		{"user text", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[0].Parts[0].Kind = &agentdv1.Part_Text{Text: "add 1 and 3"}
-			return m
-		}},
-		{"part id", func(m []*agentdv1.Message) []*agentdv1.Message { m[3].Parts[0].Id = "msg_u"; return m }},
-		{"reasoning state", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[1].Parts[0].GetReasoning().State = []byte{0, 1, 3}
-			return m
-		}},
-		{"tool call arguments (whitespace)", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[1].Parts[1].GetToolCall().ArgumentsJson = `{"a":1, "b":2}`
-			return m
-		}},
-		{"executor", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[1].Parts[1].GetToolCall().Executor = agentdv1.Executor_EXECUTOR_CLIENT
-			return m
-		}},
-		{"tool result json", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[2].Parts[0].GetToolResult().GetJson().GetStructValue().Fields["sum"] = structpb.NewNumberValue(4)
-			return m
-		}},
-		{"tool result error flag", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[2].Parts[0].GetToolResult().IsError = true
-			return m
-		}},
-		{"media bytes", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[2].Parts[0].GetToolResult().Media[0].Data = []byte{9, 8}
-			return m
-		}},
-		{"text became reasoning", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[3].Parts[0].Kind = &agentdv1.Part_Reasoning{Reasoning: &agentdv1.ReasoningPart{Text: "1 + 2 = 3"}}
-			return m
-		}},
-		{"message dropped", func(m []*agentdv1.Message) []*agentdv1.Message { return m[:3] }},
-		{"message added", func(m []*agentdv1.Message) []*agentdv1.Message {
-			return append(m, &agentdv1.Message{Role: agentdv1.Role_ROLE_USER})
-		}},
-		{"messages swapped", func(m []*agentdv1.Message) []*agentdv1.Message { m[2], m[3] = m[3], m[2]; return m }},
-		{"parts swapped", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[1].Parts[0], m[1].Parts[1] = m[1].Parts[1], m[1].Parts[0]
-			return m
-		}},
-		{"empty message added", func(m []*agentdv1.Message) []*agentdv1.Message {
-			return append(m, &agentdv1.Message{})
-		}},
-		// Proto concatenates repeated fields: only the length prefix keeps two messages
-		// apart from one message holding both messages' parts.
-		{"two messages merged into one", func(m []*agentdv1.Message) []*agentdv1.Message {
-			m[2].Parts = append(m[2].Parts, m[3].Parts...)
-			m[2].Partial = true
-			m[2].Id = ""
-			m[3].Parts, m[3].Id, m[3].Role = nil, "msg_2", agentdv1.Role_ROLE_TOOL
-			return m
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := transcriptDigest(tt.change(testTranscript(t)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Equal(got, base) {
-				t.Errorf("digest unchanged after %s", tt.name)
-			}
-		})
-	}
-}
-
-func TestTranscriptDigestMergedMessages(t *testing.T) {
-	// The concatenation the length prefix guards against, in its plainest form: these two
-	// transcripts have the same bytes when their messages' encodings are concatenated.
-	p1 := &agentdv1.Part{Kind: &agentdv1.Part_Text{Text: "a"}}
-	p2 := &agentdv1.Part{Kind: &agentdv1.Part_Text{Text: "b"}}
-	two := []*agentdv1.Message{{Parts: []*agentdv1.Part{p1}}, {Parts: []*agentdv1.Part{p2}}}
-	one := []*agentdv1.Message{{Parts: []*agentdv1.Part{p1, p2}}}
-	var cat1, cat2 []byte
-	for _, m := range two {
-		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-		cat1 = append(cat1, b...)
-	}
-	cat2, _ = proto.MarshalOptions{Deterministic: true}.Marshal(one[0])
-	if !bytes.Equal(cat1, cat2) {
-		t.Fatalf("premise: concatenated encodings differ (%x, %x)", cat1, cat2)
-	}
-	d1, err1 := transcriptDigest(two)
-	d2, err2 := transcriptDigest(one)
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
-	}
-	if bytes.Equal(d1, d2) {
-		t.Error("two messages and one message with both parts have the same digest")
-	}
-}
-
-func TestTranscriptHasherIncremental(t *testing.T) {
-	msgs := testTranscript(t)
-	h := newTranscriptHasher()
-	var sums, wants [][]byte
-	for i := 0; i <= len(msgs); i++ {
-		want, err := transcriptDigest(msgs[:i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		sums, wants = append(sums, h.sum()), append(wants, want)
-		// sum twice: reading the digest must not disturb the hasher.
-		if got := h.sum(); !bytes.Equal(got, want) {
-			t.Errorf("after %d messages: sum = %x, want %x", i, got, want)
-		}
-		if got := h.sum(); !bytes.Equal(got, want) {
-			t.Errorf("after %d messages, second sum = %x, want %x", i, got, want)
-		}
-		if i < len(msgs) {
-			if err := h.add(msgs[i]); err != nil {
-				t.Fatal(err)
-			}
+	for name, msgs := range map[string][]*agentdv1.Message{"as sent": sent, "re-encoded": reencoded} {
+		if err := got.check("assistant", "thr_1", hasherOf(t, msgs)); err != nil {
+			t.Errorf("%s: check = %v", name, err)
 		}
 	}
-	// A digest handed out earlier is not changed by later adds.
-	if diff := cmp.Diff(wants, sums); diff != "" {
-		t.Errorf("earlier sums changed (-want +got):\n%s", diff)
+	changed := testTranscript(t)
+	changed[1].Parts[1].GetToolCall().ArgumentsJson = `{"a":1,"b":3}`
+	if err := got.check("assistant", "thr_1", hasherOf(t, changed)); !errors.Is(err, errContinuationMismatch) {
+		t.Errorf("changed transcript: check = %v, want mismatch", err)
 	}
-}
+	if err := got.check("coder", "thr_1", hasherOf(t, sent)); !errors.Is(err, errContinuationMismatch) {
+		t.Errorf("other agent: check = %v, want mismatch", err)
+	}
 
-func TestTranscriptDigestRefuses(t *testing.T) {
-	tests := []struct {
-		name string
-		msgs []*agentdv1.Message
-		want string
-	}{
-		{"nil message", []*agentdv1.Message{{Role: agentdv1.Role_ROLE_USER}, nil}, "message 1: transcript message is nil"},
-		{"invalid UTF-8", []*agentdv1.Message{{Id: "msg_bad", Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "\xff"}}}}}, `message 0: transcript message "msg_bad"`},
+	// Forged, altered or expired, it is refused as before.
+	if _, err := newContinuationCodec(otherTestKey, 0, fixedClock(testT0)).open(b); !errors.Is(err, errContinuationForged) {
+		t.Errorf("other key: open = %v, want forged", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, err := transcriptDigest(tt.msgs)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("transcriptDigest = %x, %v; want error containing %q", d, err, tt.want)
-			}
-		})
+	altered := bytes.Replace(bytes.Clone(b), []byte(`"a":"assistant"`), []byte(`"a":"superuser"`), 1)
+	if bytes.Equal(altered, b) {
+		t.Fatal("premise: the fixture names its agent as \"a\":\"assistant\"")
 	}
-	// A refused message leaves the hasher as it was.
-	h := newTranscriptHasher()
-	before := h.sum()
-	if err := h.add(invalidUTF8Message()); err == nil {
-		t.Fatal("add of invalid UTF-8 succeeded")
+	if _, err := c.open(altered); !errors.Is(err, errContinuationForged) {
+		t.Errorf("altered: open = %v, want forged", err)
 	}
-	if !bytes.Equal(h.sum(), before) {
-		t.Error("a refused add changed the digest")
+	if _, err := newContinuationCodec(testKey, 0, fixedClock(testT0.Add(time.Hour))).open(b); !errors.Is(err, errContinuationExpired) {
+		t.Errorf("at expiry: open = %v, want expired", err)
 	}
-}
-
-func invalidUTF8Message() *agentdv1.Message {
-	return &agentdv1.Message{Parts: []*agentdv1.Part{{Kind: &agentdv1.Part_Text{Text: "\xff"}}}}
 }
 
 func TestContinuationKey(t *testing.T) {
@@ -724,33 +722,39 @@ func TestContinuationKey(t *testing.T) {
 }
 
 func FuzzContinuationOpen(f *testing.F) {
-	good := sealed(f)
-	f.Add(good)
+	good, legacy := sealed(f), legacyFixture(f)
+	for _, b := range [][]byte{good, legacy} {
+		f.Add(b)
+		f.Add(b[:len(b)-1])
+		f.Add(b[:len(b)-continuationMACSize])
+		f.Add(append(bytes.Clone(b), 0))
+		for i := range b {
+			c := bytes.Clone(b)
+			c[i] ^= 1 << (i % 8)
+			f.Add(c)
+		}
+	}
 	f.Add([]byte{})
 	f.Add([]byte{continuationVersion})
-	f.Add(good[:len(good)-1])
-	f.Add(good[:len(good)-continuationMACSize])
-	f.Add(append(bytes.Clone(good), 0))
-	for i := range good {
-		b := bytes.Clone(good)
-		b[i] ^= 1 << (i % 8)
-		f.Add(b)
-	}
 	if other, err := newContinuationCodec(otherTestKey, time.Hour, fixedClock(testT0)).seal(&continuation{Agent: "a"}); err == nil {
 		f.Add(other)
 	}
 	c := newContinuationCodec(testKey, time.Hour, fixedClock(testT0))
-	want, err := c.open(good)
-	if err != nil {
-		f.Fatal(err)
+	want := map[string]*continuation{}
+	for _, b := range [][]byte{good, legacy} {
+		ct, err := c.open(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		want[string(b)] = ct
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := c.open(b)
-		if bytes.Equal(b, good) {
+		if w, ok := want[string(b)]; ok {
 			if err != nil {
-				t.Fatalf("the sealed continuation was refused: %v", err)
+				t.Fatalf("a sealed continuation was refused: %v", err)
 			}
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(w, got); diff != "" {
 				t.Fatalf("open differs (-want +got):\n%s", diff)
 			}
 			return
@@ -765,36 +769,64 @@ func FuzzContinuationOpen(f *testing.F) {
 }
 
 // FuzzContinuationPayload reaches what the MAC keeps FuzzContinuationOpen from: the
-// decoding of signed payloads. Only a holder of the key can produce these, but decoding
-// must still never panic.
+// decoding of signed payloads of either format. Only a holder of the key can produce
+// these, but decoding must still never panic.
 func FuzzContinuationPayload(f *testing.F) {
-	good := sealed(f)
-	f.Add(good[1 : len(good)-continuationMACSize])
-	f.Add([]byte(`{"x":"2026-03-01T13:00:00Z","p":{"m":{"p":[{"k":1,"c":{},"r":{"o":{"j":"{"}},"m":{}}]},"c":[{"c":{},"o":{"m":[{}]}}]}}`))
-	f.Add([]byte(`{"x":"2026-03-01T13:00:00Z","p":{"c":[{"s":300}]}}`))
-	f.Add([]byte(`null`))
+	good, legacy := sealed(f), legacyFixture(f)
+	f.Add(false, good[1:len(good)-continuationMACSize])
+	f.Add(false, []byte{})
+	f.Add(true, legacy[1:len(legacy)-continuationMACSize])
+	f.Add(true, []byte(`{"x":"2026-03-01T13:00:00Z","p":{"m":{"p":[{"k":1,"c":{},"r":{"o":{"j":"{"}},"m":{}}]},"c":[{"c":{},"o":{"m":[{}]}}]}}`))
+	f.Add(true, []byte(`{"x":"2026-03-01T13:00:00Z","p":{"c":[{"s":300}]}}`))
+	f.Add(true, []byte(`null`))
 	c := newContinuationCodec(testKey, time.Hour, fixedClock(testT0))
-	f.Fuzz(func(t *testing.T, payload []byte) {
-		b := c.sign(append([]byte{continuationVersion}, payload...))
-		got, err := c.open(b)
+	// reseal seals ct again in format 2 and opens it.
+	reseal := func(t *testing.T, ct *continuation) (*continuation, bool) {
+		ct.DigestVersion = 0 // format 1's digest, relabelled: only the rest is compared
+		again, err := c.seal(ct)
+		if err != nil {
+			return nil, false // an expiry past year 9999, a part kind format 2 has not, say
+		}
+		got, err := c.open(again)
+		if err != nil {
+			t.Fatalf("re-sealed continuation: %v", err)
+		}
+		return got, true
+	}
+	f.Fuzz(func(t *testing.T, format1 bool, payload []byte) {
+		version := byte(continuationVersion)
+		if format1 {
+			version = continuationVersionJSON
+		}
+		got, err := c.open(signedPayload(version, payload))
 		if err != nil {
 			if !errors.Is(err, errContinuationMalformed) && !errors.Is(err, errContinuationExpired) {
 				t.Fatalf("signed payload: open = %v, want malformed or expired", err)
 			}
 			return
 		}
-		// What opens seals again and opens to the same value.
-		again, err := c.seal(got)
-		if err != nil {
-			return // an expiry past year 9999, say
+		// What opens seals again in format 2 and opens to the same value: at once for
+		// format 2, after one pass for format 1, whose JSON can hold what no run makes
+		// (a text part carrying a tool call, say) and format 2 drops.
+		first := *got
+		got2, ok := reseal(t, got)
+		if !ok {
+			return
 		}
-		got2, err := c.open(again)
-		if err != nil {
-			t.Fatalf("re-sealed continuation: %v", err)
+		if !format1 {
+			// A nil and an empty slice both come back nil: the format does not keep them apart.
+			if diff := cmp.Diff(&first, got2, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("re-seal differs (-first +second):\n%s", diff)
+			}
+			return
 		}
-		// A nil and an empty slice both come back nil: the format does not keep them apart.
-		if diff := cmp.Diff(got, got2, cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("re-seal differs (-first +second):\n%s", diff)
+		second := *got2
+		got3, ok := reseal(t, got2)
+		if !ok {
+			t.Fatal("a continuation that sealed once does not seal again")
+		}
+		if diff := cmp.Diff(&second, got3, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("second re-seal differs (-second +third):\n%s", diff)
 		}
 	})
 }
