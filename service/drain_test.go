@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -118,12 +119,19 @@ func lastFinished(evs []*agentdv1.RunEvent) *agentdv1.RunFinished {
 	return evs[len(evs)-1].GetRunFinished()
 }
 
-// drainN is the number of runs: 1000 take about 2 s with -race on 2 cores.
+// drainN is the number of runs: 1000 take a few seconds with -race on 2 cores.
 const drainN = 1000
 
+// TestDrain_ManyRunsInEveryPhaseNoneLost drains a server with runs in every phase, on a
+// synctest clock: the drain period passes only once every goroutine waits, so the runs
+// that can finish within it do, however loaded the machine.
 func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
+	synctest.Test(t, drainManyRuns)
+}
+
+func drainManyRuns(t *testing.T) {
 	const (
-		period  = 2 * time.Second  // long enough for the finishing runs on a loaded machine
+		period  = 2 * time.Second
 		timeout = 60 * time.Second // a hang fails the test instead of blocking it
 		workers = 64               // bounds the runs being opened or resumed at once
 	)
@@ -274,6 +282,10 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	shutTook := time.Since(shutStart)
+	// The parked runs hold Shutdown for the whole period, and no longer: then they are cut.
+	if shutTook != period {
+		t.Errorf("Shutdown took %s, want the drain period, %s", shutTook, period)
+	}
 	ended.Wait()
 	if ctx.Err() != nil {
 		t.Fatalf("the runs did not end within %s", timeout)
@@ -408,7 +420,14 @@ func TestDrain_ManyRunsInEveryPhaseNoneLost(t *testing.T) {
 	}
 }
 
+// TestSlowClient_BackpressureBoundsServerMemory runs on a synctest clock: a pause of the
+// client's ends only once every goroutine waits, so the model has gone as far as flow
+// control lets it, and a cancelled run has ended, whatever the machine's load.
 func TestSlowClient_BackpressureBoundsServerMemory(t *testing.T) {
+	synctest.Test(t, backpressureBoundsServerMemory)
+}
+
+func backpressureBoundsServerMemory(t *testing.T) {
 	const (
 		deltas = 200_000
 		bound  = 50_000 // deltas the model may be ahead of the client
@@ -501,14 +520,20 @@ func TestSlowClient_BackpressureBoundsServerMemory(t *testing.T) {
 	}
 }
 
+// TestSlowClient_HeartbeatsStillFlow runs on a synctest clock, on which the tool, the
+// heartbeats and the client's pauses keep their times however loaded the machine.
 func TestSlowClient_HeartbeatsStillFlow(t *testing.T) {
+	synctest.Test(t, heartbeatsStillFlow)
+}
+
+func heartbeatsStillFlow(t *testing.T) {
 	const (
 		interval = 25 * time.Millisecond
 		toolTime = 750 * time.Millisecond
 		readGap  = 75 * time.Millisecond // the client reads an event at most this often
 	)
 	// The model streams a sentence, then the tool keeps the run silent for toolTime.
-	service.SetFaultTool(t, func(ctx context.Context, _ runtime.ToolCall) (runtime.Output, error) {
+	wait := runtime.NewTool(runtime.ToolSpec{Name: "wait", Description: "Waits."}, func(ctx context.Context, _ runtime.ToolCall) (runtime.Output, error) {
 		select {
 		case <-time.After(toolTime):
 			return runtime.Output{Text: "done"}, nil
@@ -521,10 +546,10 @@ func TestSlowClient_HeartbeatsStillFlow(t *testing.T) {
 	for _, w := range words {
 		first.Events = append(first.Events, rt.Text(w+" "))
 	}
-	first.Events = append(first.Events, rt.Call(0, service.FaultToolName, `{}`).Events...)
+	first.Events = append(first.Events, rt.Call(0, "wait", `{}`).Events...)
 	m := &rt.Model{Steps: []rt.Step{first, rt.Say("finished")}}
 	srv := newTestServer(t, service.Config{HeartbeatInterval: interval},
-		scripted{name: "dawdler", model: m, tools: []string{service.FaultToolName}})
+		scripted{name: "dawdler", model: m, goTools: []runtime.Tool{wait}})
 	s := open(t, srv.Client, input("dawdler", "go"))
 	var evs []*agentdv1.RunEvent
 	for {

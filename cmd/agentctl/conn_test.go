@@ -24,10 +24,7 @@ func TestBearerTokenHeader(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("# agentctl's test\ns3cret-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := startAgentd(agentdBinary(t), insecureCreds(), "--auth-tokens-file", tokens)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := startAgentd(t, nil, "--auth-tokens-file", tokens)
 	conn := []string{"--addr", addr, "--plaintext"}
 
 	r := ctl{}.run(t, args(conn, "agents")...)
@@ -54,14 +51,11 @@ func TestBearerTokenHeader(t *testing.T) {
 func TestTLSFlags(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
-	addr, err := startAgentd(agentdBinary(t), credentials.NewTLS(&tls.Config{
+	addr := startAgentd(t, credentials.NewTLS(&tls.Config{
 		RootCAs:      pki.pool,
 		ServerName:   "agentd.test",
 		Certificates: []tls.Certificate{pki.clientPair},
 	}), "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert)
-	if err != nil {
-		t.Fatal(err)
-	}
 	mtls := []string{"--addr", addr, "--cacert", pki.caCert, "--servername", "agentd.test", "--cert", pki.clientCert, "--key", pki.clientKey}
 
 	r := ctl{}.run(t, args(mtls, "run", "what is 12*7?")...)

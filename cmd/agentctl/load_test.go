@@ -1,37 +1,45 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime/llm/workload"
 )
 
 // TestLoadWorkload runs `agentctl load` against the real agentd serving the small
-// benchmark workload: every run completes, with every delta of the workload.
+// benchmark workload: every run completes, with every delta of the workload, and the
+// load ends when its --duration has passed. How exactly it keeps to the duration is
+// TestLoadStopsOnTheClock's, on a clock no machine load moves.
 func TestLoadWorkload(t *testing.T) {
-	bin := agentdBinary(t)
-	addr, err := startAgentd(bin, insecureCreds(), "--model", "workload:small", "--rate-limit", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := startAgentd(t, nil, "--model", "workload:small", "--rate-limit", "0")
 	small, err := workload.Lookup("small")
 	if err != nil {
 		t.Fatal(err)
 	}
 
+	// A load that outlives its --duration is stopped by a Ctrl-C a minute later, and
+	// fails below: the test ends either way.
+	interrupts := make(chan os.Signal, 1)
+	watchdog := time.AfterFunc(time.Minute, func() { interrupts <- os.Interrupt })
+	defer watchdog.Stop()
 	start := time.Now()
-	r := ctl{}.run(t, "--plaintext", "--addr", addr, "load", "--concurrency", "8", "--duration", "2s", "--json", "--server-pid", strconv.Itoa(os.Getpid()))
+	r := ctl{interrupts: interrupts}.run(t, "--plaintext", "--addr", addr, "load", "--concurrency", "8", "--duration", "2s", "--json", "--server-pid", strconv.Itoa(os.Getpid()))
 	took := time.Since(start)
 	if r.code != exitOK {
 		t.Fatalf("load: %v", r)
-	}
-	if took > 5*time.Second {
-		t.Errorf("load --duration 2s took %v", took)
 	}
 	var sum loadSummary
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
@@ -43,8 +51,13 @@ func TestLoadWorkload(t *testing.T) {
 	if want := int64(small.Deltas()) * int64(sum.Runs); sum.Deltas != want {
 		t.Errorf("%d deltas in %d runs, want %d (%d a run)", sum.Deltas, sum.Runs, want, small.Deltas())
 	}
-	if sum.Elapsed < 1.9 || sum.Elapsed > 3 {
-		t.Errorf("elapsed %.2fs, want about 2s", sum.Elapsed)
+	if sum.Interrupted {
+		t.Errorf("the load ran a minute past its --duration of 2s, until a Ctrl-C")
+	}
+	// The duration's timer cannot fire early, and the load cannot last longer than the
+	// call that ran it.
+	if sum.Elapsed < 2 || sum.Elapsed > took.Seconds() {
+		t.Errorf("elapsed %.3fs, want from the 2s of --duration to the %.3fs the call took", sum.Elapsed, took.Seconds())
 	}
 	if sum.RunsPerSec <= 0 || sum.DeltasPerSec <= 0 {
 		t.Errorf("runs/s %v, deltas/s %v, want both positive", sum.RunsPerSec, sum.DeltasPerSec)
@@ -76,21 +89,115 @@ func TestLoadWorkload(t *testing.T) {
 
 // TestLoadInterrupt stops the load with Ctrl-C: it still reports, and exits 130.
 func TestLoadInterrupt(t *testing.T) {
-	bin := agentdBinary(t)
-	addr, err := startAgentd(bin, insecureCreds(), "--model", "workload:small", "--rate-limit", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := startAgentd(t, nil, "--model", "workload:small", "--rate-limit", "0")
 	interrupts := make(chan os.Signal, 1)
 	time.AfterFunc(300*time.Millisecond, func() { interrupts <- os.Interrupt })
+	const duration = time.Minute
 	start := time.Now()
-	r := ctl{interrupts: interrupts}.run(t, "--plaintext", "--addr", addr, "load", "--concurrency", "4", "--duration", "1m")
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("Ctrl-C took %v to stop the load", took)
+	r := ctl{interrupts: interrupts}.run(t, "--plaintext", "--addr", addr, "load", "--concurrency", "4", "--duration", duration.String())
+	// Only a Ctrl-C that did not stop the load lets it run its whole --duration.
+	if took := time.Since(start); took >= duration {
+		t.Errorf("the load ran %v, its whole --duration: Ctrl-C did not stop it", took)
 	}
 	if r.code != exitCancel || !strings.Contains(r.stdout, "stopped by Ctrl-C") || !strings.Contains(r.stdout, "errors:      none") {
 		t.Errorf("want exit 130 and a summary with no errors:\n%v", r)
 	}
+}
+
+// TestLoadStopsOnTheClock runs the load on a synctest clock, against streams whose runs
+// each take runTime of it: --duration ends the load the moment it passes, Ctrl-C the
+// moment it comes. The runs going then are cut at once and not counted, the summary's
+// elapsed time is exactly the load's, and so is the time runLoad took.
+func TestLoadStopsOnTheClock(t *testing.T) {
+	const runTime = 70 * time.Millisecond // no stop falls on a run's end
+	for _, tc := range []struct {
+		name      string
+		duration  time.Duration
+		interrupt time.Duration // 0: none
+		want      time.Duration
+		code      int
+	}{
+		{name: "duration", duration: 2 * time.Second, want: 2 * time.Second, code: exitOK},
+		{name: "Ctrl-C", duration: time.Minute, interrupt: 300 * time.Millisecond, want: 300 * time.Millisecond, code: exitCancel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				interrupts := make(chan os.Signal, 1)
+				if tc.interrupt > 0 {
+					time.AfterFunc(tc.interrupt, func() { interrupts <- os.Interrupt })
+				}
+				// A load that keeps to neither ends with this context, an hour on.
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+				defer cancel()
+				var stdout, stderr bytes.Buffer
+				const workers = 4
+				cfg := loadConfig{concurrency: workers, duration: tc.duration, input: defaultLoadInput, json: true}
+				start := time.Now()
+				code := runLoad(ctx, pacedClient{runTime: runTime}, cfg, env{stdout: &stdout, stderr: &stderr, interrupts: interrupts})
+				took := time.Since(start)
+				if code != tc.code {
+					t.Errorf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
+				}
+				var sum loadSummary
+				if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+					t.Fatalf("the summary is not JSON: %v\n%s", err, stdout.String())
+				}
+				if took != tc.want || sum.Elapsed != tc.want.Seconds() {
+					t.Errorf("runLoad took %v and reported %.3fs, want both %v", took, sum.Elapsed, tc.want)
+				}
+				perWorker := int(tc.want / runTime)
+				if sum.Runs != workers*perWorker || sum.Cut != workers || sum.Failed != 0 {
+					t.Errorf("%d runs completed, %d cut, %d failed; want %d completed (%d a worker), %d cut, none failed",
+						sum.Runs, sum.Cut, sum.Failed, workers*perWorker, perWorker, workers)
+				}
+				if sum.Interrupted != (tc.interrupt > 0) {
+					t.Errorf("interrupted %v, want %v", sum.Interrupted, tc.interrupt > 0)
+				}
+			})
+		})
+	}
+}
+
+// pacedClient serves Run with streams whose run takes runTime of the clock: run_started
+// and a delta at once, run_finished after runTime. The other RPCs are not used.
+type pacedClient struct {
+	agentdv1.AgentServiceClient
+	runTime time.Duration
+}
+
+func (c pacedClient) Run(ctx context.Context, _ ...grpc.CallOption) (agentdv1.AgentService_RunClient, error) {
+	return &pacedStream{ctx: ctx, runTime: c.runTime}, nil
+}
+
+type pacedStream struct {
+	grpc.ClientStream
+	ctx     context.Context
+	runTime time.Duration
+	recvs   int
+}
+
+func (s *pacedStream) Send(*agentdv1.RunRequest) error { return nil }
+func (s *pacedStream) CloseSend() error                { return nil }
+
+func (s *pacedStream) Recv() (*agentdv1.RunResponse, error) {
+	s.recvs++
+	var ev *agentdv1.RunEvent
+	switch s.recvs {
+	case 1:
+		ev = started()
+	case 2:
+		ev = &agentdv1.RunEvent{Seq: 2, Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{Delta: "4"}}}
+	case 3:
+		select {
+		case <-time.After(s.runTime):
+		case <-s.ctx.Done():
+			return nil, status.FromContextError(s.ctx.Err()).Err()
+		}
+		ev = finished(agentdv1.RunEndReason_RUN_END_REASON_COMPLETED)
+	default:
+		return nil, io.EOF
+	}
+	return &agentdv1.RunResponse{Event: ev}, nil
 }
 
 // TestLoadNoServer counts the failed calls by status code.

@@ -12,20 +12,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/internal/agentdtest"
 )
 
-// pkgDir is the package's folder, where go test starts; tests may change the working
-// folder.
-var pkgDir string
-
 func TestMain(m *testing.M) {
-	var err error
-	if pkgDir, err = os.Getwd(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stopAgentds()
+	code := agentdtest.Main(m).Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

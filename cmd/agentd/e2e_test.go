@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,30 +12,37 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"github.com/agentd/agentd/internal/agentdtest"
 )
 
-// The end-to-end run's settings.
+// The end-to-end tests' settings.
 const (
-	// e2eKey signs continuations: fixed, so that a parked run's continuation stays valid
-	// for the resume recipe whatever happens in between.
-	e2eKey = "base64:/7YeE8kmxD9SeQgj3wEylR/MsMXXNqnImJaAbGVd9Ts="
 	// e2eDrainPeriod and e2eShutdownTimeout bound how long agentd may take to stop.
 	e2eDrainPeriod     = 5 * time.Second
 	e2eShutdownTimeout = 10 * time.Second
-	// e2eStartTimeout bounds the wait for agentd's health to answer SERVING.
-	e2eStartTimeout = 30 * time.Second
+	// e2eStopWithin bounds the wait for agentd to exit after SIGTERM: its shutdown
+	// timeout, and then time for a loaded machine to see the process out. Only an agentd
+	// that outlives its shutdown timeout takes that long.
+	e2eStopWithin = e2eShutdownTimeout + 20*time.Second
 	// e2eScriptTimeout bounds the recipes.
 	e2eScriptTimeout = 2 * time.Minute
 )
+
+// startAgentd builds this package's agentd and starts it with the end-to-end drain
+// period and shutdown timeout, then args; env is added to its environment.
+func startAgentd(t *testing.T, args []string, env ...string) *agentdtest.Process {
+	t.Helper()
+	return agentdtest.Start(t, agentdtest.Build(t, "."), agentdtest.Options{
+		Args: append([]string{"--drain-period", e2eDrainPeriod.String(), "--shutdown-timeout", e2eShutdownTimeout.String()}, args...),
+		Env:  env,
+	})
+}
 
 // TestEndToEndGrpcurlRecipes builds the real agentd, starts it on a loopback port with the
 // demo agent, runs the README's grpcurl recipes against it (scripts/grpcurl-recipes.sh:
 // list, describe, health, ListAgents, ExecuteRun, StartRun, a bidi Run from a heredoc, and
 // a parked run resumed with an approval), then stops it with SIGTERM and checks that it
-// exits 0 within its shutdown timeout.
+// exits 0.
 //
 // It needs grpcurl and jq: without them it is skipped, unless CI is set.
 func TestEndToEndGrpcurlRecipes(t *testing.T) {
@@ -44,68 +50,19 @@ func TestEndToEndGrpcurlRecipes(t *testing.T) {
 		t.Skip("end-to-end test: builds and starts agentd; skipped with -short")
 	}
 	pathEnv := recipeTools(t)
-
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentd")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s .: %v\n%s", bin, err, out)
-	}
-
-	addr := freeLoopbackAddr(t)
-	logPath := filepath.Join(dir, "agentd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	agentdLog := func() string {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return err.Error()
-		}
-		return string(b)
-	}
-
-	agentd := exec.Command(bin,
-		"--listen", addr,
-		"--demo-delay", "0",
-		"--drain-period", e2eDrainPeriod.String(),
-		"--shutdown-timeout", e2eShutdownTimeout.String(),
-	)
-	agentd.Env = append(environWithout("AGENTD_"), "AGENTD_CONTINUATION_KEY="+e2eKey)
-	agentd.Stdout, agentd.Stderr = logFile, logFile // files: no copying goroutines
-	if err := agentd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = agentd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = agentd.Process.Kill()
-			<-exited
-		}
-	})
-
-	waitServing(t, addr, exited, agentdLog)
+	agentd := startAgentd(t, []string{"--demo-delay", "0"})
 
 	ctx, cancel := context.WithTimeout(t.Context(), e2eScriptTimeout)
 	defer cancel()
 	script := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "scripts", "grpcurl-recipes.sh"))
-	script.Env = append(environWithout("AGENTD_", "PATH="), "PATH="+pathEnv, "AGENTD_ADDR="+addr)
+	script.Env = append(environWithout("AGENTD_", "PATH="), "PATH="+pathEnv, "AGENTD_ADDR="+agentd.Addr)
 	// Its own process group, so that a timeout ends grpcurl and jq along with bash.
 	script.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	script.Cancel = func() error { return syscall.Kill(-script.Process.Pid, syscall.SIGKILL) }
 	script.WaitDelay = 5 * time.Second
 	out, err := script.CombinedOutput()
 	if err != nil {
-		t.Fatalf("scripts/grpcurl-recipes.sh against %s: %v\n%s\n--- agentd log:\n%s", addr, err, out, agentdLog())
+		t.Fatalf("scripts/grpcurl-recipes.sh against %s: %v\n%s\n--- agentd log:\n%s", agentd.Addr, err, out, agentd.Log())
 	}
 	for line := range strings.Lines(string(out)) {
 		if strings.HasPrefix(line, "===") || strings.HasPrefix(line, "ok: ") || strings.HasPrefix(line, "note: ") || strings.HasPrefix(line, "all ") {
@@ -113,19 +70,11 @@ func TestEndToEndGrpcurlRecipes(t *testing.T) {
 		}
 	}
 
-	if err := agentd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
 	sent := time.Now()
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("agentd ended with %v after SIGTERM, want exit status 0\n--- agentd log:\n%s", waitErr, agentdLog())
-		}
-		t.Logf("agentd exited 0 %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
-	case <-time.After(e2eShutdownTimeout):
-		t.Fatalf("agentd still running %s (its shutdown timeout) after SIGTERM\n--- agentd log:\n%s", e2eShutdownTimeout, agentdLog())
+	if err := agentd.Terminate(e2eStopWithin); err != nil {
+		t.Fatalf("SIGTERM: %v, want exit status 0\n--- agentd log:\n%s", err, agentd.Log())
 	}
+	t.Logf("agentd exited 0 %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
 }
 
 // recipeTools returns the PATH under which the recipes find grpcurl and jq: the test's
@@ -185,20 +134,6 @@ func goInstalled(t *testing.T, name string) string {
 	return ""
 }
 
-// freeLoopbackAddr returns a loopback address whose port was free a moment ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // environWithout returns the test's environment without the variables whose
 // "NAME=value" starts with one of the prefixes: a developer's AGENTD_* settings must not
 // change what the test starts.
@@ -214,38 +149,4 @@ next:
 		env = append(env, kv)
 	}
 	return env
-}
-
-// waitServing polls agentd's health at addr until agentd.v1.AgentService answers
-// SERVING, and fails the test if agentd exits first or e2eStartTimeout passes.
-func waitServing(t *testing.T, addr string, exited <-chan struct{}, agentdLog func() string) {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	health := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(e2eStartTimeout)
-	last := "no answer yet"
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			t.Fatalf("agentd exited before it served\n--- agentd log:\n%s", agentdLog())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "agentd.v1.AgentService"})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return
-		}
-		if err != nil {
-			last = err.Error()
-		} else {
-			last = "status " + resp.GetStatus().String()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("agentd on %s did not answer SERVING within %s (last: %s)\n--- agentd log:\n%s", addr, e2eStartTimeout, last, agentdLog())
 }

@@ -21,10 +21,11 @@ import (
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/agentdtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(agentdtest.Main(m))
 }
 
 func env(kv map[string]string) func(string) string {

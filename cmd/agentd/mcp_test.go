@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,17 +17,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/agentdtest"
 )
 
 // TestServeStopsMCPServersOnShutdown checks that agentd starts the MCP servers of its
 // agents file and stops them when it shuts down.
 func TestServeStopsMCPServersOnShutdown(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "testserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/agentd/agentd/runtime/tool/mcp/internal/testserver").CombinedOutput(); err != nil {
-		t.Fatalf("building the test MCP server: %v\n%s", err, out)
-	}
-	agents := filepath.Join(dir, "agents.yaml")
+	bin := agentdtest.Build(t, "github.com/agentd/agentd/runtime/tool/mcp/internal/testserver")
+	agents := filepath.Join(t.TempDir(), "agents.yaml")
 	file := "mcp_servers: [{name: proc, command: " + strconv.Quote(bin) + "}]\n" +
 		"agents: [{name: ops, model: demo, tools: [calculate], mcp_servers: [proc]}]\n"
 	if err := os.WriteFile(agents, []byte(file), 0o600); err != nil {
@@ -65,10 +61,11 @@ func TestServeStopsMCPServersOnShutdown(t *testing.T) {
 		t.Errorf("tools by source %v, want calculate and the server's", sources)
 	}
 
-	// The server process says its pid on its standard error, which agentd logs.
+	// The server process says its pid on its standard error, which agentd logs. The bound
+	// is for a pid that never comes, not for a slow one.
 	pidRE := regexp.MustCompile(`testserver: started, pid (\d+)`)
 	var pid int
-	for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); pid == 0; time.Sleep(10 * time.Millisecond) {
 		if m := pidRE.FindStringSubmatch(logs.String()); m != nil {
 			pid, _ = strconv.Atoi(m[1])
 		} else if time.Now().After(deadline) {

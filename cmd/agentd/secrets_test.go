@@ -14,14 +14,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -135,10 +132,6 @@ func TestSecretsNeverReachLogsOrEvents(t *testing.T) {
 	defer fake.Close()
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s .: %v\n%s", bin, err, out)
-	}
 	tokens := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(tokens, []byte("# the one token\n"+markerToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -159,56 +152,14 @@ func TestSecretsNeverReachLogsOrEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := freeLoopbackAddr(t)
-	logPath := filepath.Join(dir, "agentd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	agentdLog := func() string {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return err.Error()
-		}
-		return string(b)
-	}
-	agentd := exec.Command(bin,
-		"--listen", addr,
-		"--config", agentsFile,
-		"--auth-tokens-file", tokens,
-		"--log-level", "debug",
-		"--audit",
-		"--demo-delay", "0",
-		"--drain-period", e2eDrainPeriod.String(),
-		"--shutdown-timeout", e2eShutdownTimeout.String(),
-	)
-	agentd.Env = append(environWithout("AGENTD_", "OPENAI_", "ANTHROPIC_", "OTEL_"),
+	agentd := startAgentd(t, []string{"--config", agentsFile, "--auth-tokens-file", tokens, "--log-level", "debug", "--audit", "--demo-delay", "0"},
 		"AGENTD_CONTINUATION_KEY="+markerKey,
 		"OPENAI_API_KEY="+markerOpenAI,
 		"ANTHROPIC_API_KEY="+markerAnthropic,
 	)
-	agentd.Stdout, agentd.Stderr = logFile, logFile
-	if err := agentd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = agentd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = agentd.Process.Kill()
-			<-exited
-		}
-	})
-	waitServing(t, addr, exited, agentdLog)
+	agentdLog := agentd.Log
 
-	conn := dial(t, addr, nil)
+	conn := agentd.Dial(t)
 	client := agentdv1.NewAgentServiceClient(conn)
 	rec := &secretRecord{}
 	ctx, cancel := context.WithTimeout(t.Context(), e2eScriptTimeout)
@@ -399,16 +350,8 @@ func TestSecretsNeverReachLogsOrEvents(t *testing.T) {
 	keysMu.Unlock()
 
 	// SIGTERM: exit 0.
-	if err := agentd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Errorf("agentd ended with %v after SIGTERM, want exit status 0\n--- agentd log:\n%s", waitErr, agentdLog())
-		}
-	case <-time.After(e2eShutdownTimeout):
-		t.Fatalf("agentd still running %s after SIGTERM\n--- agentd log:\n%s", e2eShutdownTimeout, agentdLog())
+	if err := agentd.Terminate(e2eStopWithin); err != nil {
+		t.Errorf("SIGTERM: %v, want exit status 0\n--- agentd log:\n%s", err, agentdLog())
 	}
 
 	logText, said := agentdLog(), rec.String()

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/agentdtest"
 )
 
 // TestSoakShort is a soak: the real agentd on workload:medium with no rate limit, kept
@@ -41,67 +41,29 @@ func TestSoakShort(t *testing.T) {
 		}
 	}
 
-	dir := t.TempDir()
-	bin, ctl := filepath.Join(dir, "agentd"), filepath.Join(dir, "agentctl")
-	for _, b := range [][]string{{bin, "."}, {ctl, "../agentctl"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build -o %s %s: %v\n%s", b[0], b[1], err, out)
-		}
-	}
-	addr := freeLoopbackAddr(t)
-	logPath := filepath.Join(dir, "agentd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	agentdLog := func() string {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return err.Error()
-		}
-		if len(b) > 20000 {
-			b = append([]byte("…"), b[len(b)-20000:]...)
-		}
-		return string(b)
-	}
-	agentd := exec.Command(bin,
-		"--listen", addr,
+	ctl := agentdtest.Build(t, "../agentctl")
+	agentd := startAgentd(t, []string{
 		"--model", "workload:medium",
 		"--rate-limit", "0",
 		"--max-runs", strconv.Itoa(max(1024, 2*concurrency)),
 		"--log-level", "warn",
-		"--drain-period", e2eDrainPeriod.String(),
-		"--shutdown-timeout", e2eShutdownTimeout.String(),
-	)
-	agentd.Env = append(environWithout("AGENTD_", "OTEL_"), "AGENTD_CONTINUATION_KEY="+e2eKey)
-	agentd.Stdout, agentd.Stderr = logFile, logFile
-	if err := agentd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = agentd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = agentd.Process.Kill()
-			<-exited
-		}
 	})
-	waitServing(t, addr, exited, agentdLog)
-	pid := agentd.Process.Pid
+	// agentdLog is the end of agentd's log: a soak's may be long.
+	agentdLog := func() string {
+		log := agentd.Log()
+		if len(log) > 20000 {
+			log = "…" + log[len(log)-20000:]
+		}
+		return log
+	}
+	pid := agentd.Pid()
 	// Read now, so that a system without /proc fails here and not after the soak.
 	idleKiB := rssKiB(t, pid)
 
 	ctx, cancel := context.WithTimeout(t.Context(), duration+2*time.Minute)
 	defer cancel()
 	// --server-pid adds agentd's RSS (start, peak, final) to the summary, which is logged.
-	load := exec.CommandContext(ctx, ctl, "--addr", addr, "--plaintext", "load",
+	load := exec.CommandContext(ctx, ctl, "--addr", agentd.Addr, "--plaintext", "load",
 		"--concurrency", strconv.Itoa(concurrency), "--duration", duration.String(),
 		"--server-pid", strconv.Itoa(pid), "--json")
 	load.Env = environWithout("AGENTD_", "AGENTCTL_")
@@ -149,16 +111,8 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("agentd's RSS grew from %d KiB at 25%% of the soak to %d KiB at 95%%: more than 1.5×", quarterKiB, lateKiB)
 	}
 
-	if err := agentd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Errorf("agentd ended with %v after SIGTERM, want exit status 0\n--- agentd log:\n%s", waitErr, agentdLog())
-		}
-	case <-time.After(e2eShutdownTimeout):
-		t.Fatalf("agentd still running %s after SIGTERM", e2eShutdownTimeout)
+	if err := agentd.Terminate(e2eStopWithin); err != nil {
+		t.Errorf("SIGTERM: %v, want exit status 0\n--- agentd log:\n%s", err, agentdLog())
 	}
 }
 

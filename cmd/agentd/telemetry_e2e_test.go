@@ -9,22 +9,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/agentdtest"
 )
 
 // traceReceiver is an OTLP/gRPC trace receiver: the collector's TraceService, keeping
@@ -99,65 +94,21 @@ func TestEndToEndTracesAndMetrics(t *testing.T) {
 	}
 	recv, otlpAddr := startTraceReceiver(t)
 
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s .: %v\n%s", bin, err, out)
-	}
-	addr, metricsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	logPath := filepath.Join(dir, "agentd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	agentdLog := func() string {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return err.Error()
-		}
-		return string(b)
-	}
-
-	agentd := exec.Command(bin, "--listen", addr, "--metrics-listen", metricsAddr, "--demo-delay", "0",
-		"--drain-period", e2eDrainPeriod.String(), "--shutdown-timeout", e2eShutdownTimeout.String())
-	agentd.Env = append(environWithout("AGENTD_", "OTEL_"),
-		"AGENTD_CONTINUATION_KEY="+e2eKey,
+	metricsAddr := agentdtest.FreeAddr(t)
+	agentd := startAgentd(t, []string{"--metrics-listen", metricsAddr, "--demo-delay", "0"},
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpAddr,
 		"OTEL_SERVICE_NAME=agentd-e2e",
 	)
-	agentd.Stdout, agentd.Stderr = logFile, logFile
-	if err := agentd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = agentd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = agentd.Process.Kill()
-			<-exited
-		}
-	})
-	waitServing(t, addr, exited, agentdLog)
+	agentdLog := agentd.Log
 
 	// A run whose caller is in a trace.
 	const (
 		callerTrace = "0af7651916cd43dd8448eb211c80319c"
 		callerSpan  = "b7ad6b7169203331"
 	)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := agentd.Dial(t)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 	resp, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}})
 	if err != nil {
@@ -186,16 +137,8 @@ func TestEndToEndTracesAndMetrics(t *testing.T) {
 		}
 	}
 
-	if err := agentd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("agentd ended with %v after SIGTERM\n--- agentd log:\n%s", waitErr, agentdLog())
-		}
-	case <-time.After(e2eShutdownTimeout + 5*time.Second):
-		t.Fatalf("agentd still running after SIGTERM\n--- agentd log:\n%s", agentdLog())
+	if err := agentd.Terminate(e2eStopWithin); err != nil {
+		t.Fatalf("SIGTERM: %v, want exit status 0\n--- agentd log:\n%s", err, agentdLog())
 	}
 
 	spans, services := recv.received()
