@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -34,7 +35,7 @@ func TestHooks_PostHooksRunAfterTheAgentsOwnAndSeeTheirDecisions(t *testing.T) {
 	var seen []string
 	hook := func(name string) named { return named{name: name, mu: &mu, seen: &seen} }
 	var logs syncBuffer
-	reg, err := service.NewRegistry(nil, service.RegistryOptions{
+	reg, err := agents.NewRegistry(nil, agents.RegistryOptions{
 		Hooks:     denyAll{hook("agent")},
 		PostHooks: runtime.Chain(nil, hook("post"), audit.New(slog.New(slog.NewJSONHandler(&logs, nil)))),
 		Logger:    slog.New(slog.DiscardHandler),

@@ -30,6 +30,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime/llm/workload"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 // The service's benchmarks replay the benchmark workload (runtime/llm/workload, whose
@@ -172,15 +173,15 @@ func BenchmarkRunWorkload(b *testing.B) {
 // newWorkloadService returns an agentd service whose default agent replays size. With a
 // policy, the agent runs under it (and its own name); without, it is the built-in demo
 // agent on the workload model, as agentd --model workload:<size> serves it.
-func newWorkloadService(tb testing.TB, size workload.Size, policy *service.PolicyConfig) *service.Server {
+func newWorkloadService(tb testing.TB, size workload.Size, policy *agents.PolicyConfig) *service.Server {
 	tb.Helper()
-	acfg := service.DefaultAgentsConfig()
-	opts := service.RegistryOptions{ModelOverride: "workload:" + size.Name, Logger: discardLogger}
+	acfg := agents.Default()
+	opts := agents.RegistryOptions{ModelOverride: "workload:" + size.Name, Logger: discardLogger}
 	if policy != nil {
-		acfg = &service.AgentsConfig{Agents: []service.AgentConfig{{Name: "workload", Model: "workload:" + size.Name, Policy: *policy}}}
+		acfg = &agents.Config{Agents: []agents.AgentConfig{{Name: "workload", Model: "workload:" + size.Name, Policy: *policy}}}
 		opts.ModelOverride = ""
 	}
-	reg, err := service.NewRegistry(acfg, opts)
+	reg, err := agents.NewRegistry(acfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(size.Name, func(b *testing.B) {
-			svc := newWorkloadService(b, size, &service.PolicyConfig{Approval: "ask"})
+			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"})
 			addr := serveLoopback(b, svc.Register)
 			measureParked(b, n, addr, size.Name, svc.ActiveRuns)
 		})

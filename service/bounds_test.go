@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 // awaitApproval opens a Run of the demo agent saving a note, and reads up to its approval.
@@ -162,7 +163,7 @@ func TestInput_SteerAckedBeforeAParkIsAppliedOnResume(t *testing.T) {
 func TestInput_DecisionAfterTheApprovalExpiredIsRefused(t *testing.T) {
 	gate := make(chan struct{})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), gated(gate, "moving on")}}
-	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: service.PolicyConfig{Approval: "ask"}}).Client
+	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}}).Client
 	spec := input("asker", "go")
 	spec.Config = &agentdv1.RunConfig{ApprovalTimeout: durationpb.New(10 * time.Millisecond)}
 	s := open(t, c, spec)
@@ -193,7 +194,7 @@ func (h holdAfterRun) AfterRun(context.Context, *runtime.RunInfo, *runtime.RunFi
 // After a cancel, a decision or a steer can no longer take effect: each is refused.
 func TestInput_InputAfterACancelIsRefused(t *testing.T) {
 	hold := holdAfterRun{release: make(chan struct{})}
-	c := newTestServerWith(t, service.Config{}, service.RegistryOptions{Hooks: hold}).Client
+	c := newTestServerWith(t, service.Config{}, agents.RegistryOptions{Hooks: hold}).Client
 	s, req := awaitApproval(t, c)
 	cancelled := s.send(cancelMsg())
 	decided := s.send(approve(req.GetApprovalId()))
@@ -463,7 +464,7 @@ func TestShutdown_AwaitedClientToolParksAndItsResultIsTakenElsewhere(t *testing.
 // resumed on a replica where the agent disables it, still saved the note.
 func TestResume_TheAgentsCurrentPolicyApplies(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Say("ok")}}
-	asker := scripted{name: "asker", model: m, tools: []string{"echo"}, policy: service.PolicyConfig{Approval: "ask"}}
+	asker := scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}}
 	first := newTestServer(t, service.Config{}, asker)
 	ss, err := first.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("asker", "go")})
 	if err != nil {
@@ -474,7 +475,7 @@ func TestResume_TheAgentsCurrentPolicyApplies(t *testing.T) {
 		t.Fatalf("parked with %v, want one approval", fin.GetPendingApprovals())
 	}
 	disabled := asker
-	disabled.policy = service.PolicyConfig{Approval: "ask", Tools: map[string]service.ToolPolicyConfig{"echo": {Disabled: true}}}
+	disabled.policy = agents.PolicyConfig{Approval: "ask", Tools: map[string]agents.ToolPolicyConfig{"echo": {Disabled: true}}}
 	second := newTestServer(t, service.Config{}, disabled)
 	resume := &agentdv1.RunSpec{
 		Agent: "asker", ThreadId: ss.GetThreadId(), Continuation: fin.GetContinuation(),
@@ -594,7 +595,7 @@ func TestBounds_ClientToolSchemasAreBoundedTogether(t *testing.T) {
 func TestInput_DecisionForAnApprovalAnInterruptCancelledIsRefused(t *testing.T) {
 	gate := make(chan struct{})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"a"}`, "echo", `{"step":0,"text":"b"}`), gated(gate, "as you say")}}
-	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: service.PolicyConfig{Approval: "ask"}}).Client
+	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}}).Client
 	s := open(t, c, input("asker", "go"))
 	var ids []string
 	for len(ids) < 2 {

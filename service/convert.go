@@ -288,20 +288,23 @@ func eventToProto(ev runtime.Event) *agentdv1.RunEvent {
 }
 
 // agentToProto describes an agent for ListAgents.
-func agentToProto(e *AgentEntry) *agentdv1.Agent {
+func agentToProto(e *Agent) *agentdv1.Agent {
 	a := &agentdv1.Agent{
-		Name: e.Name, Description: e.Description, Model: e.Model,
-		ModelOverrideAllowed: e.AllowModelOverride, MaxSteps: int32(e.Runtime.MaxSteps()),
+		Name: e.Name, Description: e.Description, Model: e.Runtime.Model().Name(),
+		ModelOverrideAllowed: e.Models != nil, MaxSteps: int32(e.Runtime.MaxSteps()),
 	}
-	for _, t := range e.Tools {
+	for _, t := range toolInfos(e) {
 		ti := &agentdv1.ToolInfo{
 			Spec:             &agentdv1.ToolSpec{Name: t.Spec.Name, Description: t.Spec.Description},
 			Source:           t.Source,
 			Enabled:          !t.Policy.Disabled,
 			RequiresApproval: t.Policy.Approval > runtime.ApprovalAuto,
+			Approval:         approvalToProto(t.Policy.Approval),
 			CompletesRun:     t.Spec.CompletesRun,
-			Timeout:          durationpb.New(t.Timeout),
 			Parallel:         t.Parallel,
+		}
+		if t.Timeout > 0 {
+			ti.Timeout = durationpb.New(t.Timeout)
 		}
 		if len(t.Spec.Parameters) > 0 {
 			var m map[string]any

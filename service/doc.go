@@ -1,11 +1,19 @@
-// Package service exposes the agentd runtime as the gRPC service agentd.v1.AgentService.
+// Package service exposes the agentd runtime as the gRPC service agentd.v1.AgentService:
+// the wire seam between protobuf and runs.
 //
-// [Server] implements agentdv1.AgentServiceServer; [Server.Register] installs it on a
-// *grpc.Server together with the standard health service (grpc.health.v1) and server
-// reflection, so grpcurl works with no proto files. [GracefulStop] drains a server within a
-// deadline. Build that *grpc.Server with [ServerOptions] first, so that a client message
-// with invalid UTF-8 is refused naming its field instead of failing the RPC with INTERNAL:
+// [Server] implements agentdv1.AgentServiceServer for the agents of an [Agents]: agents
+// defined in Go ([NewAgents]), or the Registry of package service/agents, built from
+// agentd's agents file. [Server.Register] installs the AgentService alone, so the
+// service mounts on a *grpc.Server that holds other services, its owner's health service
+// among them; given that health service ([Config.Health]), the Server reports
+// agentd.v1.AgentService on it, NOT_SERVING once it drains. Health for the whole server
+// and reflection are the owner's: agentd's own daemon, cmd/agentd, registers both.
+// [GracefulStop] drains a server within a deadline. Build the *grpc.Server with
+// [ServerOptions] first, so that a client message with invalid UTF-8 is refused naming
+// its field instead of failing the RPC with INTERNAL:
 //
 //	gs := grpc.NewServer(append(service.ServerOptions(), opts...)...)
+//	srv, err := service.New(service.Config{Agents: agents, Health: hs})
+//	…
 //	srv.Register(gs)
 package service

@@ -22,7 +22,7 @@ import (
 )
 
 // serveAgents serves reg's agents on a loopback TCP port and returns a client.
-func serveAgents(t *testing.T, reg *service.Registry) agentdv1.AgentServiceClient {
+func serveAgents(t *testing.T, reg service.Agents) agentdv1.AgentServiceClient {
 	t.Helper()
 	svc, err := service.New(service.Config{Agents: reg, Logger: quietLog, ContinuationKey: testKey})
 	if err != nil {

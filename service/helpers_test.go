@@ -6,6 +6,9 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -13,66 +16,151 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/agentdtest"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
-var testKey = []byte("a continuation key for tests, 32+ bytes long")
+var (
+	testKey  = []byte("a continuation key for tests, 32+ bytes long")
+	quietLog = slog.New(slog.DiscardHandler)
+)
 
-// scripted describes an agent on a scripted model.
+// scripted describes an agent on a scripted model. Its tools are the agents file
+// catalogue's that tools names, with policy; or, when goTools is set, those Go tools
+// alone, the agent then built in Go with runtime.New.
 type scripted struct {
-	name   string
-	model  *rt.Model
-	tools  []string
-	policy service.PolicyConfig
-	steps  int
+	name    string
+	model   *rt.Model
+	tools   []string
+	policy  agents.PolicyConfig
+	steps   int
+	goTools []runtime.Tool
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
-func newTestServer(t testing.TB, cfg service.Config, agents ...scripted) *servicetest.Server {
+func newTestServer(t testing.TB, cfg service.Config, scripts ...scripted) *servicetest.Server {
 	t.Helper()
-	return newTestServerWith(t, cfg, service.RegistryOptions{}, agents...)
+	return newTestServerWith(t, cfg, agents.RegistryOptions{}, scripts...)
 }
 
 // newTestServerWith is newTestServer with registry options (hooks, say); their Resolve
-// and Logger are the test's.
-func newTestServerWith(t testing.TB, cfg service.Config, ropts service.RegistryOptions, agents ...scripted) *servicetest.Server {
+// and Logger are the test's. Their Hooks and PostHooks are the Go agents' too.
+func newTestServerWith(t testing.TB, cfg service.Config, ropts agents.RegistryOptions, scripts ...scripted) *servicetest.Server {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLog
+	}
 	models := map[string]*rt.Model{}
-	acfg := service.DefaultAgentsConfig()
-	for _, a := range agents {
+	acfg := agents.Default()
+	var goAgents []*service.Agent
+	for _, a := range scripts {
+		if a.goTools != nil {
+			r, err := runtime.New(runtime.Config{
+				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps,
+				Hooks: runtime.Chain(cfg.Logger, ropts.Hooks, ropts.PostHooks), Logger: cfg.Logger,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			goAgents = append(goAgents, &service.Agent{Name: a.name, Runtime: r})
+			continue
+		}
 		models[a.name] = a.model
 		tools := a.tools
 		if tools == nil {
 			tools = []string{}
 		}
-		acfg.Agents = append(acfg.Agents, service.AgentConfig{Name: a.name, Model: "script:" + a.name, Tools: tools, Policy: a.policy, MaxSteps: a.steps})
+		acfg.Agents = append(acfg.Agents, agents.AgentConfig{Name: a.name, Model: "script:" + a.name, Tools: tools, Policy: a.policy, MaxSteps: a.steps})
 	}
-	providers := append(service.BuiltinModelProviders(0), service.ModelProvider{
-		Name: "script", Forms: []string{"script:<name>"},
-		New: func(name string) (runtime.Model, error) {
-			m, ok := models[name]
-			if !ok {
-				return nil, service.ErrUnknownModel
-			}
-			return m, nil
-		},
-	})
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	ropts.Resolve, ropts.Logger = service.NewModelResolver(providers...), cfg.Logger
-	reg, err := service.NewRegistry(acfg, ropts)
+	ropts.Resolve, ropts.Logger = scriptResolver(models), cfg.Logger
+	reg, err := agents.NewRegistry(acfg, ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Agents = reg
+	t.Cleanup(func() { reg.Close() })
+	cfg.Agents = withAgents(t, reg, goAgents...)
 	if cfg.ContinuationKey == nil {
 		cfg.ContinuationKey = testKey
 	}
 	return servicetest.NewServer(t, cfg)
+}
+
+// withAgents returns base's agents and more, base's default the default.
+func withAgents(t testing.TB, base service.Agents, more ...*service.Agent) service.Agents {
+	t.Helper()
+	if len(more) == 0 {
+		return base
+	}
+	def, err := base.Agent("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range base.List() {
+		if a != def {
+			more = append(more, a)
+		}
+	}
+	set, err := service.NewAgents(def, more...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// scriptResolver resolves "script:<name>" to models[name], and every built-in spec.
+func scriptResolver(models map[string]*rt.Model) agents.ModelResolver {
+	return agents.NewModelResolver(append(agents.BuiltinModelProviders(0), agents.ModelProvider{
+		Name: "script", Forms: []string{"script:<name>"},
+		New: func(name string) (runtime.Model, error) {
+			m, ok := models[name]
+			if !ok {
+				return nil, agents.ErrUnknownModel
+			}
+			return m, nil
+		},
+	})...)
+}
+
+// writeAgentsFile writes an agents file after replacing the keys of vars.
+func writeAgentsFile(t *testing.T, text string, vars map[string]string) string {
+	t.Helper()
+	for k, v := range vars {
+		text = strings.ReplaceAll(text, k, v)
+	}
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// loadRegistry loads an agents file and builds its registry, closed at the test's end.
+func loadRegistry(t *testing.T, path string, models map[string]*rt.Model) *agents.Registry {
+	t.Helper()
+	cfg, err := agents.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Resolve: scriptResolver(models), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := reg.Close(); err != nil {
+			t.Errorf("Registry.Close: %v", err)
+		}
+	})
+	return reg
+}
+
+// buildTestServer builds the stdio MCP server of package mcp's tests.
+func buildTestServer(t *testing.T) string {
+	t.Helper()
+	return agentdtest.Build(t, "github.com/agentd/agentd/runtime/tool/mcp/internal/testserver")
 }
 
 // stream is a client's side of a Run stream.

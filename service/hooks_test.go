@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -39,7 +40,7 @@ func TestHooks_InterceptorsRunFirstInInstallationOrderThenTheAgents(t *testing.T
 	var mu sync.Mutex
 	var seen []string
 	hook := func(name string) runtime.Hooks { return named{name: name, mu: &mu, seen: &seen} }
-	reg, err := service.NewRegistry(nil, service.RegistryOptions{Hooks: hook("agent"), Logger: slog.New(slog.DiscardHandler)})
+	reg, err := agents.NewRegistry(nil, agents.RegistryOptions{Hooks: hook("agent"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +76,11 @@ agents:
   - name: plain
     model: demo
 `), 0o644)
-	cfg, err := service.LoadAgentsFile(path)
+	cfg, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +118,11 @@ agents:
         - address: 127.0.0.1:1
           points: [before_lunch]
 `), 0o644)
-	cfg, err := service.LoadAgentsFile(path)
+	cfg, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	_, err = agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "hooks.remote[0].points") {
 		t.Errorf("error %v, want one naming hooks.remote[0].points", err)
 	}

@@ -15,6 +15,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime/llm/openai"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -97,19 +98,19 @@ func TestOpenAIEndToEnd(t *testing.T) {
 	fake := &fakeOpenAI{t: t}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	provider := service.OpenAIModelProvider(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "sk-e2e-key", HTTPClient: srv.Client()})
+	provider := agents.OpenAIModelProvider(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "sk-e2e-key", HTTPClient: srv.Client()})
 	logger := slog.New(slog.DiscardHandler)
-	reg, err := service.NewRegistry(service.DefaultAgentsConfig(), service.RegistryOptions{
+	reg, err := agents.NewRegistry(agents.Default(), agents.RegistryOptions{
 		ModelOverride: "openai:fake-model",
-		Resolve:       service.NewModelResolver(append(service.BuiltinModelProviders(0), provider)...),
+		Resolve:       agents.NewModelResolver(append(agents.BuiltinModelProviders(0), provider)...),
 		Logger:        logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	if got := reg.Default().Model; got != "openai:fake-model" {
-		t.Fatalf("default agent's model = %q, want openai:fake-model", got)
+	if def, _ := reg.Agent(""); def.Runtime.Model().Name() != "openai:fake-model" {
+		t.Fatalf("default agent's model = %q, want openai:fake-model", def.Runtime.Model().Name())
 	}
 	c := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, ContinuationKey: testKey}).Client
 

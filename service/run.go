@@ -135,6 +135,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		agentName = ct.Agent
 	}
 	entry, err := s.agents.Agent(agentName)
+	if err == nil && (entry == nil || entry.Runtime == nil) {
+		err = fmt.Errorf("%w: %q", ErrAgentNotFound, agentName)
+	}
 	if err != nil {
 		return nil, nil, statusError(codes.NotFound, reasonAgentNotFound, err.Error(), map[string]string{"agent": agentName})
 	}
@@ -239,10 +242,10 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	// Settings: a client may tighten the agent's policy, never loosen it.
 	cfg := spec.GetConfig()
 	if m := cfg.GetModel(); m != "" {
-		if !entry.AllowModelOverride {
+		if entry.Models == nil {
 			return nil, nil, statusError(codes.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
 		}
-		model, err := s.agents.ResolveModel(m)
+		model, err := entry.Models(m)
 		if err != nil {
 			fe.add("start.config.model", "%v", err)
 		} else {
@@ -318,7 +321,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		}
 		err := ss.hashStart(messagesToProto(req.Messages))
 		if err == nil {
-			err = ct.check(entry.Name, ss.thread, ss.hasher.sum())
+			err = ct.check(entry.Name, ss.thread, ss.hasher)
 		}
 		if err != nil {
 			return nil, nil, continuationStatus(err)
@@ -456,7 +459,7 @@ func (s *Server) endSession(ss *session) {
 // ListAgents implements agentdv1.AgentServiceServer.
 func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (*agentdv1.ListAgentsResponse, error) {
 	resp := &agentdv1.ListAgentsResponse{}
-	for _, e := range s.agents.Agents() {
+	for _, e := range s.agents.List() {
 		resp.Agents = append(resp.Agents, agentToProto(e))
 	}
 	return resp, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 func TestRun_FirstMessageMustBeStart(t *testing.T) {
@@ -209,7 +210,7 @@ func TestRun_ApprovalPolicies(t *testing.T) {
 
 func TestRun_AutoApproveNeverLoosensAnAlwaysPolicy(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "calculate", `{"expression":"1+1"}`), rt.Say("ok")}}
-	c := newTestServer(t, service.Config{}, scripted{name: "strict", model: m, tools: []string{"calculate"}, policy: service.PolicyConfig{Tools: map[string]service.ToolPolicyConfig{"calculate": {Approval: "always"}}}}).Client
+	c := newTestServer(t, service.Config{}, scripted{name: "strict", model: m, tools: []string{"calculate"}, policy: agents.PolicyConfig{Tools: map[string]agents.ToolPolicyConfig{"calculate": {Approval: "always"}}}}).Client
 	spec := input("strict", "go")
 	spec.Config = &agentdv1.RunConfig{ApprovalPolicy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_APPROVE}
 	s := open(t, c, spec)

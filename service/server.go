@@ -2,18 +2,16 @@ package service
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
@@ -21,8 +19,14 @@ import (
 
 // Config configures a [Server]. Zero values take the defaults named on each field.
 type Config struct {
-	// Agents are the agents served; nil means the built-in demo agent.
-	Agents *Registry
+	// Agents are the agents served; required. [NewAgents] makes a fixed set from agents
+	// defined in Go; package service/agents builds them from agentd's agents file.
+	Agents Agents
+	// Health, if set, is the health service the Server reports its own service on
+	// (agentd.v1.AgentService): SERVING from [Server.Register], NOT_SERVING from
+	// [Server.Drain]. The Server neither registers it nor touches any other name: the
+	// whole server's status ("") and the other services' are the caller's.
+	Health *health.Server
 	// Logger receives the server's structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// ContinuationKey signs continuations; every replica that may resume a run must share
@@ -93,11 +97,6 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// TracerProvider and MeterProvider are the runtime's (runtime.Config) for the agents of
-	// the registry New builds when Agents is nil; [NewRegistry] takes them from
-	// [RegistryOptions]. Nil means the global ones.
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
 	// Propagator reads the trace context a caller sends in the RPC's metadata, so that a
 	// run joins the caller's trace; nil means otel.GetTextMapPropagator().
 	Propagator propagation.TextMapPropagator
@@ -109,14 +108,14 @@ type Server struct {
 
 	cfg    Config
 	log    *slog.Logger
-	health *health.Server
-	agents *Registry
+	agents Agents
 	codec  *continuationCodec
 
 	active  atomic.Int64   // runs in progress
 	runs    sync.WaitGroup // one per run in progress
 	callers callerRuns     // runs in progress per caller
 
+	healthMu    sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
 	drainOnce   sync.Once
 	drainCtx    context.Context // done when draining starts
 	drainCancel context.CancelFunc
@@ -125,8 +124,11 @@ type Server struct {
 	stopCancel  context.CancelCauseFunc
 }
 
-// New returns a Server.
+// New returns a Server. Its one required field is cfg.Agents.
 func New(cfg Config) (*Server, error) {
+	if cfg.Agents == nil {
+		return nil, errors.New("service: Config.Agents is required")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -187,13 +189,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 15 * time.Second
 	}
-	if cfg.Agents == nil {
-		reg, err := NewRegistry(DefaultAgentsConfig(), RegistryOptions{Logger: cfg.Logger, TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Agents = reg
-	}
 	key := cfg.ContinuationKey
 	if len(key) == 0 {
 		var err error
@@ -205,7 +200,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger,
-		health: health.NewServer(),
 		agents: cfg.Agents,
 		codec:  newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
 	}
@@ -216,27 +210,39 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) now() time.Time { return s.cfg.Now() }
 
-// Register installs the AgentService, the health service and server reflection (v1 and
-// v1alpha) on gs, and reports SERVING for the whole server ("") and for
-// agentd.v1.AgentService. Call it once, before gs.Serve. Build gs with [ServerOptions].
+// Register installs the AgentService on gs, and nothing else: gs may hold the caller's
+// own services, health and reflection among them. With [Config.Health] it reports
+// agentd.v1.AgentService SERVING there, unless the Server drains already. Call it once,
+// before gs.Serve. Build gs with [ServerOptions].
 func (s *Server) Register(gs *grpc.Server) {
 	agentdv1.RegisterAgentServiceServer(gs, s)
-	healthpb.RegisterHealthServer(gs, s.health)
-	reflection.Register(gs)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 }
 
-// Drain starts a graceful shutdown: health turns NOT_SERVING so load balancers stop
-// sending runs here, new runs are refused with UNAVAILABLE, and every open stream gets a
-// go_away event saying how long its run has before it is shut down (period). Drain is
-// idempotent; see [Server.Shutdown].
+// setHealth reports st for agentd.v1.AgentService on Config.Health, if there is one. Once
+// the server drains it reports NOT_SERVING alone.
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	if s.cfg.Health == nil {
+		return
+	}
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	if s.isDraining() {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.cfg.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, st)
+}
+
+// Drain starts a graceful shutdown: agentd.v1.AgentService turns NOT_SERVING on
+// [Config.Health] so load balancers stop sending runs here, new runs are refused with
+// UNAVAILABLE, and every open stream gets a go_away event saying how long its run has
+// before it is shut down (period). Drain is idempotent; see [Server.Shutdown].
 func (s *Server) Drain(period time.Duration) {
 	s.drainOnce.Do(func() {
 		s.drainUntil.Store(s.now().Add(period).UnixNano())
-		s.log.Info("draining: health is NOT_SERVING, new runs are refused", "period", period.String())
-		s.health.Shutdown()
+		s.log.Info("draining: the service is NOT_SERVING, new runs are refused", "period", period.String())
 		s.drainCancel()
+		s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	})
 }
 

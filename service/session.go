@@ -38,7 +38,7 @@ var errClientCancel = errors.New("cancelled by the client")
 type session struct {
 	srv    *Server
 	mode   rpcMode
-	entry  *AgentEntry
+	entry  *Agent
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	policy agentdv1.ApprovalPolicy
@@ -202,7 +202,7 @@ func (ss *session) handle(req *agentdv1.RunRequest) bool {
 	_, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel)
 	if !(cancel && !ss.clientCancelled) && !ss.msgLimit.Allow() {
 		// A client's first cancel is never refused: it ends the run, and the flood.
-		ss.ackLocked(seq, ackError("RATE_LIMITED", "too many messages on this stream: at most %g a second (burst %d)", float64(ss.msgLimit.Limit()), ss.msgLimit.Burst()))
+		ss.ackLocked(seq, ackError(reasonRateLimited, "too many messages on this stream: at most %g a second (burst %d)", float64(ss.msgLimit.Limit()), ss.msgLimit.Burst()))
 		return false
 	}
 	if fe := takeInvalidUTF8(req); fe != nil {
@@ -212,7 +212,7 @@ func (ss *session) handle(req *agentdv1.RunRequest) bool {
 	}
 	switch k := req.GetKind().(type) {
 	case *agentdv1.RunRequest_Start:
-		ss.ackLocked(seq, ackError("ALREADY_STARTED", "the run has already started: one run per stream"))
+		ss.ackLocked(seq, ackError(reasonAlreadyStarted, "the run has already started: one run per stream"))
 	case *agentdv1.RunRequest_ApprovalDecision:
 		// Validating edited arguments must not hold up the run's events.
 		ss.mu.Unlock()
@@ -238,7 +238,7 @@ func (ss *session) handle(req *agentdv1.RunRequest) bool {
 	case *agentdv1.RunRequest_Ping:
 		ss.ackLocked(seq, nil)
 	default:
-		ss.ackLocked(seq, ackError("EMPTY_MESSAGE", "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
+		ss.ackLocked(seq, ackError(reasonEmptyMessage, "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
 	}
 	return true
 }
@@ -258,7 +258,7 @@ func (ss *session) endingLocked() *agentdv1.RunError {
 	case errors.Is(cause, errClientStalled):
 		why = "its client read nothing for too long"
 	}
-	return ackError("RUN_ENDING", "the run cannot act on this any more: %s", why)
+	return ackError(reasonRunEnding, "the run cannot act on this any more: %s", why)
 }
 
 // decision turns a client's approval decision into the runtime's, checking it against
@@ -272,27 +272,27 @@ func (ss *session) decision(ctx context.Context, d *agentdv1.ApprovalDecision, t
 	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED:
 		rd.Outcome = runtime.OutcomeDenied
 	default:
-		return rd, ackError("INVALID_DECISION", "outcome must be APPROVAL_OUTCOME_APPROVED or APPROVAL_OUTCOME_DENIED, got %s", d.GetOutcome())
+		return rd, ackError(reasonInvalidDecision, "outcome must be APPROVAL_OUTCOME_APPROVED or APPROVAL_OUTCOME_DENIED, got %s", d.GetOutcome())
 	}
 	if d.GetEditedArguments() == nil {
 		return rd, nil
 	}
 	if rd.Outcome != runtime.OutcomeApproved {
-		return rd, ackError("INVALID_DECISION", "edited_arguments go with APPROVAL_OUTCOME_APPROVED only")
+		return rd, ackError(reasonInvalidDecision, "edited_arguments go with APPROVAL_OUTCOME_APPROVED only")
 	}
 	edited, err := valueToJSON(d.GetEditedArguments())
 	if err != nil {
-		return rd, ackError("INVALID_ARGUMENTS", "edited_arguments: %v", err)
+		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments: %v", err)
 	}
 	schema := ss.schemas[tool]
 	if schema == nil {
 		if schema, err = runtime.CompileSchema(ss.toolParams[tool].Parameters); err != nil {
-			return rd, ackError("INVALID_ARGUMENTS", "tool %s has no usable schema: %v", tool, err)
+			return rd, ackError(reasonInvalidEditedArgs, "tool %s has no usable schema: %v", tool, err)
 		}
 		ss.schemas[tool] = schema
 	}
 	if err := schema.ValidateContext(ctx, edited); err != nil {
-		return rd, ackError("INVALID_ARGUMENTS", "edited_arguments for tool %s: %v", tool, err)
+		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments for tool %s: %v", tool, err)
 	}
 	if edited != args {
 		rd.EditedArguments = edited
@@ -341,11 +341,11 @@ func (ss *session) approvalRefusalLocked(slot *approvalSlot, id string) *agentdv
 	}
 	switch {
 	case slot == nil:
-		return ackError("UNKNOWN_APPROVAL", "no approval %q is open in this run", id)
+		return ackError(reasonUnknownApproval, "no approval %q is open in this run", id)
 	case slot.decided:
-		return ackError("ALREADY_DECIDED", "approval %q was already decided", id)
+		return ackError(reasonAlreadyDecided, "approval %q was already decided", id)
 	case slot.closed != "":
-		return ackError("APPROVAL_CLOSED", "approval %q is no longer open: %s", id, slot.closed)
+		return ackError(reasonApprovalClosed, "approval %q is no longer open: %s", id, slot.closed)
 	}
 	return nil
 }
@@ -356,14 +356,14 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 		return
 	}
 	if ss.steerClosed {
-		ss.ackLocked(seq, ackError("RUN_ENDING", "the run is ending and takes no more steers: start a new run with this input"))
+		ss.ackLocked(seq, ackError(reasonRunEnding, "the run is ending and takes no more steers: start a new run with this input"))
 		return
 	}
 	var m runtime.Message
 	size := 0
 	switch {
 	case st.GetMessage() != nil && st.GetText() != "":
-		ss.ackLocked(seq, ackError("INVALID_STEER", "set message or text, not both"))
+		ss.ackLocked(seq, ackError(reasonInvalidSteer, "set message or text, not both"))
 		return
 	case st.GetMessage() != nil:
 		pm := st.GetMessage()
@@ -373,7 +373,7 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 		var fe fieldErrors
 		m = steerMessage(pm, &fe)
 		if len(fe) > 0 {
-			ss.ackLocked(seq, ackError("INVALID_STEER", "%s", fe.summary()))
+			ss.ackLocked(seq, ackError(reasonInvalidSteer, "%s", fe.summary()))
 			return
 		}
 		size = proto.Size(pm)
@@ -381,20 +381,20 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 		m = runtime.UserMessage(st.GetText())
 		size = len(st.GetText())
 	default:
-		ss.ackLocked(seq, ackError("INVALID_STEER", "a steer needs a message or a text"))
+		ss.ackLocked(seq, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
 		return
 	}
 	cfg := &ss.srv.cfg
 	switch {
 	case len(ss.steers) >= cfg.MaxQueuedSteers:
-		ss.ackLocked(seq, ackError("STEER_QUEUE_FULL", "%d steers already wait to be applied, as many as this server holds for a run: send this one once steer_applied reports them", len(ss.steers)))
+		ss.ackLocked(seq, ackError(reasonSteerQueueFull, "%d steers already wait to be applied, as many as this server holds for a run: send this one once steer_applied reports them", len(ss.steers)))
 		return
 	case ss.steerBytes+size > cfg.MaxQueuedSteerBytes:
-		ss.ackLocked(seq, ackError("STEER_QUEUE_FULL", "the steers waiting to be applied would hold %d bytes, more than the %d this server holds for a run: send this one once steer_applied reports them", ss.steerBytes+size, cfg.MaxQueuedSteerBytes))
+		ss.ackLocked(seq, ackError(reasonSteerQueueFull, "the steers waiting to be applied would hold %d bytes, more than the %d this server holds for a run: send this one once steer_applied reports them", ss.steerBytes+size, cfg.MaxQueuedSteerBytes))
 		return
 	}
 	if !ss.steerLimit.Allow() {
-		ss.ackLocked(seq, ackError("STEER_RATE_LIMITED", "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
+		ss.ackLocked(seq, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
 		return
 	}
 	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
@@ -441,15 +441,15 @@ func (ss *session) toolResultLocked(seq int64, tr *agentdv1.ToolResult) {
 	slot := ss.clientCalls[tr.GetToolCallId()]
 	switch {
 	case slot == nil || slot.done:
-		ss.ackLocked(seq, ackError("UNKNOWN_TOOL_CALL", "no client tool call %q is waiting for a result", tr.GetToolCallId()))
+		ss.ackLocked(seq, ackError(reasonUnknownToolCall, "no client tool call %q is waiting for a result", tr.GetToolCallId()))
 		return
 	case slot.closed != "":
-		ss.ackLocked(seq, ackError("TOOL_CALL_CLOSED", "client tool call %q no longer waits for a result: %s", tr.GetToolCallId(), slot.closed))
+		ss.ackLocked(seq, ackError(reasonToolCallClosed, "client tool call %q no longer waits for a result: %s", tr.GetToolCallId(), slot.closed))
 		return
 	}
 	out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
 	if err != nil {
-		ss.ackLocked(seq, ackError("INVALID_TOOL_RESULT", "json: %v", err))
+		ss.ackLocked(seq, ackError(reasonInvalidToolResult, "json: %v", err))
 		return
 	}
 	slot.done = true
@@ -872,5 +872,5 @@ func stalledError(stall time.Duration) *agentdv1.RunError {
 
 // sendStatus is the status of an RPC whose stream broke.
 func sendStatus(err error) error {
-	return statusError(codes.Unavailable, "STREAM_BROKEN", "sending to the client failed: "+err.Error(), nil)
+	return statusError(codes.Unavailable, reasonStreamBroken, "sending to the client failed: "+err.Error(), nil)
 }

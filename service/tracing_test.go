@@ -14,6 +14,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -41,7 +42,7 @@ func newTracedServer(t *testing.T) *tracedServer {
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	prop := propagation.TraceContext{}
 	log := slog.New(slog.DiscardHandler)
-	reg, err := service.NewRegistry(service.DefaultAgentsConfig(), service.RegistryOptions{Logger: log, TracerProvider: tp})
+	reg, err := agents.NewRegistry(agents.Default(), agents.RegistryOptions{Logger: log, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

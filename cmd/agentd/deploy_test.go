@@ -30,6 +30,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 // The deployment files, from cmd/agentd.
@@ -340,11 +341,11 @@ func TestDeployManifests(t *testing.T) {
 // checkAgentsFile loads the agents file at path as agentd does, and builds its agents.
 func checkAgentsFile(t *testing.T, path string) {
 	t.Helper()
-	agents, err := service.LoadAgentsFile(path)
+	file, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatalf("the ConfigMap's agents file does not load: %v", err)
 	}
-	reg, err := service.NewRegistry(agents, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	reg, err := agents.NewRegistry(file, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("%s: the agents do not build: %v", path, err)
 	}
@@ -596,16 +597,16 @@ func agentdFlags(t *testing.T) []string {
 // the binary does, and returns its address.
 func startAgentdForProbes(t *testing.T) string {
 	t.Helper()
-	reg, err := service.NewRegistry(service.DefaultAgentsConfig(), service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	cfg, err := parseConfig(nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := service.New(service.Config{Agents: reg, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := newServer(cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	srv.Register(gs)
+	srv.register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -613,9 +614,7 @@ func startAgentdForProbes(t *testing.T) string {
 	go gs.Serve(lis)
 	t.Cleanup(func() {
 		gs.Stop()
-		if c, ok := any(reg).(io.Closer); ok {
-			c.Close()
-		}
+		srv.close()
 	})
 	return lis.Addr().String()
 }

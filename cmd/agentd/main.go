@@ -20,9 +20,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 func main() {
@@ -209,7 +213,7 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 		lis.Close()
 		return err
 	}
-	srv, agents, err := newServer(cfg, log, tel)
+	srv, err := newServer(cfg, log, tel)
 	if err != nil {
 		lis.Close()
 		return err
@@ -217,12 +221,12 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	// Deferred, so it runs once the gRPC server has stopped and no run uses an agent: it
 	// stops the MCP servers and closes the remote hook connections.
 	defer func() {
-		if err := agents.Close(); err != nil {
+		if err := srv.close(); err != nil {
 			log.Warn("closing the agents", "error", err)
 		}
 	}()
 	gs := grpc.NewServer(opts...)
-	srv.Register(gs)
+	srv.register(gs)
 
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log)) }()
@@ -242,7 +246,7 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	log.Info("shutting down", "drain_period", cfg.drainPeriod.String(), "timeout", cfg.shutdownTimeout.String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(stopCtx, cfg.drainPeriod); err != nil {
+	if err := srv.shutdown(stopCtx, cfg.drainPeriod); err != nil {
 		log.Warn("runs still open at the shutdown timeout", "runs", srv.ActiveRuns())
 	}
 	if err := service.GracefulStop(stopCtx, gs); err != nil {
@@ -255,20 +259,28 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	return nil
 }
 
+// daemon is agentd's service with what agentd owns around it: the agents of its agents
+// file, and the health service of the whole server.
+type daemon struct {
+	*service.Server
+	agents *agents.Registry
+	health *health.Server
+}
+
 // newServer builds the service from the configuration; tel may be nil. The caller closes
-// the registry once the server has stopped; on error nothing is left to close.
-func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, *service.Registry, error) {
+// the daemon once the server has stopped; on error nothing is left to close.
+func newServer(cfg config, log *slog.Logger, tel *telemetry) (*daemon, error) {
 	if tel == nil {
 		tel = &telemetry{}
 	}
-	agents := service.DefaultAgentsConfig()
+	file := agents.Default()
 	if cfg.config != "" {
 		var err error
-		if agents, err = service.LoadAgentsFile(cfg.config); err != nil {
-			return nil, nil, err
+		if file, err = agents.LoadFile(cfg.config); err != nil {
+			return nil, err
 		}
 	}
-	opts := service.RegistryOptions{
+	opts := agents.RegistryOptions{
 		ModelOverride: cfg.model, DemoDelay: cfg.demoDelay, Logger: log,
 		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider, RecordContent: cfg.recordContent,
 	}
@@ -278,25 +290,44 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*service.Server, *
 	if cfg.audit {
 		opts.PostHooks = audit.New(log)
 	}
-	reg, err := service.NewRegistry(agents, opts)
+	reg, err := agents.NewRegistry(file, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	key, err := service.LoadContinuationKey(cfg.key, cfg.keyFile)
 	if err != nil {
 		reg.Close()
-		return nil, nil, err
+		return nil, err
 	}
+	d := &daemon{agents: reg, health: health.NewServer()}
 	sc := serviceLimits(cfg)
-	sc.Agents, sc.Logger, sc.ContinuationKey = reg, log, key
-	sc.TracerProvider, sc.MeterProvider = tel.tracerProvider, tel.meterProvider
-	srv, err := service.New(sc)
-	if err != nil {
+	sc.Agents, sc.Health, sc.Logger, sc.ContinuationKey = reg, d.health, log, key
+	if d.Server, err = service.New(sc); err != nil {
 		reg.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return srv, reg, nil
+	return d, nil
 }
+
+// register installs on gs the AgentService, the health service and server reflection
+// (v1 and v1alpha, so that grpcurl needs no proto files), and reports the whole server
+// ("") SERVING; the service reports agentd.v1.AgentService itself.
+func (d *daemon) register(gs *grpc.Server) {
+	healthpb.RegisterHealthServer(gs, d.health)
+	reflection.Register(gs)
+	d.Register(gs)
+	d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+}
+
+// shutdown turns every health status NOT_SERVING, so that load balancers stop sending
+// work here, then shuts the service down (service.Server.Shutdown).
+func (d *daemon) shutdown(ctx context.Context, period time.Duration) error {
+	d.health.Shutdown()
+	return d.Shutdown(ctx, period)
+}
+
+// close stops the agents' MCP servers and closes their remote hook connections.
+func (d *daemon) close() error { return d.agents.Close() }
 
 // serviceLimits returns the service's limits from the flags, with the identity its
 // per-caller limits key on: the caller's token or client certificate ([limitKey]), so

@@ -103,19 +103,19 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, agents, err := newServer(cfg, log, nil)
+	srv, err := newServer(cfg, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { agents.Close() })
+	t.Cleanup(func() { srv.close() })
 	gs := grpc.NewServer(opts...)
-	srv.Register(gs)
+	srv.register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	serveTest(t, gs, lis, cfg, log)
-	return &testServer{addr: lis.Addr().String(), log: buf, svc: srv}
+	return &testServer{addr: lis.Addr().String(), log: buf, svc: srv.Server}
 }
 
 // dial connects to addr with the given transport credentials (nil: plaintext).

@@ -1,5 +1,6 @@
 // Package servicetest runs an agentd service in process, over bufconn, for tests: the
-// real grpc.Server with the real service, and a client connected to it.
+// real grpc.Server with the real service, health and reflection as agentd serves them,
+// and a client connected to it.
 package servicetest
 
 import (
@@ -10,10 +11,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 // Server is an agentd service served over bufconn.
@@ -22,6 +27,9 @@ type Server struct {
 	Service *service.Server
 	// GRPC is the grpc.Server it is registered on.
 	GRPC *grpc.Server
+	// Health is the health service on GRPC: the service reports agentd.v1.AgentService
+	// on it (service.Config.Health); the whole server ("") is SERVING.
+	Health *health.Server
 	// Conn is a client connection to it.
 	Conn *grpc.ClientConn
 	// Client is an AgentService client on Conn.
@@ -48,19 +56,36 @@ func WithServerOptions(opts ...grpc.ServerOption) Option {
 }
 
 // NewServer starts cfg's service over bufconn, on a grpc.Server with
-// service.ServerOptions and opts' options. Everything stops with t.Cleanup.
+// service.ServerOptions and opts' options, next to a health service and server
+// reflection (v1 and v1alpha), as agentd serves them. A nil cfg.Agents means agentd's
+// agents without an agents file (agents.Default); a nil cfg.Health, a new health service.
+// Everything stops with t.Cleanup.
 func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
 	t.Helper()
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if cfg.Agents == nil {
+		reg, err := agents.NewRegistry(agents.Default(), agents.RegistryOptions{Logger: cfg.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close() })
+		cfg.Agents = reg
+	}
+	if cfg.Health == nil {
+		cfg.Health = health.NewServer()
+	}
 	svc, err := service.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer(append(service.ServerOptions(), o.serverOpts...)...)
+	healthpb.RegisterHealthServer(gs, cfg.Health)
+	reflection.Register(gs)
 	svc.Register(gs)
+	cfg.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
@@ -77,7 +102,7 @@ func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &Server{Service: svc, GRPC: gs, Conn: conn, Client: agentdv1.NewAgentServiceClient(conn), lis: lis}
+	return &Server{Service: svc, GRPC: gs, Health: cfg.Health, Conn: conn, Client: agentdv1.NewAgentServiceClient(conn), lis: lis}
 }
 
 // NewClient starts cfg's service over bufconn and returns a client of it.

@@ -1,4 +1,4 @@
-package service_test
+package agents_test
 
 import (
 	"context"
@@ -17,10 +17,11 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
-func TestAgentsFile_ProviderSettingsAndFallbackModels(t *testing.T) {
+func TestModels_ProviderSettingsAndFallbackModels(t *testing.T) {
 	var calls atomic.Int32
 	var gotKey atomic.Value
 	// An OpenAI-compatible server that refuses every request: the agent falls back.
@@ -43,11 +44,11 @@ agents:
     settings: {temperature: 0.2, max_tokens: 256}
     fallback_models: [demo]
 `), 0o644)
-	cfg, err := service.LoadAgentsFile(path)
+	cfg, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ agents:
 	}
 }
 
-func TestAgentsFile_MissingKeyVariableIsAnError(t *testing.T) {
+func TestModels_MissingKeyVariableIsAnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agents.yaml")
 	os.WriteFile(path, []byte(`
 agents:
@@ -72,20 +73,20 @@ agents:
     model: anthropic:claude-sonnet-4-5
     api_key_env: AGENTD_TEST_UNSET_KEY
 `), 0o644)
-	cfg, err := service.LoadAgentsFile(path)
+	cfg, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	_, err = agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "AGENTD_TEST_UNSET_KEY is not set") {
 		t.Errorf("error %v, want one naming the unset variable", err)
 	}
 }
 
-// TestAgentsFile_FallbackIsVisible: when the agent's model fails and its fallback
+// TestModels_FallbackIsVisible: when the agent's model fails and its fallback
 // answers, the registry's logger gets a warning naming both models and the failure,
 // and the chat span an event.
-func TestAgentsFile_FallbackIsVisible(t *testing.T) {
+func TestModels_FallbackIsVisible(t *testing.T) {
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -100,7 +101,7 @@ agents:
     base_url: `+fake.URL+`/v1
     fallback_models: [demo]
 `), 0o644)
-	cfg, err := service.LoadAgentsFile(path)
+	cfg, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ agents:
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	reg, err := service.NewRegistry(cfg, service.RegistryOptions{Logger: logger, TracerProvider: tp})
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: logger, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ agents:
 	}
 }
 
-func TestAgentsFile_IdleTimeout(t *testing.T) {
+func TestModels_IdleTimeout(t *testing.T) {
 	for _, tc := range []struct{ setting, wantErr string }{
 		{"idle_timeout: 90s", ""},
 		{"idle_timeout: -1s", "settings.idle_timeout: must not be negative, got -1s"},
@@ -181,10 +182,10 @@ agents:
     base_url: http://localhost:11434/v1
     settings: {`+tc.setting+`}
 `), 0o644)
-			cfg, err := service.LoadAgentsFile(path)
+			cfg, err := agents.LoadFile(path)
 			if err == nil {
-				var reg *service.Registry
-				reg, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+				var reg *agents.Registry
+				reg, err = agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 				if err == nil {
 					reg.Close()
 				}

@@ -1,14 +1,10 @@
-package service_test
+package agents_test
 
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +19,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -94,65 +91,6 @@ func (w *webServer) received() ([]string, []string) {
 	}
 	slices.Sort(auth)
 	return slices.Clone(w.deletes), auth
-}
-
-// buildTestServer builds the stdio MCP server of package mcp's tests.
-func buildTestServer(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "testserver")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/agentd/agentd/runtime/tool/mcp/internal/testserver").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the test MCP server: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// writeAgentsFile writes an agents file after replacing the keys of vars.
-func writeAgentsFile(t *testing.T, text string, vars map[string]string) string {
-	t.Helper()
-	for k, v := range vars {
-		text = strings.ReplaceAll(text, k, v)
-	}
-	path := filepath.Join(t.TempDir(), "agents.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// scriptResolver resolves "script:<name>" to models[name], and every built-in spec.
-func scriptResolver(models map[string]*rt.Model) service.ModelResolver {
-	return service.NewModelResolver(append(service.BuiltinModelProviders(0), service.ModelProvider{
-		Name: "script", Forms: []string{"script:<name>"},
-		New: func(name string) (runtime.Model, error) {
-			m, ok := models[name]
-			if !ok {
-				return nil, service.ErrUnknownModel
-			}
-			return m, nil
-		},
-	})...)
-}
-
-var quietLog = slog.New(slog.DiscardHandler)
-
-// loadRegistry loads an agents file and builds its registry, closed at the test's end.
-func loadRegistry(t *testing.T, path string, models map[string]*rt.Model) *service.Registry {
-	t.Helper()
-	cfg, err := service.LoadAgentsFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := service.NewRegistry(cfg, service.RegistryOptions{Resolve: scriptResolver(models), Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := reg.Close(); err != nil {
-			t.Errorf("Registry.Close: %v", err)
-		}
-	})
-	return reg
 }
 
 const mcpAgentsFile = `
@@ -341,7 +279,7 @@ agents:
 			return textResult("fresh result"), nil
 		})
 
-	var after *service.AgentEntry
+	var after *service.Agent
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		after, err = reg.Agent("ops")
@@ -362,8 +300,8 @@ agents:
 	if p, _ := reg.Agent("plain"); p != plain {
 		t.Error("an agent without the server was rebuilt")
 	}
-	if d := reg.Default(); d.Name != "ops" || !hasTool(d, "fresh") {
-		t.Errorf("Default() = %s without the new tool, want the new ops", d.Name)
+	if d := defaultOf(t, reg); d.Name != "ops" || !hasTool(d, "fresh") {
+		t.Errorf("Agent(\"\") = %s without the new tool, want the new ops", d.Name)
 	}
 	for _, ti := range after.Tools {
 		if ti.Spec.Name == "fresh" && (ti.Source != "mcp:web" || ti.Policy.Approval != runtime.ApprovalAuto) {
@@ -387,15 +325,6 @@ agents:
 	}
 }
 
-func hasTool(e *service.AgentEntry, name string) bool {
-	for _, ti := range e.Tools {
-		if ti.Spec.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // TestMCPRegistryConcurrentReads reads the registry while its agents are rebuilt, for
 // the race detector.
 func TestMCPRegistryConcurrentReads(t *testing.T) {
@@ -413,7 +342,7 @@ func TestMCPRegistryConcurrentReads(t *testing.T) {
 				default:
 				}
 				e, err := reg.Agent("")
-				if err != nil || e.Runtime == nil || len(reg.Agents()) != 1 {
+				if err != nil || e.Runtime == nil || len(reg.List()) != 1 {
 					t.Errorf("Agent: %v, %v", e, err)
 					return
 				}
@@ -426,7 +355,7 @@ func TestMCPRegistryConcurrentReads(t *testing.T) {
 			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return textResult(name), nil })
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for e := reg.Default(); !hasTool(e, "te"); e = reg.Default() {
+	for e := defaultOf(t, reg); !hasTool(e, "te"); e = defaultOf(t, reg) {
 		if time.Now().After(deadline) {
 			t.Error("the agent was not rebuilt with the new tools")
 			break
@@ -436,7 +365,7 @@ func TestMCPRegistryConcurrentReads(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	// Three built-in tools, lookup, delete_file and five new ones.
-	if n := len(reg.Default().Tools); n != 10 {
+	if n := len(defaultOf(t, reg).Tools); n != 10 {
 		t.Errorf("%d tools, want 10", n)
 	}
 }
@@ -586,10 +515,10 @@ agents: [{name: ops, model: demo, mcp_servers: [web, slow]}]
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeAgentsFile(t, tt.file, vars)
 			var err error
-			cfg, err := service.LoadAgentsFile(path)
+			cfg, err := agents.LoadFile(path)
 			if err == nil {
-				var reg *service.Registry
-				reg, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: quietLog, MCPConnectTimeout: time.Second})
+				var reg *agents.Registry
+				reg, err = agents.NewRegistry(cfg, agents.RegistryOptions{Logger: quietLog, MCPConnectTimeout: time.Second})
 				if err == nil {
 					reg.Close()
 				}
@@ -624,14 +553,14 @@ func TestMCPConnectErrorKeepsSecrets(t *testing.T) {
     headers: {Authorization: "Bearer ${AGENTD_TEST_MCP_TOKEN}"}
 agents: [{name: ops, model: demo, mcp_servers: [web]}]
 `, map[string]string{"URL": refuse.URL})
-	cfg, err := service.LoadAgentsFile(path)
+	cfg, err := agents.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(cfg.MCPServers[0].Headers["Authorization"], "s3cret") {
 		t.Error("the loaded config holds the secret; want the reference, expanded when connecting")
 	}
-	_, err = service.NewRegistry(cfg, service.RegistryOptions{Logger: quietLog, MCPConnectTimeout: 5 * time.Second})
+	_, err = agents.NewRegistry(cfg, agents.RegistryOptions{Logger: quietLog, MCPConnectTimeout: 5 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), `mcp server "web"`) || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error %v: want one naming the server, without the token", err)
 	}
@@ -655,7 +584,7 @@ func TestHTTPFetchAgent(t *testing.T) {
 		rt.Say("fetched"),
 	}}
 	reg := loadRegistry(t, path, map[string]*rt.Model{"web": model})
-	e := reg.Default()
+	e := defaultOf(t, reg)
 	if diff := cmp.Diff([]toolSummary{{Name: "http_fetch", Source: "builtin", Approval: runtime.ApprovalAsk, Timeout: time.Minute}}, agentSummaryOf(e).Tools); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}

@@ -1,4 +1,4 @@
-package service
+package agents
 
 import (
 	"crypto/tls"

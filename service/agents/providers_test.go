@@ -1,4 +1,4 @@
-package service_test
+package agents_test
 
 import (
 	"errors"
@@ -9,15 +9,15 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
-func TestProviderModelProviders(t *testing.T) {
+func TestHostedModelProviders(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-from-env")
 	t.Setenv("OPENAI_BASE_URL", "")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
 	t.Setenv("ANTHROPIC_BASE_URL", "")
-	ps := service.ProviderModelProviders()
+	ps := agents.HostedModelProviders()
 	var names []string
 	for _, p := range ps {
 		names = append(names, fmt.Sprintf("%s %v", p.Name, p.Forms))
@@ -25,7 +25,7 @@ func TestProviderModelProviders(t *testing.T) {
 	if got, want := strings.Join(names, "; "), "openai [openai:<model>]; anthropic [anthropic:<model>]"; got != want {
 		t.Errorf("providers %q, want %q", got, want)
 	}
-	resolve := service.NewModelResolver(append(service.BuiltinModelProviders(0), ps...)...)
+	resolve := agents.NewModelResolver(append(agents.BuiltinModelProviders(0), ps...)...)
 	for spec, want := range map[string]string{
 		"openai:gpt-4.1-mini":         "openai:gpt-4.1-mini",
 		"anthropic:claude-sonnet-4-5": "anthropic:claude-sonnet-4-5",
@@ -41,7 +41,7 @@ func TestProviderModelProviders(t *testing.T) {
 		}
 	}
 	for _, spec := range []string{"openai", "anthropic", "openai:"} {
-		if _, err := resolve(spec); !errors.Is(err, service.ErrUnknownModel) {
+		if _, err := resolve(spec); !errors.Is(err, agents.ErrUnknownModel) {
 			t.Errorf("resolve(%q) = %v, want ErrUnknownModel", spec, err)
 		}
 	}
@@ -53,9 +53,9 @@ func TestProviderModelProviders(t *testing.T) {
 func TestOpenAIModelProvider_NoKey(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("OPENAI_BASE_URL", "")
-	resolve := service.NewModelResolver(service.ProviderModelProviders()...)
+	resolve := agents.NewModelResolver(agents.HostedModelProviders()...)
 	_, err := resolve("openai:gpt-4.1-mini")
-	if err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") || errors.Is(err, service.ErrUnknownModel) {
+	if err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") || errors.Is(err, agents.ErrUnknownModel) {
 		t.Errorf("resolve without a key = %v, want an error naming OPENAI_API_KEY", err)
 	}
 }
@@ -78,15 +78,15 @@ func TestOpenAIModelProvider_Environment(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Setenv("OPENAI_BASE_URL", srv.URL+"/v1")
 	t.Setenv("OPENAI_API_KEY", "ollama")
-	reg, err := service.NewRegistry(nil, service.RegistryOptions{
+	reg, err := agents.NewRegistry(nil, agents.RegistryOptions{
 		ModelOverride: "openai:llama3.2",
-		Resolve:       service.NewModelResolver(append(service.BuiltinModelProviders(0), service.ProviderModelProviders()...)...),
+		Resolve:       agents.NewModelResolver(append(agents.BuiltinModelProviders(0), agents.HostedModelProviders()...)...),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	m := reg.Default().Runtime.Model()
+	m := defaultOf(t, reg).Runtime.Model()
 	var text string
 	for ev, err := range m.Stream(t.Context(), &runtime.ModelRequest{Messages: []runtime.Message{runtime.UserMessage("hi")}}) {
 		if err != nil {

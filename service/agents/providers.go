@@ -1,4 +1,4 @@
-package service
+package agents
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/openai"
 )
 
-// ProviderModelProviders returns the providers of hosted models, configured from the
+// HostedModelProviders returns the providers of hosted models, configured from the
 // environment:
 //
 //   - "openai" (openai:<model>, such as openai:gpt-4.1-mini): Chat Completions, on the
@@ -22,7 +22,7 @@ import (
 //     see [AnthropicModelProvider].
 //
 // The variables are read when a spec is resolved. Keys are never logged.
-func ProviderModelProviders() []ModelProvider {
+func HostedModelProviders() []ModelProvider {
 	return []ModelProvider{OpenAIModelProvider(openai.Config{}), AnthropicModelProvider(anthropic.Config{})}
 }
 

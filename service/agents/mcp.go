@@ -1,4 +1,4 @@
-package service
+package agents
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -112,41 +111,13 @@ type fieldError struct {
 	err  error
 }
 
-// checkMCPServers checks the mcp_servers list and returns the servers by name.
-func (c *AgentsConfig) checkMCPServers(add func(error)) map[string]int {
-	byName := map[string]int{}
-	for i, s := range c.MCPServers {
-		at := cfgPath{"mcp_servers", i}
-		if j, dup := byName[s.Name]; dup && s.Name != "" {
-			add(c.errorf(-1, append(at, "name"), "duplicate mcp server name %q: mcp_servers[%d] has it too", s.Name, j))
-		} else {
-			byName[s.Name] = i
-		}
-		cfg, errs := s.serverConfig()
-		if s.Timeout < 0 {
-			errs = append(errs, fieldError{cfgPath{"timeout"}, fmt.Errorf("must not be negative, got %s", s.Timeout)})
-		}
-		for _, fe := range errs {
-			add(c.errorf(-1, append(slices.Clone(at), fe.path...), "%v", fe.err))
-		}
-		if len(errs) > 0 {
-			continue
-		}
-		if err := cfg.Check(); err != nil {
-			// The error names the server; its fields are named in words.
-			add(c.errorf(-1, at, "%v", err))
-		}
-	}
-	return byName
-}
-
 // defaultMCPConnectTimeout is RegistryOptions.MCPConnectTimeout's default.
 const defaultMCPConnectTimeout = 30 * time.Second
 
 // connectMCP connects, all at once, to the MCP servers that some agent uses, and
 // returns them by name. It fails, with nothing left running, when any server cannot be
 // started, reached or listed within the connect timeout; each error names its server.
-func (c *AgentsConfig) connectMCP(opts RegistryOptions) (map[string]*mcp.Source, error) {
+func (c *Config) connectMCP(opts RegistryOptions) (map[string]*mcp.Source, error) {
 	used := map[string]bool{}
 	for _, a := range c.Agents {
 		for _, name := range a.MCPServers {
@@ -222,12 +193,4 @@ func mcpSource(t runtime.Tool) string {
 		return "mcp:" + server
 	}
 	return ""
-}
-
-// describe lists names for an error message.
-func describe(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
 }

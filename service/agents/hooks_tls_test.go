@@ -1,4 +1,4 @@
-package service_test
+package agents_test
 
 // Remote hooks over TLS, configured in the agents file: a real HookService on loopback
 // TCP behind TLS or mTLS, with certificates of a CA made by the test.
@@ -25,7 +25,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/tlstest"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
 )
 
 // hookPKI is what a test's TLS needs: two CAs, certificates they signed, and PEM files
@@ -287,11 +287,11 @@ func TestRemoteHookTLS_ConfigErrorsNameTheFieldAndTheFix(t *testing.T) {
 		want: []string{"hooks.remote[0].tls.ca_file: ", "hooks.remote[0].tls.cert_file: open ", "hooks.remote[1].address: 10.0.0.5:7070"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := service.LoadAgentsFile(remoteHooksFile(t, p, tc.remotes))
+			cfg, err := agents.LoadFile(remoteHooksFile(t, p, tc.remotes))
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg, err := service.NewRegistry(cfg, service.RegistryOptions{Logger: quietLog})
+			reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: quietLog})
 			if err == nil {
 				reg.Close()
 				t.Fatalf("NewRegistry succeeded; want an error containing %q", tc.want)
@@ -322,11 +322,11 @@ func TestRemoteHookTLS_AcceptedConfigs(t *testing.T) {
 		"- {address: 127.0.0.1:7070, tls: {ca_file: hooks-ca.pem}}",
 	} {
 		t.Run(remotes, func(t *testing.T) {
-			cfg, err := service.LoadAgentsFile(remoteHooksFile(t, p, "        "+remotes+"\n"))
+			cfg, err := agents.LoadFile(remoteHooksFile(t, p, "        "+remotes+"\n"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg, err := service.NewRegistry(cfg, service.RegistryOptions{Logger: quietLog})
+			reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: quietLog})
 			if err != nil {
 				t.Fatal(err)
 			}

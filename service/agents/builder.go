@@ -1,0 +1,193 @@
+package agents
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/workload"
+	"github.com/agentd/agentd/runtime/tool/builtin"
+	"github.com/agentd/agentd/runtime/tool/mcp"
+	"github.com/agentd/agentd/service"
+)
+
+// defaultToolTimeout is runtime.New's default for Config.ToolTimeout.
+const defaultToolTimeout = time.Minute
+
+// builtinSystem is the system prompt of an agent that takes the built-in tools by default.
+const builtinSystem = "You are agentd's built-in demo agent. You can tell the current time in any IANA time zone " +
+	"(current_time), evaluate arithmetic (calculate) and save short notes (save_note; saving asks the user " +
+	"for approval first). Use a tool whenever it helps, and answer briefly."
+
+// agentBuilder builds one agent: in NewRegistry, and again whenever the tools of one of
+// its MCP servers change. What does not depend on those tools (the model, the hooks,
+// the catalogue tools and their state) is made once, here, and shared by every build.
+type agentBuilder struct {
+	name, description  string
+	allowModelOverride bool
+	serverNames        []string
+	policyTools        map[string]ToolPolicyConfig
+	def                runtime.Approval
+
+	names     []string // the catalogue tools
+	tools     []runtime.Tool
+	sources   []*mcp.Source
+	closers   []func() error // the remote hook connections
+	rtConfig  runtime.Config // all but the tools and the policy
+	timeout   time.Duration  // the agent's tool timeout in effect
+	parallels int
+}
+
+// newBuilder prepares agent i, on the model override if one is given.
+func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts RegistryOptions, sources map[string]*mcp.Source) (*agentBuilder, error) {
+	a := c.Agents[i]
+	spec := cmp.Or(override, a.Model)
+	if spec == "" {
+		return nil, c.errorf(i, nil, "model: required (for example demo or workload:medium)")
+	}
+	model, err := a.resolveModel(spec, resolve, opts.Logger)
+	if err != nil {
+		if override != "" {
+			return nil, fmt.Errorf("model override %q for the default agent %q: %w", override, a.Name, err)
+		}
+		return nil, &configError{file: c.path, line: c.lineOf(i, cfgPath{"model"}), agent: c.agentName(i), msg: err.Error()}
+	}
+
+	// The model's natural setup fills what the config leaves out.
+	names, system, maxSteps := a.Tools, a.System, a.MaxSteps
+	if wm, ok := model.(*workload.Model); ok {
+		wc := workload.Config(wm.Size())
+		if names == nil {
+			names = []string{"echo", "add"}
+		}
+		system = cmp.Or(system, wc.System)
+		maxSteps = cmp.Or(maxSteps, wc.MaxSteps)
+	} else if names == nil {
+		names = []string{builtin.CurrentTimeName, builtin.CalculateName, builtin.SaveNoteName}
+		system = cmp.Or(system, builtinSystem)
+	}
+
+	def, _ := parseApproval(a.Policy.Approval)
+	state := &agentState{notes: new(builtin.Notes)}
+	if hf := a.HTTPFetch; hf != nil {
+		state.fetch, err = builtin.HTTPFetch(hf.AllowHosts, builtin.WithFetchMaxBytes(hf.MaxBytes), builtin.WithFetchTimeout(time.Duration(hf.Timeout)))
+		if err != nil {
+			return nil, c.errorf(i, cfgPath{"http_fetch", "allow_hosts"}, "%v", err)
+		}
+	}
+	tools := make([]runtime.Tool, 0, len(names))
+	for _, name := range names {
+		tools = append(tools, catalogue[name].make(state))
+	}
+	var srcs []*mcp.Source
+	for _, name := range a.MCPServers {
+		srcs = append(srcs, sources[name])
+	}
+
+	agentHooks, closers, err := a.Hooks.build(opts.Logger)
+	if err != nil {
+		return nil, c.errorf(i, cfgPath{"hooks"}, "%v", err)
+	}
+	var hs []runtime.Hooks
+	for _, h := range []runtime.Hooks{opts.Hooks, agentHooks, opts.PostHooks} {
+		if h != nil {
+			hs = append(hs, h)
+		}
+	}
+	var hooks runtime.Hooks
+	switch len(hs) {
+	case 0:
+	case 1:
+		hooks = hs[0]
+	default:
+		hooks = runtime.Chain(opts.Logger, hs...)
+	}
+	return &agentBuilder{
+		name:               a.Name,
+		description:        a.Description,
+		allowModelOverride: a.AllowModelOverride,
+		serverNames:        slices.Clone(a.MCPServers),
+		policyTools:        maps.Clone(a.Policy.Tools),
+		def:                def,
+		names:              slices.Clone(names),
+		tools:              tools,
+		sources:            srcs,
+		closers:            closers,
+		timeout:            cmp.Or(time.Duration(a.ToolTimeout), defaultToolTimeout),
+		parallels:          a.ParallelTools,
+		rtConfig: runtime.Config{
+			Name:          a.Name,
+			Model:         model,
+			System:        system,
+			Hooks:         hooks,
+			MaxSteps:      maxSteps,
+			ParallelTools: a.ParallelTools,
+			ToolTimeout:   time.Duration(a.ToolTimeout),
+			MaxToolOutput: a.MaxToolOutputBytes,
+			Settings:      a.Settings.callSettings(),
+			Logger:        opts.Logger,
+
+			TracerProvider: opts.TracerProvider,
+			MeterProvider:  opts.MeterProvider,
+			RecordContent:  opts.RecordContent,
+		},
+	}, nil
+}
+
+// assemble builds the agent from its catalogue tools and the tools its MCP servers
+// offer now. It returns, sorted, the names of policy.tools entries that name none of
+// the agent's tools.
+func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
+	mcpTools, mcpPolicy := mcp.Merge(b.names, b.sources...)
+	tools := append(slices.Clone(b.tools), mcpTools...)
+	policy := runtime.Policy{Default: runtime.ToolPolicy{Approval: b.def}, Tools: map[string]runtime.ToolPolicy{}}
+	source := map[string]string{}
+	for _, name := range b.names {
+		ct := catalogue[name]
+		tp := runtime.ToolPolicy{Approval: max(ct.approval, b.def)}
+		if pc, ok := b.policyTools[name]; ok {
+			tp.Disabled = pc.Disabled
+			if pc.Approval != "" {
+				tp.Approval, _ = parseApproval(pc.Approval)
+			}
+		}
+		policy.Tools[name] = tp
+		source[name] = ct.source
+	}
+	for _, t := range mcpTools {
+		name := t.Spec().Name
+		var explicit *ToolPolicyConfig
+		if pc, ok := b.policyTools[name]; ok {
+			explicit = &pc
+		}
+		policy.Tools[name] = mcpToolPolicy(mcpPolicy.For(name), b.def, explicit)
+		source[name] = mcpSource(t)
+	}
+	var unknown []string
+	for _, name := range slices.Sorted(maps.Keys(b.policyTools)) {
+		if _, ok := policy.Tools[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+
+	cfg := b.rtConfig
+	cfg.Tools, cfg.Policy = tools, policy
+	rt, err := runtime.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := &service.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []service.ToolInfo{}}
+	for _, spec := range rt.Tools() {
+		a.Tools = append(a.Tools, service.ToolInfo{
+			Spec:     spec,
+			Source:   source[spec.Name],
+			Policy:   policy.For(spec.Name),
+			Timeout:  cmp.Or(spec.Timeout, b.timeout),
+			Parallel: spec.Parallel && b.parallels > 1,
+		})
+	}
+	return a, unknown, nil
+}

@@ -1,0 +1,216 @@
+package agents
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the agents file (agentd --config, AGENTD_CONFIG): the agents a server offers.
+// [LoadFile] reads one; [Default] is what a server offers without one. A config is plain
+// data: [NewRegistry] checks it and builds the agents.
+type Config struct {
+	// DefaultAgent names the agent a run gets when it names none; empty means the first.
+	DefaultAgent string `yaml:"default_agent,omitempty"`
+	// Agents are the agents, at least one.
+	Agents []AgentConfig `yaml:"agents"`
+	// MCPServers are the MCP servers agents may take tools from (AgentConfig.MCPServers).
+	// [NewRegistry] starts or reaches those that some agent names, and only those.
+	MCPServers []MCPServerConfig `yaml:"mcp_servers,omitempty"`
+
+	// Where the config was read from, so that errors found later name the line.
+	path string
+	root *yaml.Node
+}
+
+// AgentConfig declares one agent. Fields left empty take the defaults of the agent's
+// model, its "natural setup" (see Tools, System and MaxSteps).
+type AgentConfig struct {
+	// Name is how clients name the agent: unique, matching ^[a-z0-9][a-z0-9_-]{0,63}$.
+	Name string `yaml:"name"`
+	// Description says what the agent is for; ListAgents shows it.
+	Description string `yaml:"description,omitempty"`
+	// Model is the model spec, "provider:model": "demo" (or "demo:agentd-demo"),
+	// "workload:small|medium|large", and whatever else the registry's [ModelResolver]
+	// knows. Required, unless the agent is the default one and a model override is set.
+	Model string `yaml:"model"`
+	// System is the system prompt. Empty means the model's: the workload's prompt for a
+	// workload model; for any other model a prompt describing the built-in tools, when
+	// Tools is nil too; otherwise none.
+	System string `yaml:"system,omitempty"`
+	// Tools names the agent's tools from the catalogue: current_time, calculate,
+	// save_note, http_fetch (source "builtin"; http_fetch needs HTTPFetch), echo, add
+	// (source "workload"). Nil (the field left out) means the model's tools: echo and add
+	// for a workload model, current_time, calculate and save_note for any other. An empty
+	// list (tools: []) means no tools. The tools of MCPServers come on top.
+	Tools []string `yaml:"tools,omitempty"`
+	// Policy says which tools may be called and which calls need an approval.
+	Policy PolicyConfig `yaml:"policy,omitempty"`
+	// MaxSteps bounds the steps of one turn; 0 means the model's (S+1 for a workload
+	// model, so that a replay can finish) or the runtime's default of 25.
+	MaxSteps int `yaml:"max_steps,omitempty"`
+	// ParallelTools is how many calls of one step may run at once; 0 or 1 runs them one
+	// after another.
+	ParallelTools int `yaml:"parallel_tools,omitempty"`
+	// ToolTimeout bounds a call of a tool that names no timeout of its own; 0 means one
+	// minute.
+	ToolTimeout Duration `yaml:"tool_timeout,omitempty"`
+	// AllowModelOverride lets a client name another model for its run
+	// (RunConfig.model), resolved by the registry's [ModelResolver] (the agents' own
+	// models are reused).
+	AllowModelOverride bool `yaml:"allow_model_override,omitempty"`
+	// Hooks enables and tunes the agent's built-in and remote hooks.
+	Hooks HooksConfig `yaml:"hooks,omitempty"`
+	// BaseURL is the provider's server for this agent (an OpenAI-compatible server such
+	// as Ollama, vLLM or OpenRouter); empty means OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
+	BaseURL string `yaml:"base_url,omitempty"`
+	// APIKeyEnv names the environment variable holding this agent's key; empty means
+	// OPENAI_API_KEY / ANTHROPIC_API_KEY. Keys never appear in the file.
+	APIKeyEnv string `yaml:"api_key_env,omitempty"`
+	// Settings tunes the agent's model calls.
+	Settings ModelSettings `yaml:"settings,omitempty"`
+	// FallbackModels are tried in order when the model fails before it streams anything
+	// and its retries are spent.
+	FallbackModels []string `yaml:"fallback_models,omitempty"`
+	// MCPServers names servers of the file's mcp_servers whose tools the agent has too,
+	// after its catalogue tools, in order. A tool keeps its MCP name unless it clashes
+	// with one of the agent's catalogue tools or with a tool of another of its servers;
+	// then it is "<server>__<tool>". When a server's tools change, the agent is built
+	// again; runs already going keep the tools they started with.
+	MCPServers []string `yaml:"mcp_servers,omitempty"`
+	// HTTPFetch configures the http_fetch tool; an agent that names http_fetch in Tools
+	// needs it, with at least one allowed host.
+	HTTPFetch *HTTPFetchConfig `yaml:"http_fetch,omitempty"`
+	// MaxToolOutputBytes bounds the bytes of a tool's output the model reads (text or
+	// JSON); a longer output is cut, with a note saying so. 0 means 64 KiB; -1 means no
+	// limit.
+	MaxToolOutputBytes int `yaml:"max_tool_output_bytes,omitempty"`
+}
+
+// HTTPFetchConfig configures an agent's http_fetch tool.
+type HTTPFetchConfig struct {
+	// AllowHosts are the hosts the tool may fetch from, redirects included: host names
+	// ("example.com"), "*.example.com" for every subdomain of example.com (not
+	// example.com itself), IP addresses, each optionally with ":port", and CIDR
+	// prefixes ("10.0.0.0/8"). Loopback, private, link-local and other internal
+	// addresses, whether a URL names them or a listed name resolves to them, are reached
+	// only where an IP or CIDR entry names them (a cloud metadata address only by an
+	// entry of its own). Required.
+	AllowHosts []string `yaml:"allow_hosts"`
+	// MaxBytes is how much of a body is read before it is cut; 0 means 1 MiB. The
+	// agent's max_tool_output_bytes still bounds what the model reads.
+	MaxBytes int64 `yaml:"max_bytes,omitempty"`
+	// Timeout bounds one fetch, redirects and body included; 0 means 10s.
+	Timeout Duration `yaml:"timeout,omitempty"`
+}
+
+// PolicyConfig is an agent's tool policy.
+type PolicyConfig struct {
+	// Approval is the approval of every tool not named in Tools, and of client tools:
+	// "auto" (the default), "ask" or "always". A catalogue tool that asks for approval
+	// by itself (save_note, http_fetch) keeps asking unless Tools names it; so does an
+	// MCP tool whose annotations do not mark it read-only (see package
+	// runtime/tool/mcp), or whose server's approval asks.
+	Approval string `yaml:"approval,omitempty"`
+	// Tools sets the policy of single tools, by name; they must be the agent's tools,
+	// from the catalogue or, under the names the agent exposes them as, from its MCP
+	// servers. An entry replaces the tool's own approval (when it names one).
+	Tools map[string]ToolPolicyConfig `yaml:"tools,omitempty"`
+}
+
+// ToolPolicyConfig is the policy of one tool.
+type ToolPolicyConfig struct {
+	// Disabled tools are not offered to the model; their calls get an error result.
+	Disabled bool `yaml:"disabled,omitempty"`
+	// Approval is "auto", "ask" or "always" (see [runtime.Approval]); empty means the
+	// agent's default approval.
+	Approval string `yaml:"approval,omitempty"`
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string ("30s", "1m30s").
+type Duration time.Duration
+
+// String returns the duration as time.Duration formats it.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid duration %q: want a duration such as 30s, 2m or 1m30s", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Default returns the agents a server offers without an agents file: the
+// built-in demo agent, "demo", on the demo model, with current_time, calculate and
+// save_note (whose calls ask for an approval). With a model override
+// ([RegistryOptions.ModelOverride]) it runs on that model; on a workload model its tools
+// are the workload's echo and add.
+func Default() *Config {
+	return &Config{
+		DefaultAgent: "demo",
+		Agents: []AgentConfig{{
+			Name:        "demo",
+			Description: "agentd's built-in demo agent: tells the time, calculates, and saves notes (saving asks for your approval).",
+			Model:       "demo",
+		}},
+	}
+}
+
+// LoadFile reads and checks the agents file at path. Decoding is strict: an unknown
+// field is an error. Every error names the file and line, and the agent and field at
+// fault; all that are found are reported together. Models are resolved later, by
+// [NewRegistry].
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agents file: %w", err)
+	}
+	cfg, err := parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if errs := cfg.check(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func parse(path string, data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: want a mapping with an agents list (and optionally default_agent)", path)
+	}
+	cfg := &Config{path: path, root: doc.Content[0]}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		errs := make([]error, 0, len(te.Errors))
+		for _, msg := range te.Errors {
+			errs = append(errs, cfg.typeError(msg))
+		}
+		return nil, errors.Join(errs...)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); err != io.EOF {
+		return nil, fmt.Errorf("%s: more than one YAML document; want one", path)
+	}
+	return cfg, nil
+}
