@@ -1,7 +1,6 @@
 package anthropic_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/anthropic"
+	"github.com/agentd/agentd/runtime/llm/internal/provider/providertest"
 	"github.com/agentd/agentd/runtime/llm/internal/ssetest"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
@@ -130,39 +130,6 @@ func TestStream(t *testing.T) {
 	}
 }
 
-// assemble runs one step of an agent on m, with tools that answer "ok", and returns
-// the assistant message the runtime assembled and the run's events.
-func assemble(t *testing.T, m runtime.Model, tools ...string) (runtime.Message, []runtime.Event) {
-	t.Helper()
-	var ts []runtime.Tool
-	for _, name := range tools {
-		ts = append(ts, rt.Tool(name, func(context.Context, runtime.ToolCall) (runtime.Output, error) {
-			return runtime.Output{Text: "ok"}, nil
-		}))
-	}
-	a, err := runtime.New(runtime.Config{Model: m, Tools: ts, MaxSteps: 1, NewID: rt.SequentialIDs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []runtime.Event
-	for ev, err := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("Weather?")}}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev)
-		if fin, ok := ev.(*runtime.RunFinished); ok {
-			for _, msg := range fin.NewMessages {
-				if msg.Role == runtime.RoleAssistant {
-					return msg, evs
-				}
-			}
-			t.Fatalf("no assistant message; run finished %v: %v", fin.Reason, fin.Err)
-		}
-	}
-	t.Fatal("no run_finished")
-	return runtime.Message{}, nil
-}
-
 func TestToolCallsAssemble(t *testing.T) {
 	type call struct{ ID, Name, Args string }
 	for _, tc := range []struct {
@@ -175,7 +142,7 @@ func TestToolCallsAssemble(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(tc.file, ".sse"), func(t *testing.T) {
 			m, _, _ := newModel(t, anthropic.Config{}, sse(tc.file))
-			msg, evs := assemble(t, m, "get_weather", "current_time")
+			msg, evs := providertest.Assemble(t, m, "get_weather", "current_time")
 			var got []call
 			for _, c := range msg.ToolCalls() {
 				got = append(got, call{c.ID, c.Name, c.Arguments})
@@ -205,11 +172,11 @@ func TestToolCallsAssemble(t *testing.T) {
 // reasoning blocks into one part.
 func TestRoundTrip(t *testing.T) {
 	m, srv, _ := newModel(t, anthropic.Config{ThinkingBudget: 2048}, sse("thinking.sse"), sse("thinking_tool_use.sse"), sse("answer.sse"))
-	first, _ := assemble(t, m)
+	first, _ := providertest.Assemble(t, m)
 	if n := len(first.Parts); n != 2 {
 		t.Fatalf("the runtime assembled %d parts, want 2 (reasoning joined, text): %s", n, rt.RenderMessage(first))
 	}
-	second, _ := assemble(t, m, "get_weather")
+	second, _ := providertest.Assemble(t, m, "get_weather")
 	results := runtime.Message{Role: runtime.RoleTool, Parts: []runtime.Part{{Kind: runtime.PartToolResult, ToolResult: runtime.ToolResult{
 		CallID: "toolu_paris", Name: "get_weather", Output: runtime.Output{JSON: json.RawMessage(`{"celsius":15}`)},
 	}}}}
@@ -479,40 +446,6 @@ func TestConnectionDropped(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("%d requests, want 1", n)
-	}
-}
-
-func TestCancel(t *testing.T) {
-	for _, how := range []string{"cancel", "break"} {
-		t.Run(how, func(t *testing.T) {
-			m, srv, _ := newModel(t, anthropic.Config{}, ssetest.Reply{File: "testdata/first_delta.sse", Hold: true})
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var evs []runtime.ModelEvent
-			var last error
-			for ev, err := range m.Stream(ctx, hello) {
-				if err != nil {
-					last = err
-					break
-				}
-				evs = append(evs, ev)
-				if how == "break" {
-					break
-				}
-				cancel()
-			}
-			select {
-			case <-srv.Gone:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the server did not see the request end")
-			}
-			if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("Thinking about it")}, evs); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
-			if how == "cancel" && !errors.Is(last, context.Canceled) {
-				t.Errorf("sequence ended with %v, want context.Canceled", last)
-			}
-		})
 	}
 }
 

@@ -116,19 +116,7 @@ func (m *Model) Name() string { return m.name }
 // is done. It is single-use and starts no goroutine; breaking out of it closes the HTTP
 // stream.
 func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
-	return func(yield func(runtime.ModelEvent, error) bool) {
-		if req == nil {
-			req = &runtime.ModelRequest{}
-		}
-		params, err := m.params(req)
-		if err != nil {
-			m.retry.Fail(yield, err)
-			return
-		}
-		m.retry.Stream(ctx, yield, func(yield func(runtime.ModelEvent) bool) *ProviderError {
-			return m.once(ctx, params, yield)
-		})
-	}
+	return provider.Stream(ctx, &m.retry, req, m.params, m.once)
 }
 
 // once makes one call and yields its events. It returns the call's failure, nil when it

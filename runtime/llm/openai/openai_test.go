@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/provider/providertest"
 	"github.com/agentd/agentd/runtime/llm/internal/ssetest"
 	"github.com/agentd/agentd/runtime/llm/openai"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
@@ -139,39 +140,6 @@ func TestStream(t *testing.T) {
 	}
 }
 
-// assemble runs one step of an agent on m, with tools that answer "ok", and returns
-// the assistant message the runtime assembled and the run's events.
-func assemble(t *testing.T, m runtime.Model, tools ...string) (runtime.Message, []runtime.Event) {
-	t.Helper()
-	var ts []runtime.Tool
-	for _, name := range tools {
-		ts = append(ts, rt.Tool(name, func(context.Context, runtime.ToolCall) (runtime.Output, error) {
-			return runtime.Output{Text: "ok"}, nil
-		}))
-	}
-	a, err := runtime.New(runtime.Config{Model: m, Tools: ts, MaxSteps: 1, NewID: rt.SequentialIDs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []runtime.Event
-	for ev, err := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("Weather?")}}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev)
-		if fin, ok := ev.(*runtime.RunFinished); ok {
-			for _, msg := range fin.NewMessages {
-				if msg.Role == runtime.RoleAssistant {
-					return msg, evs
-				}
-			}
-			t.Fatalf("no assistant message; run finished %v: %v", fin.Reason, fin.Err)
-		}
-	}
-	t.Fatal("no run_finished")
-	return runtime.Message{}, nil
-}
-
 // TestToolCallsAssemble checks that the runtime joins the adapter's fragments into the
 // calls the server meant, whatever its way of numbering them.
 func TestToolCallsAssemble(t *testing.T) {
@@ -188,7 +156,7 @@ func TestToolCallsAssemble(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(tc.file, ".sse"), func(t *testing.T) {
 			m, _, _ := newModel(t, openai.Config{}, sse(tc.file))
-			msg, evs := assemble(t, m, "get_weather", "get_time")
+			msg, evs := providertest.Assemble(t, m, "get_weather", "get_time")
 			var got []call
 			for _, c := range msg.ToolCalls() {
 				got = append(got, call{c.ID, c.Name, c.Arguments})
@@ -212,14 +180,14 @@ func TestToolCallsAssemble(t *testing.T) {
 	}
 	t.Run("split text", func(t *testing.T) {
 		m, _, _ := newModel(t, openai.Config{}, sse("split_multibyte.sse"))
-		msg, _ := assemble(t, m, "get_weather")
+		msg, _ := providertest.Assemble(t, m, "get_weather")
 		if got, want := msg.Text(), "Grüezi, "; got != want {
 			t.Errorf("text = %q, want %q", got, want)
 		}
 	})
 	t.Run("split reasoning", func(t *testing.T) {
 		m, _, _ := newModel(t, openai.Config{}, sse("split_reasoning.sse"))
-		msg, evs := assemble(t, m)
+		msg, evs := providertest.Assemble(t, m)
 		var got strings.Builder
 		for _, p := range msg.Parts {
 			if p.Kind == runtime.PartReasoning {
@@ -360,8 +328,8 @@ func TestRequest(t *testing.T) {
 // assembled message converts back to what the server sent.
 func TestRoundTrip(t *testing.T) {
 	m, srv, _ := newModel(t, openai.Config{Model: "deepseek-reasoner"}, sse("reasoning.sse"), sse("parallel_tool_calls.sse"), sse("answer.sse"))
-	first, _ := assemble(t, m)
-	second, _ := assemble(t, m, "get_weather")
+	first, _ := providertest.Assemble(t, m)
+	second, _ := providertest.Assemble(t, m, "get_weather")
 	req := &runtime.ModelRequest{Messages: []runtime.Message{runtime.UserMessage("Weather?"), first, second}}
 	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
 		t.Fatal(err)
@@ -577,40 +545,6 @@ func TestConnectionDropped(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("%d requests, want 1", n)
-	}
-}
-
-func TestCancel(t *testing.T) {
-	for _, how := range []string{"cancel", "break"} {
-		t.Run(how, func(t *testing.T) {
-			m, srv, _ := newModel(t, openai.Config{}, ssetest.Reply{File: "testdata/first_delta.sse", Hold: true})
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var evs []runtime.ModelEvent
-			var last error
-			for ev, err := range m.Stream(ctx, hello) {
-				if err != nil {
-					last = err
-					break
-				}
-				evs = append(evs, ev)
-				if how == "break" {
-					break
-				}
-				cancel()
-			}
-			select {
-			case <-srv.Gone:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the server did not see the request end")
-			}
-			if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("Thinking about it")}, evs); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
-			if how == "cancel" && !errors.Is(last, context.Canceled) {
-				t.Errorf("sequence ended with %v, want context.Canceled", last)
-			}
-		})
 	}
 }
 

@@ -39,4 +39,6 @@ var adapter = providertest.Adapter{
 
 func TestStalls(t *testing.T) { providertest.TestStalls(t, adapter) }
 
+func TestCancel(t *testing.T) { providertest.TestCancel(t, adapter) }
+
 func FuzzStream(f *testing.F) { providertest.FuzzStream(f, adapter) }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"iter"
 	"time"
 
 	"github.com/agentd/agentd/runtime"
@@ -70,4 +71,26 @@ func (r *Retrier) Stream(ctx context.Context, yield func(runtime.ModelEvent, err
 // built), as an *Error of no attempt.
 func (r *Retrier) Fail(yield func(runtime.ModelEvent, error) bool, err error) {
 	yield(runtime.ModelEvent{}, &Error{Provider: r.Provider, Err: err})
+}
+
+// Stream is an adapter's Model.Stream: it builds the call's parameters from req once (a
+// nil req is an empty request), then makes the call through r's attempts. A request that
+// cannot be built fails as an *Error of no attempt.
+func Stream[P any](ctx context.Context, r *Retrier, req *runtime.ModelRequest,
+	params func(*runtime.ModelRequest) (P, error),
+	once func(context.Context, P, func(runtime.ModelEvent) bool) *Error,
+) iter.Seq2[runtime.ModelEvent, error] {
+	return func(yield func(runtime.ModelEvent, error) bool) {
+		if req == nil {
+			req = &runtime.ModelRequest{}
+		}
+		p, err := params(req)
+		if err != nil {
+			r.Fail(yield, err)
+			return
+		}
+		r.Stream(ctx, yield, func(yield func(runtime.ModelEvent) bool) *Error {
+			return once(ctx, p, yield)
+		})
+	}
 }

@@ -297,3 +297,74 @@ func FuzzStream(f *testing.F, a Adapter) {
 		}
 	})
 }
+
+// TestCancel: a consumer that cancels the call's context, or stops reading, after the
+// first delta ends the HTTP request, and a cancelled one's events end with
+// context.Canceled.
+func TestCancel(t *testing.T, a Adapter) {
+	for _, how := range []string{"cancel", "break"} {
+		t.Run(how, func(t *testing.T) {
+			m, srv, _ := a.model(t, Config{}, ssetest.Reply{File: "testdata/first_delta.sse", Hold: true})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var evs []runtime.ModelEvent
+			var last error
+			for ev, err := range m.Stream(ctx, Hello) {
+				if err != nil {
+					last = err
+					break
+				}
+				evs = append(evs, ev)
+				if how == "break" {
+					break
+				}
+				cancel()
+			}
+			// Bounded only so that a broken adapter fails rather than hangs the test.
+			select {
+			case <-srv.Gone:
+			case <-time.After(time.Minute):
+				t.Fatal("the server did not see the request end")
+			}
+			if diff := cmp.Diff([]runtime.ModelEvent{rt.Text("Thinking about it")}, evs); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if how == "cancel" && !errors.Is(last, context.Canceled) {
+				t.Errorf("sequence ended with %v, want context.Canceled", last)
+			}
+		})
+	}
+}
+
+// Assemble runs one step of an agent on m, with tools that answer "ok", and returns
+// the assistant message the runtime assembled and the run's events.
+func Assemble(t *testing.T, m runtime.Model, tools ...string) (runtime.Message, []runtime.Event) {
+	t.Helper()
+	var ts []runtime.Tool
+	for _, name := range tools {
+		ts = append(ts, rt.Tool(name, func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+			return runtime.Output{Text: "ok"}, nil
+		}))
+	}
+	a, err := runtime.New(runtime.Config{Model: m, Tools: ts, MaxSteps: 1, NewID: rt.SequentialIDs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []runtime.Event
+	for ev, err := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("Weather?")}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+		if fin, ok := ev.(*runtime.RunFinished); ok {
+			for _, msg := range fin.NewMessages {
+				if msg.Role == runtime.RoleAssistant {
+					return msg, evs
+				}
+			}
+			t.Fatalf("no assistant message; run finished %v: %v", fin.Reason, fin.Err)
+		}
+	}
+	t.Fatal("no run_finished")
+	return runtime.Message{}, nil
+}
