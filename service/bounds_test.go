@@ -194,7 +194,7 @@ func (h holdAfterRun) AfterRun(context.Context, *runtime.RunInfo, *runtime.RunFi
 // After a cancel, a decision or a steer can no longer take effect: each is refused.
 func TestInput_InputAfterACancelIsRefused(t *testing.T) {
 	hold := holdAfterRun{release: make(chan struct{})}
-	c := newTestServerWith(t, service.Config{}, agents.RegistryOptions{Hooks: hold}).Client
+	c := newTestServerWith(t, service.Config{}, hold).Client
 	s, req := awaitApproval(t, c)
 	cancelled := s.send(cancelMsg())
 	decided := s.send(approve(req.GetApprovalId()))

@@ -198,7 +198,7 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 		})
 	worker, err := runtime.New(runtime.Config{
 		Name: "worker", Model: faultModels["worker"](), Tools: []runtime.Tool{fault}, ToolTimeout: 100 * time.Millisecond,
-		Hooks: hooks, Logger: log, TracerProvider: tp, MeterProvider: mp,
+		Logger: log, TracerProvider: tp, MeterProvider: mp,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 		acfg.Agents = append(acfg.Agents, ac)
 	}
 	reg, err := agents.NewRegistry(acfg, agents.RegistryOptions{
-		Resolve: scriptResolver(models), Logger: log, Hooks: hooks,
+		Resolve: scriptResolver(models), Logger: log,
 		TracerProvider: tp, MeterProvider: mp,
 	})
 	if err != nil {
@@ -229,7 +229,7 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(hookInterceptors(hooks)...) // every agent's runs have the hooks
 	r.svc.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,10 +12,12 @@ import (
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/internal/agentdtest"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
@@ -44,12 +46,12 @@ type scripted struct {
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
 func newTestServer(t testing.TB, cfg service.Config, scripts ...scripted) *servicetest.Server {
 	t.Helper()
-	return newTestServerWith(t, cfg, agents.RegistryOptions{}, scripts...)
+	return newTestServerWith(t, cfg, nil, scripts...)
 }
 
-// newTestServerWith is newTestServer with registry options (hooks, say); their Resolve
-// and Logger are the test's. Their Hooks and PostHooks are the Go agents' too.
-func newTestServerWith(t testing.TB, cfg service.Config, ropts agents.RegistryOptions, scripts ...scripted) *servicetest.Server {
+// newTestServerWith is newTestServer with a server-wide hook: h, unless nil, is installed
+// by the hook interceptors ([withHooks]), as agentd installs --audit, so every run has it.
+func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, scripts ...scripted) *servicetest.Server {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLog
@@ -60,8 +62,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, ropts agents.RegistryOp
 	for _, a := range scripts {
 		if a.goTools != nil {
 			r, err := runtime.New(runtime.Config{
-				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps,
-				Hooks: runtime.Chain(cfg.Logger, ropts.Hooks, ropts.PostHooks), Logger: cfg.Logger,
+				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps, Logger: cfg.Logger,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -76,8 +77,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, ropts agents.RegistryOp
 		}
 		acfg.Agents = append(acfg.Agents, agents.AgentConfig{Name: a.name, Model: "script:" + a.name, Tools: tools, Policy: a.policy, MaxSteps: a.steps})
 	}
-	ropts.Resolve, ropts.Logger = scriptResolver(models), cfg.Logger
-	reg, err := agents.NewRegistry(acfg, ropts)
+	reg, err := agents.NewRegistry(acfg, agents.RegistryOptions{Resolve: scriptResolver(models), Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,27 @@ func newTestServerWith(t testing.TB, cfg service.Config, ropts agents.RegistryOp
 	if cfg.ContinuationKey == nil {
 		cfg.ContinuationKey = testKey
 	}
-	return servicetest.NewServer(t, cfg)
+	if h == nil {
+		return servicetest.NewServer(t, cfg)
+	}
+	return servicetest.NewServer(t, cfg, withHooks(h))
+}
+
+// withHooks installs hs as server-wide hooks ([hookInterceptors]).
+func withHooks(hs ...runtime.Hooks) servicetest.Option {
+	return servicetest.WithServerOptions(hookInterceptors(hs...)...)
+}
+
+// hookInterceptors installs hs as server-wide hooks, the way a server does: one hook
+// interceptor each, for unary and streaming RPCs alike, the first hook outermost.
+func hookInterceptors(hs ...runtime.Hooks) []grpc.ServerOption {
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	for _, h := range hs {
+		unary = append(unary, hooks.UnaryServerInterceptor(h))
+		stream = append(stream, hooks.StreamServerInterceptor(h))
+	}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
 }
 
 // withAgents returns base's agents and more, base's default the default.

@@ -16,6 +16,8 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/demo"
+	"github.com/agentd/agentd/runtime/tool/builtin"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
@@ -36,15 +38,26 @@ func (h named) BeforeRun(context.Context, *runtime.RunInfo) error {
 	return nil
 }
 
+// ownHooksAgent is an agent built in Go, the demo model with the calculate tool, whose
+// own hooks (runtime.Config.Hooks) are h: what an agents file's hooks entry builds.
+func ownHooksAgent(t *testing.T, h runtime.Hooks) service.Agents {
+	t.Helper()
+	r, err := runtime.New(runtime.Config{Name: "own", Model: demo.New(demo.Config{}), Tools: []runtime.Tool{builtin.Calculate()}, Hooks: h, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := service.NewAgents(&service.Agent{Name: "own", Runtime: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
 func TestHooks_InterceptorsRunFirstInInstallationOrderThenTheAgents(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	hook := func(name string) runtime.Hooks { return named{name: name, mu: &mu, seen: &seen} }
-	reg, err := agents.NewRegistry(nil, agents.RegistryOptions{Hooks: hook("agent"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := servicetest.NewServer(t, service.Config{Agents: reg, ContinuationKey: testKey, Logger: slog.New(slog.DiscardHandler)},
+	srv := servicetest.NewServer(t, service.Config{Agents: ownHooksAgent(t, hook("agent")), ContinuationKey: testKey, Logger: quietLog},
 		servicetest.WithServerOptions(
 			grpc.ChainStreamInterceptor(hooks.StreamServerInterceptor(hook("first")), hooks.StreamServerInterceptor(hook("second"))),
 			grpc.ChainUnaryInterceptor(hooks.UnaryServerInterceptor(hook("first")), hooks.UnaryServerInterceptor(hook("second"))),

@@ -24,7 +24,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 )
@@ -123,7 +122,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.maxHealthWatches, "max-health-watches", 1024, "grpc.health.v1.Health/Watch streams open at once; more are refused with RESOURCE_EXHAUSTED (Check is never limited); 0 turns the cap off")
 	fs.IntVar(&cfg.maxHealthWatchesPeer, "max-health-watches-per-peer", 64, "Health/Watch streams open at once from one IP address (behind a proxy or mesh every caller has the proxy's); 0 turns the cap off")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
-	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted), after each agent's own hooks so that their decisions are recorded too")
+	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted); it records what every hook decided, the agents' own included, wherever it sits in the chain")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
 	fs.BoolVar(&cfg.recordContent, "record-content", false, "record prompts, model output, tool arguments and tool results on trace spans (gen_ai.input.messages, …); off by default, as they may hold personal data")
 	fs.Usage = func() {
@@ -206,8 +205,6 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 		return err
 	}
 	defer tel.shutdown(log)
-	// No server-wide hook is installed by an interceptor: those would run before each
-	// agent's own hooks, and --audit must run after them (newServer).
 	opts, err := serverOptions(cfg, log, nil, nil)
 	if err != nil {
 		lis.Close()
@@ -283,12 +280,6 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*daemon, error) {
 	opts := agents.RegistryOptions{
 		ModelOverride: cfg.model, DemoDelay: cfg.demoDelay, Logger: log,
 		TracerProvider: tel.tracerProvider, MeterProvider: tel.meterProvider, RecordContent: cfg.recordContent,
-	}
-	// --audit runs after every agent's own hooks (those of the agents file), so that it
-	// records their answers and denials too: a hook's decision is seen only by the hooks
-	// after it.
-	if cfg.audit {
-		opts.PostHooks = audit.New(log)
 	}
 	reg, err := agents.NewRegistry(file, opts)
 	if err != nil {

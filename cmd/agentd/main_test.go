@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -200,33 +201,78 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 	}
 }
 
+// --audit installs the audit hook through the hook interceptors: the daemon records
+// every tool call of every run, over a unary RPC (ExecuteRun) and a stream (StartRun)
+// alike, its arguments redacted; without --audit it records none.
 func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig([]string{"--audit", "--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), `"tool":"calculate"`) || strings.Contains(logs.String(), "2+2") {
-		t.Errorf("audit log lacks the calculate call, or shows its arguments:\n%s", logs.String())
+	for _, audit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("audit=%v", audit), func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}
+			if audit {
+				args = append(args, "--audit")
+			}
+			cfg, err := parseConfig(args, env(nil), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs syncBuffer
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			client := agentdv1.NewAgentServiceClient(conn)
+			if _, err := client.ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}); err != nil {
+				t.Fatal(err)
+			}
+			stream, err := client.StartRun(ctx, &agentdv1.StartRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := stream.Recv(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+
+			var calls []map[string]any
+			for _, rec := range logs.logLines(t) {
+				if rec["msg"] == "tool call" {
+					calls = append(calls, rec)
+				}
+			}
+			want := 0
+			if audit {
+				want = 2 // one a run
+			}
+			if len(calls) != want {
+				t.Fatalf("%d tool call records, want %d:\n%s", len(calls), want, logs.String())
+			}
+			for i, c := range calls {
+				if c["tool"] != "calculate" || c["executed"] != true || c["is_error"] != false || c["agent"] != "demo" || c["run_id"] == "" || c["arguments"] != "[redacted]" {
+					t.Errorf("tool call record %d: %v, want calculate executed without error, agent demo, with its run, arguments redacted", i, c)
+				}
+			}
+			if audit && calls[0]["run_id"] == calls[1]["run_id"] {
+				t.Errorf("both tool call records are of run %v, want one a run", calls[0]["run_id"])
+			}
+			if strings.Contains(logs.String(), "2+2") {
+				t.Errorf("the log shows a tool call's arguments:\n%s", logs.String())
+			}
+		})
 	}
 }
 
@@ -239,8 +285,8 @@ func (denyTools) BeforeTool(context.Context, *hooksv1.BeforeToolRequest) (*hooks
 	return &hooksv1.BeforeToolResponse{Decision: hooksv1.Decision_DECISION_DENY, Reason: "no tools today"}, nil
 }
 
-// --audit runs after the agent's own hooks, so it records what they decide: here a
-// remote hook of the agents file denies the demo agent's calculate call.
+// --audit, a server-wide hook, runs before the agent's own hooks, yet records what they
+// decide: here a remote hook of the agents file denies the demo agent's calculate call.
 func TestServeAuditFlagRecordsTheDecisionsOfTheAgentsHooks(t *testing.T) {
 	hookLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -33,6 +33,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -54,9 +56,12 @@ import (
 //  4. rate limiting per caller (--rate-limit, --rate-burst), except for health and
 //     reflection, which a probe or a grpcurl session must always reach: one bucket per
 //     identity of [limitKey], none for anonymous callers;
-//  5. hookUnary and hookStream, in the order given: the interceptors that install runtime
-//     hooks (hooks.UnaryServerInterceptor, hooks.StreamServerInterceptor), so hooks see
-//     only authenticated, admitted calls;
+//  5. the hook interceptors (hooks.UnaryServerInterceptor, hooks.StreamServerInterceptor),
+//     which put the server-wide hooks on the RPC's context: --audit's (audit.New(log)),
+//     then hookUnary and hookStream in the order given. After auth and the limits, so a
+//     refused RPC reaches no hook, and every hook sees the caller. A run's hooks are
+//     these, the outermost first, then its agent's own (runtime.Chain); audit records
+//     what every hook decided wherever it sits;
 //  6. recovery, innermost: a panic in a handler (hooks run inside handlers) becomes
 //     INTERNAL and a log line, and the server keeps serving. The interceptors around it
 //     see the INTERNAL error.
@@ -94,6 +99,11 @@ func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInt
 		limiter := newCallerLimiter(rate.Limit(cfg.rateLimit), cfg.rateBurst, func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) })
 		unary = append(unary, selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limiter), rateLimited))
 		stream = append(stream, selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limiter), rateLimited))
+	}
+	if cfg.audit {
+		a := audit.New(log)
+		unary = append(unary, hooks.UnaryServerInterceptor(a))
+		stream = append(stream, hooks.StreamServerInterceptor(a))
 	}
 	unary = append(unary, hookUnary...)
 	stream = append(stream, hookStream...)

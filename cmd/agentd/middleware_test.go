@@ -34,6 +34,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -91,7 +93,7 @@ type hookSet struct {
 
 // startServer serves agentd, configured by args (as on the command line), until the test
 // ends; its log goes to the returned server's buffer at debug level.
-func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
+func startServer(t *testing.T, args []string, hs hookSet) *testServer {
 	t.Helper()
 	cfg, err := parseConfig(append([]string{"--demo-delay=0"}, args...), env(nil), io.Discard)
 	if err != nil {
@@ -99,7 +101,7 @@ func startServer(t *testing.T, args []string, hooks hookSet) *testServer {
 	}
 	buf := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	opts, err := serverOptions(cfg, log, hooks.unary, hooks.stream)
+	opts, err := serverOptions(cfg, log, hs.unary, hs.stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,17 +441,23 @@ func TestPanicBecomesInternal(t *testing.T) {
 }
 
 // Hook interceptors run after auth and rate limiting (they see the caller's identity and
-// never an unauthenticated call), in the order given. That they run outside recovery is
-// TestPanicBecomesInternal's.
+// never an unauthenticated call), --audit's first, then the others in the order given.
+// That they run outside recovery is TestPanicBecomesInternal's.
 func TestHookInterceptorsRunAfterAuth(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	record := func(name string, ctx context.Context) {
 		mu.Lock()
 		defer mu.Unlock()
-		seen = append(seen, name+" "+callerOf(ctx))
+		audits := 0
+		for _, h := range hooks.FromContext(ctx) {
+			if _, ok := h.(*audit.Hook); ok {
+				audits++
+			}
+		}
+		seen = append(seen, fmt.Sprintf("%s %s audit=%d", name, callerOf(ctx), audits))
 	}
-	hooks := hookSet{
+	hs := hookSet{
 		unary: []grpc.UnaryServerInterceptor{
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 				record("unary1", ctx)
@@ -467,7 +475,7 @@ func TestHookInterceptorsRunAfterAuth(t *testing.T) {
 			},
 		},
 	}
-	ts := startServer(t, []string{"--auth-tokens-file", tokensFile(t), "--rate-limit=0.001", "--rate-burst=2"}, hooks)
+	ts := startServer(t, []string{"--audit", "--auth-tokens-file", tokensFile(t), "--rate-limit=0.001", "--rate-burst=2"}, hs)
 	conn := dial(t, ts.addr, nil)
 	ctx := withToken(t.Context(), tokenA)
 
@@ -499,9 +507,10 @@ func TestHookInterceptorsRunAfterAuth(t *testing.T) {
 		t.Fatalf("hooks saw %q, want %q (none for the unauthenticated or limited calls)", seen, want)
 	}
 	for i, s := range seen {
-		name, caller, _ := strings.Cut(s, " ")
-		if name != want[i] || !strings.HasPrefix(caller, "token:") {
-			t.Errorf("hook call %d = %q, want %s with the token's identity", i, s, want[i])
+		name, rest, _ := strings.Cut(s, " ")
+		caller, audits, _ := strings.Cut(rest, " ")
+		if name != want[i] || !strings.HasPrefix(caller, "token:") || audits != "audit=1" {
+			t.Errorf("hook call %d = %q, want %s with the token's identity and --audit's hook on the context", i, s, want[i])
 		}
 	}
 }

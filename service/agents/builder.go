@@ -87,23 +87,11 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 		srcs = append(srcs, sources[name])
 	}
 
-	agentHooks, closers, err := a.Hooks.build(opts.Logger)
+	// The agent's own hooks are its agents file entry's alone: server-wide hooks come
+	// with each run, from the server's interceptors (runtime.Request.Hooks).
+	hooks, closers, err := a.Hooks.build(opts.Logger)
 	if err != nil {
 		return nil, c.errorf(i, cfgPath{"hooks"}, "%v", err)
-	}
-	var hs []runtime.Hooks
-	for _, h := range []runtime.Hooks{opts.Hooks, agentHooks, opts.PostHooks} {
-		if h != nil {
-			hs = append(hs, h)
-		}
-	}
-	var hooks runtime.Hooks
-	switch len(hs) {
-	case 0:
-	case 1:
-		hooks = hs[0]
-	default:
-		hooks = runtime.Chain(opts.Logger, hs...)
 	}
 	return &agentBuilder{
 		name:               a.Name,

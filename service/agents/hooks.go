@@ -20,10 +20,11 @@ import (
 	"github.com/agentd/agentd/runtime"
 )
 
-// HooksConfig enables and tunes an agent's hooks. They run after the hooks the server's
-// interceptors install and [RegistryOptions.Hooks], in this order: loopdetect, budget,
-// errorbreaker, the remote hooks in the order listed, and audit last, so it records what
-// the others decided. Only [RegistryOptions.PostHooks] (agentd's --audit) come later.
+// HooksConfig enables and tunes an agent's own hooks (runtime.Config.Hooks). A run's
+// hooks are the server-wide ones first, those the server's gRPC interceptors install
+// (agentd's --audit among them), then these, in this order: loopdetect, budget,
+// errorbreaker, the remote hooks in the order listed, and audit, which records what every
+// hook of the run decided wherever it sits.
 type HooksConfig struct {
 	// LoopDetect warns the model, and then stops the run, when it calls the same tool
 	// with the same arguments again and again.

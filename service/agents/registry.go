@@ -33,14 +33,6 @@ type RegistryOptions struct {
 	Resolve ModelResolver
 	// Logger is every agent's logger, and the MCP servers'; nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks, if not nil, are every agent's own hooks (runtime.Config.Hooks), before the
-	// hooks of its agents file entry (AgentConfig.Hooks).
-	Hooks runtime.Hooks
-	// PostHooks, if not nil, run after every agent's own hooks, the last of a run's
-	// hooks: the place of a hook that must see what all the others decided, such as a
-	// server-wide audit (a hook answers or denies a call in BeforeTool, where only the
-	// hooks before audit's have spoken).
-	PostHooks runtime.Hooks
 	// TracerProvider, MeterProvider and RecordContent are every agent's telemetry
 	// (runtime.Config); nil providers mean the global ones, and content stays off the
 	// spans unless RecordContent is set.
