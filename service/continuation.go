@@ -143,11 +143,18 @@ func (c *continuationCodec) open(b []byte) (*continuation, error) {
 	return ct, nil
 }
 
-// check reports whether ct was issued for this agent, thread and transcript, where
-// transcript has been fed the messages the client sent back; the error (wrapping
-// errContinuationMismatch) names everything that differs. The transcript's digest is
-// taken as ct's was (ct.DigestVersion).
-func (ct *continuation) check(agent, threadID string, transcript *transcriptHasher) error {
+// transcriptDigests gives the digest of a transcript in a version a continuation may
+// name (digestVersion), or nil for a version it does not take. A *transcriptHasher takes
+// digestV1; [withLegacy] adds format 1's.
+type transcriptDigests interface {
+	sumOf(v digestVersion) []byte
+}
+
+// check reports whether ct was issued for this agent, thread and transcript, the
+// messages the client sent back; the error (wrapping errContinuationMismatch) names
+// everything that differs. The transcript's digest is taken as ct's was
+// (ct.DigestVersion), and that one alone.
+func (ct *continuation) check(agent, threadID string, transcript transcriptDigests) error {
 	if ct == nil {
 		return fmt.Errorf("%w: no continuation", errContinuationMismatch)
 	}

@@ -1,8 +1,10 @@
 package service
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -36,6 +38,43 @@ func decodeLegacyPayload(payload []byte) (*continuation, error) {
 		Pending:       w.Pending.runtime(),
 		ExpiresAt:     w.Expires.UTC(),
 	}, nil
+}
+
+// withLegacy is the transcript a start carries, with format 1's digest beside version
+// 1's. The transcriptHasher holds version 1's, which the run needs anyway; format 1's is
+// taken from messages when it is asked for, which only the check of a continuation of
+// format 1 does, once per start that carries one.
+type withLegacy struct {
+	*transcriptHasher
+	messages []*agentdv1.Message // what the hasher was fed
+}
+
+func (t withLegacy) sumOf(v digestVersion) []byte {
+	if v != digestLegacy {
+		return t.transcriptHasher.sumOf(v)
+	}
+	d, err := legacyDigest(t.messages)
+	if err != nil {
+		return nil // a transcript no digest takes matches no continuation
+	}
+	return d
+}
+
+// legacyDigest returns format 1's digest of msgs.
+func legacyDigest(msgs []*agentdv1.Message) ([]byte, error) {
+	h := sha256.New()
+	var b []byte
+	for i, m := range msgs {
+		if m == nil {
+			return nil, fmt.Errorf("message %d: transcript message is nil", i)
+		}
+		var err error
+		if b, err = appendLegacyEncoding(b[:0], m); err != nil {
+			return nil, fmt.Errorf("message %d: transcript message %q: %w", i, m.GetId(), err)
+		}
+		h.Write(b)
+	}
+	return h.Sum(nil), nil
 }
 
 // appendLegacyEncoding appends m as format 1's digest takes it: its deterministic proto

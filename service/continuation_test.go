@@ -488,26 +488,36 @@ func hasherOf(t testing.TB, msgs []*agentdv1.Message) *transcriptHasher {
 	return h
 }
 
+// sentBack returns msgs as a start that sends them back is checked: every digest
+// version, format 1's included.
+func sentBack(t testing.TB, msgs []*agentdv1.Message) withLegacy {
+	t.Helper()
+	return withLegacy{hasherOf(t, msgs), msgs}
+}
+
 func TestContinuationCheck(t *testing.T) {
 	transcript := testTranscript(t)
-	same := hasherOf(t, testTranscript(t))
+	same := sentBack(t, testTranscript(t))
 	digest := same.sum()
 	changed := testTranscript(t)
 	changed[0].Parts[0].Kind = &agentdv1.Part_Text{Text: "add 1 and 3"}
-	other := hasherOf(t, changed)
+	other := sentBack(t, changed)
 	ct := &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest, DigestVersion: digestV1}
-	legacy := &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: hasherOf(t, transcript).sumOf(digestLegacy), DigestVersion: digestLegacy}
+	legacy := &continuation{Agent: "assistant", ThreadID: "thr_1", Digest: sentBack(t, transcript).sumOf(digestLegacy), DigestVersion: digestLegacy}
 	tests := []struct {
 		name       string
 		ct         *continuation
 		agent      string
 		thread     string
-		transcript *transcriptHasher
+		transcript transcriptDigests
 		wantErr    bool
 		messages   []string
 	}{
 		{name: "match", ct: ct, agent: "assistant", thread: "thr_1", transcript: same},
 		{name: "match, digest of format 1", ct: legacy, agent: "assistant", thread: "thr_1", transcript: same},
+		// The run's own hasher takes no digest of format 1.
+		{name: "digest of format 1, hasher alone", ct: legacy, agent: "assistant", thread: "thr_1", transcript: same.transcriptHasher, wantErr: true,
+			messages: []string{"messages sent back differ"}},
 		{name: "other agent", ct: ct, agent: "coder", thread: "thr_1", transcript: same, wantErr: true,
 			messages: []string{`agent "assistant", not "coder"`}},
 		{name: "other thread", ct: ct, agent: "assistant", thread: "thr_2", transcript: same, wantErr: true,
@@ -582,7 +592,7 @@ func TestContinuationFormat1StillOpensAndChecks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	// The digest format 1 held: what transcriptHasher still computes as digestLegacy.
+	// The digest format 1 held: what legacyDigest still computes.
 	legacyDigest, _ := hex.DecodeString("c7b97a158301c8269a54695f3ed74801458cd0277183161fa3060865f4d856e9")
 	want := &continuation{
 		Agent: "assistant", ThreadID: "thr_1", Digest: legacyDigest, DigestVersion: digestLegacy,
@@ -602,16 +612,16 @@ func TestContinuationFormat1StillOpensAndChecks(t *testing.T) {
 		t.Fatalf("messagesFromProto: %v", fe.summary())
 	}
 	for name, msgs := range map[string][]*agentdv1.Message{"as sent": sent, "re-encoded": reencoded} {
-		if err := got.check("assistant", "thr_1", hasherOf(t, msgs)); err != nil {
+		if err := got.check("assistant", "thr_1", sentBack(t, msgs)); err != nil {
 			t.Errorf("%s: check = %v", name, err)
 		}
 	}
 	changed := testTranscript(t)
 	changed[1].Parts[1].GetToolCall().ArgumentsJson = `{"a":1,"b":3}`
-	if err := got.check("assistant", "thr_1", hasherOf(t, changed)); !errors.Is(err, errContinuationMismatch) {
+	if err := got.check("assistant", "thr_1", sentBack(t, changed)); !errors.Is(err, errContinuationMismatch) {
 		t.Errorf("changed transcript: check = %v, want mismatch", err)
 	}
-	if err := got.check("coder", "thr_1", hasherOf(t, sent)); !errors.Is(err, errContinuationMismatch) {
+	if err := got.check("coder", "thr_1", sentBack(t, sent)); !errors.Is(err, errContinuationMismatch) {
 		t.Errorf("other agent: check = %v, want mismatch", err)
 	}
 

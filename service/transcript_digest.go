@@ -76,19 +76,20 @@ const (
 	digestLegacy digestVersion = 1<<32 - 1
 )
 
-// transcriptHasher hashes a transcript incrementally: add each message as it is added,
-// read the digest at any point. It is not safe for concurrent use.
+// transcriptHasher hashes a transcript incrementally, by projection version 1: add each
+// message as it is added, read the digest at any point. It is not safe for concurrent
+// use.
 //
-// Beside projection version 1 it keeps the digest continuations of the JSON format
-// hold, so that runs parked by a replica of the previous release still resume here.
+// It takes no digest of format 1 (digestLegacy): only a resume from a continuation of
+// that format needs one, of the history its start carries, and it is taken then from
+// those messages ([withLegacy]), never for a run's own messages.
 type transcriptHasher struct {
-	h      hash.Hash
-	legacy hash.Hash
-	buf    []byte
+	h   hash.Hash
+	buf []byte
 }
 
 func newTranscriptHasher() *transcriptHasher {
-	h := &transcriptHasher{h: sha256.New(), legacy: sha256.New()}
+	h := &transcriptHasher{h: sha256.New()}
 	h.h.Write([]byte(transcriptTagV1))
 	return h
 }
@@ -103,14 +104,7 @@ func (h *transcriptHasher) add(m *agentdv1.Message) error {
 	if err != nil {
 		return fmt.Errorf("transcript message %q: %w", m.GetId(), err)
 	}
-	// The legacy encoding comes after the projection in the same buffer.
-	n := len(b)
-	b, err = appendLegacyEncoding(b, m)
-	if err != nil {
-		return fmt.Errorf("transcript message %q: %w", m.GetId(), err)
-	}
-	h.h.Write(b[:n])
-	h.legacy.Write(b[n:])
+	h.h.Write(b)
 	h.buf = b
 	return nil
 }
@@ -122,36 +116,25 @@ func (h *transcriptHasher) sum() []byte {
 }
 
 // sumOf returns the digest of the given version of the messages added so far, or nil for
-// a version the hasher does not take.
+// a version the hasher does not take: it takes digestV1 alone.
 func (h *transcriptHasher) sumOf(v digestVersion) []byte {
-	switch v {
-	case digestV1:
-		return h.h.Sum(nil)
-	case digestLegacy:
-		return h.legacy.Sum(nil)
+	if v != digestV1 {
+		return nil
 	}
-	return nil
+	return h.h.Sum(nil)
 }
 
 // clone returns a hasher with h's state, which adds to independently.
 func (h *transcriptHasher) clone() (*transcriptHasher, error) {
-	hc, err := cloneHash(h.h)
-	if err != nil {
-		return nil, err
-	}
-	lc, err := cloneHash(h.legacy)
-	if err != nil {
-		return nil, err
-	}
-	return &transcriptHasher{h: hc, legacy: lc}, nil
-}
-
-func cloneHash(h hash.Hash) (hash.Hash, error) {
-	c, ok := h.(hash.Cloner)
+	c, ok := h.h.(hash.Cloner)
 	if !ok {
 		return nil, errors.New("the transcript hash cannot be cloned")
 	}
-	return c.Clone()
+	hc, err := c.Clone()
+	if err != nil {
+		return nil, err
+	}
+	return &transcriptHasher{h: hc}, nil
 }
 
 // digestWith returns the digest of the messages added so far followed by msgs, leaving

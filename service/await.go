@@ -1,0 +1,174 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+)
+
+// answerSlot is an answer the run awaits from the client: the decision on an approval
+// (T is runtime.Decision) or the result of a client tool call (runtime.Output). An
+// answer is accepted only while the run still waits for it: closed says why it no
+// longer does. Its fields are guarded by session.mu.
+type answerSlot[T any] struct {
+	// tool and args are an approval's call, which edited arguments are checked against.
+	tool, args string
+	answered   bool   // an answer was acked: it is in ch, or was taken
+	closed     string // why the slot takes no answer; empty while it does
+	ch         chan T // buffered: the waiting call takes the answer after its ack went out
+}
+
+func newAnswerSlot[T any](tool, args string) *answerSlot[T] {
+	return &answerSlot[T]{tool: tool, args: args, ch: make(chan T, 1)}
+}
+
+// answerLocked hands v, just acked, to the call that waits for it.
+func (s *answerSlot[T]) answerLocked(v T) {
+	s.answered = true
+	s.ch <- v
+}
+
+// closeLocked records why s takes no answer from now on, unless it was answered or
+// closed already. A nil s is a call nobody could answer.
+func (s *answerSlot[T]) closeLocked(why string) {
+	if s != nil && s.closed == "" && !s.answered {
+		s.closed = why
+	}
+}
+
+// awaiting says what await waits for.
+type awaiting[T any] struct {
+	id        string                    // the approval's id, or the call's
+	slots     map[string]*answerSlot[T] // the session's slots of this kind
+	preloaded map[string]T              // the answers a resume carried
+	// policy, when set, answers without the client (the run's approval policy).
+	policy *policyAnswer[T]
+	// parked is what the slot says when the run parks rather than wait; expired, when
+	// the wait's own deadline passes.
+	parked, expired string
+}
+
+// policyAnswer is how the run's policy answers a call: with v, or with err; why is
+// what the call's slot says of it from then on.
+type policyAnswer[T any] struct {
+	v   T
+	err error
+	why string
+}
+
+// await answers the call w.id for the run: from what a resume carried, from the run's
+// policy, or from the client, whose answer it waits for. The run parks (ErrInterrupt)
+// when nobody can answer: on an RPC that takes no input, or once the client has
+// half-closed. However await returns, the slot takes no answer afterwards: one acked is
+// one applied.
+func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
+	var zero T
+	ss.mu.Lock()
+	slot := w.slots[w.id]
+	if v, ok := w.preloaded[w.id]; ok {
+		delete(w.preloaded, w.id)
+		if slot != nil {
+			slot.answered = true
+		}
+		ss.mu.Unlock()
+		return v, nil
+	}
+	switch {
+	case w.policy != nil:
+		slot.closeLocked(w.policy.why)
+		ss.mu.Unlock()
+		return w.policy.v, w.policy.err
+	case ss.mode != modeRun || slot == nil:
+		slot.closeLocked(w.parked)
+		ss.mu.Unlock()
+		return zero, runtime.ErrInterrupt
+	}
+	ss.mu.Unlock()
+	select {
+	case v := <-slot.ch:
+		return v, nil
+	case <-ctx.Done():
+	case <-ss.inputDoneCh:
+	}
+	// The wait ended; an answer may have been acked just before, and is then applied.
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	select {
+	case v := <-slot.ch:
+		return v, nil
+	default:
+	}
+	slot.closed = ss.waitEnded(ctx, w.expired)
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	// A client that went away (its RPC cancelled, its connection closed) also ends the
+	// input, but it cancels the run: only a half-close parks it.
+	if err := ss.ctx.Err(); err != nil {
+		return zero, err
+	}
+	return zero, runtime.ErrInterrupt // the client half-closed: park
+}
+
+// waitEnded says why a wait for the client ended without its answer; expired is what
+// the wait's own deadline means.
+func (ss *session) waitEnded(ctx context.Context, expired string) string {
+	switch {
+	case ss.ctx.Err() != nil:
+		return "the run is ending"
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return expired
+	case ctx.Err() != nil:
+		return "the step was interrupted"
+	}
+	return "the run parked; resume it with the continuation"
+}
+
+// approve is Request.Approve: it answers from the decisions a resume carried, applies
+// the run's approval policy, or waits for the client (await).
+func (ss *session) approve(ctx context.Context, req runtime.ApprovalRequest) (runtime.Decision, error) {
+	const parked = "the run parked; resume it with the continuation and this decision"
+	var policy *policyAnswer[runtime.Decision]
+	switch ss.policy {
+	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_DENY:
+		policy = &policyAnswer[runtime.Decision]{
+			v:   runtime.Decision{Outcome: runtime.OutcomeDenied, DecidedBy: runtime.DecidedByPolicy, Reason: "the run's approval policy denies calls that need an approval"},
+			why: "the run's approval policy denied it",
+		}
+	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_APPROVE:
+		if req.AutoApprovable {
+			policy = &policyAnswer[runtime.Decision]{
+				v:   runtime.Decision{Outcome: runtime.OutcomeApproved, DecidedBy: runtime.DecidedByPolicy},
+				why: "the run's approval policy approved it",
+			}
+		}
+	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT:
+		policy = &policyAnswer[runtime.Decision]{err: runtime.ErrInterrupt, why: parked}
+	}
+	return await(ctx, ss, awaiting[runtime.Decision]{
+		id: req.ID, slots: ss.approvals, preloaded: ss.preDecisions,
+		policy: policy, parked: parked, expired: "it expired",
+	})
+}
+
+// compiledTool is a tool that carries its compiled schema (runtime.SchemaTool), so that
+// the runtime does not compile a client tool's schema a second time.
+type compiledTool struct {
+	runtime.Tool
+	schema *runtime.Schema
+}
+
+func (t compiledTool) Schema() *runtime.Schema { return t.schema }
+
+// clientTool is the runtime tool behind a tool the client runs: Execute answers from
+// the results a resume carried, or waits for the client's tool_result (await).
+func (ss *session) clientTool(spec runtime.ToolSpec, schema *runtime.Schema) runtime.Tool {
+	return compiledTool{schema: schema, Tool: runtime.NewTool(spec, func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+		return await(ctx, ss, awaiting[runtime.Output]{
+			id: call.ID, slots: ss.clientCalls, preloaded: ss.preResults,
+			parked: "the run parked; resume it with the continuation and this result", expired: "it timed out",
+		})
+	})}
+}

@@ -1,0 +1,156 @@
+package service
+
+import (
+	"errors"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+)
+
+// emit does what the session must know of one runtime event and, on an RPC with a
+// stream, converts it and sends it. ExecuteRun has no stream: nobody would receive its
+// events, so they are neither converted nor stamped, and it takes no checkpoints; its
+// outcome is run_finished alone, whose continuation is sealed from the history.
+func (ss *session) emit(ev runtime.Event) error {
+	ss.observe(ev)
+	if ss.out == nil {
+		return nil
+	}
+	pe := eventToProto(ev)
+	switch e := ev.(type) {
+	case *runtime.RunStarted:
+		pe.GetRunStarted().RequestId = ss.reqID
+		if err := ss.sendEvent(pe); err != nil {
+			return err
+		}
+		if ss.started != nil {
+			ss.started()
+		}
+		return nil
+	case *runtime.StepFinished:
+		for _, m := range pe.GetStepFinished().GetNewMessages() {
+			ss.transcript.add(m)
+		}
+		if err := ss.sendEvent(pe); err != nil {
+			return err
+		}
+		return ss.checkpoint(e)
+	}
+	return ss.sendEvent(pe)
+}
+
+// observe records what the session must know of an event before it goes out: the run's
+// trace id, the step a checkpoint resumes after, and the approvals and client tool calls
+// the client may answer, which take an answer from the moment their event is queued.
+func (ss *session) observe(ev runtime.Event) {
+	switch e := ev.(type) {
+	case *runtime.RunStarted:
+		ss.traceID = e.TraceID
+	case *runtime.StepStarted:
+		ss.mu.Lock()
+		ss.step = *e
+		ss.mu.Unlock()
+	case *runtime.ApprovalRequested:
+		ss.mu.Lock()
+		ss.approvals[e.ApprovalID] = newAnswerSlot[runtime.Decision](e.ToolName, e.Arguments)
+		ss.mu.Unlock()
+	case *runtime.ApprovalResolved:
+		// However the run resolved it (an interrupting steer cancels approvals it never
+		// asked the client about), the approval takes no decision from now on.
+		ss.mu.Lock()
+		ss.approvals[e.ApprovalID].closeLocked(resolvedWhy(e))
+		ss.mu.Unlock()
+	case *runtime.ToolExecutionStarted:
+		if e.Executor == runtime.ExecutorClient {
+			ss.mu.Lock()
+			if _, pre := ss.preResults[e.CallID]; !pre {
+				ss.clientCalls[e.CallID] = newAnswerSlot[runtime.Output]("", "")
+			}
+			ss.mu.Unlock()
+		}
+	}
+}
+
+// resolvedWhy says in words how the run resolved an approval.
+func resolvedWhy(e *runtime.ApprovalResolved) string {
+	var why string
+	switch e.Outcome {
+	case runtime.OutcomeExpired:
+		why = "it expired"
+	case runtime.OutcomeCancelled:
+		why = "it was cancelled"
+	default:
+		why = "it was " + e.Outcome.String() + " by " + e.DecidedBy.String()
+	}
+	if e.Reason != "" {
+		why += " (" + e.Reason + ")"
+	}
+	return why
+}
+
+// checkpoint sends a continuation from which the run can resume after the step. Only a
+// streamed run takes checkpoints: its transcript is set.
+func (ss *session) checkpoint(e *runtime.StepFinished) error {
+	ss.mu.Lock()
+	st := ss.step
+	ss.mu.Unlock()
+	ct := &continuation{
+		Agent: ss.entry.Name, ThreadID: ss.thread, Digest: ss.transcript.sum(),
+		Pending: &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1},
+	}
+	b, err := ss.srv.codec.seal(ct)
+	if err != nil {
+		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
+		return nil
+	}
+	return ss.sendEvent(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}})
+}
+
+// finished builds run_finished from the runtime's RunFinished.
+func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
+	ss.mu.Lock()
+	clientCancelled := ss.clientCancelled && errors.Is(fin.Err, errClientCancel)
+	ss.mu.Unlock()
+	rf := &agentdv1.RunFinished{
+		Reason:      endReasonToProto(fin.Reason),
+		Error:       runError(fin, clientCancelled),
+		NewMessages: messagesToProto(fin.NewMessages),
+		Usage:       usageToProto(fin.Usage),
+		FinalText:   protoString(fin.FinalText),
+	}
+	if fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled) {
+		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
+		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
+	}
+	if p := fin.Pending; p != nil {
+		// The parked step's assistant message travels in Pending, not in NewMessages, so
+		// the digest is the history's and NewMessages', not the running transcript's.
+		digest, err := ss.history.digestWith(rf.NewMessages)
+		if err == nil {
+			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p})
+		}
+		if err != nil {
+			ss.srv.log.Error("sealing a continuation failed", "run_id", ss.runID, "error", err)
+		}
+		for _, c := range p.Calls {
+			switch {
+			case c.State == runtime.CallAwaitingApproval:
+				rf.PendingApprovals = append(rf.PendingApprovals, &agentdv1.ApprovalRequested{
+					ApprovalId: c.ApprovalID, ToolCallId: c.Call.ID, ToolName: c.Call.Name,
+					ArgumentsJson: protoString(c.Call.Arguments), Editable: true, Reason: c.Reason,
+				})
+			case c.State == runtime.CallReady && ss.tools.specs[c.Call.Name].Executor == runtime.ExecutorClient:
+				rf.PendingClientToolCallIds = append(rf.PendingClientToolCallIds, c.Call.ID)
+			}
+		}
+	}
+	return rf
+}
+
+// sendFinished sends run_finished, the run's last event: nothing is acked after it.
+func (ss *session) sendFinished(rf *agentdv1.RunFinished) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.ended = true
+	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+}

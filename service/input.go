@@ -1,0 +1,402 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+)
+
+// recvStart reads a Run stream's first message, which must come within the start
+// timeout: a stream that never starts a run does not hold the server. The receive it
+// waits for is not joined: when the time is up the handler returns, and the end of the
+// RPC ends the receive.
+func (s *Server) recvStart(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) (*agentdv1.RunRequest, error) {
+	type received struct {
+		req *agentdv1.RunRequest
+		err error
+	}
+	ch := make(chan received, 1)
+	go func() {
+		req, err := stream.Recv()
+		ch <- received{req, err}
+	}()
+	t := time.NewTimer(s.cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.req, r.err
+	case <-t.C:
+		return nil, statusError(codes.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
+	case <-stream.Context().Done():
+		return nil, status.FromContextError(stream.Context().Err()).Err()
+	}
+}
+
+// closeInput records that nothing more comes from the client: what then needs the client
+// parks the run.
+func (ss *session) closeInput() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.inputDone {
+		ss.inputDone = true
+		close(ss.inputDoneCh)
+	}
+}
+
+// receive reads the client's messages until the stream ends. It is not joined: it ends
+// when the RPC does.
+func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
+	for {
+		// Acks queue like events: while the client reads nothing, read nothing from it
+		// either, so that flow control, not agentd's memory, holds what it sends.
+		if ss.out.wait(ss.ctx) != nil {
+			ss.closeInput()
+			return
+		}
+		req, err := recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				ss.srv.log.Debug("receive ended", "run_id", ss.runID, "error", err)
+			}
+			if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
+				// The client went away (its RPC cancelled, its connection closed): that
+				// cancels the run, before the input ends, so that what waits for the
+				// client does not park it as it would after a half-close. The RPC's own
+				// context may be seen done a moment after Recv fails.
+				ss.cancel(err)
+			}
+			ss.closeInput()
+			return
+		}
+		if !ss.handle(req) {
+			// Over the stream's message rate: read nothing more until the bucket has a
+			// token again, so that a client flooding the stream is held back by flow
+			// control instead of being served at the flood's pace.
+			r := ss.msgLimit.Reserve()
+			wait := r.Delay()
+			r.Cancel() // the token is the next message's to take
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ss.ctx.Done():
+			}
+			t.Stop()
+		}
+	}
+}
+
+// handle acts on one client message after start. It returns false when the message was
+// refused for the stream's message rate.
+func (ss *session) handle(req *agentdv1.RunRequest) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended {
+		return true // run_finished is out: the stream carries nothing more
+	}
+	seq := req.GetClientSeq()
+	_, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel)
+	if !(cancel && !ss.clientCancelled) && !ss.msgLimit.Allow() {
+		// A client's first cancel is never refused: it ends the run, and the flood.
+		ss.ackLocked(seq, ackError(reasonRateLimited, "too many messages on this stream: at most %g a second (burst %d)", float64(ss.msgLimit.Limit()), ss.msgLimit.Burst()))
+		return false
+	}
+	if fe := takeInvalidUTF8(req); fe != nil {
+		// Decoded with the strings made valid (Codec): refused, and the run goes on.
+		ss.ackLocked(seq, utf8Refusal(fe))
+		return true
+	}
+	switch k := req.GetKind().(type) {
+	case *agentdv1.RunRequest_Start:
+		ss.ackLocked(seq, ackError(reasonAlreadyStarted, "the run has already started: one run per stream"))
+	case *agentdv1.RunRequest_ApprovalDecision:
+		// Validating edited arguments must not hold up the run's events.
+		ss.mu.Unlock()
+		ss.decide(seq, k.ApprovalDecision)
+		ss.mu.Lock()
+	case *agentdv1.RunRequest_Steer:
+		ss.steerLocked(seq, k.Steer)
+	case *agentdv1.RunRequest_ToolResult:
+		ss.toolResultLocked(seq, k.ToolResult)
+	case *agentdv1.RunRequest_Cancel:
+		if refusal := ss.endingLocked(); refusal != nil {
+			ss.ackLocked(seq, refusal)
+			return true
+		}
+		ss.ackLocked(seq, nil)
+		ss.clientCancelled = true
+		reason := k.Cancel.GetReason()
+		if reason == "" {
+			ss.cancel(errClientCancel)
+		} else {
+			ss.cancel(fmt.Errorf("%w: %s", errClientCancel, reason))
+		}
+	case *agentdv1.RunRequest_Ping:
+		ss.ackLocked(seq, nil)
+	default:
+		ss.ackLocked(seq, ackError(reasonEmptyMessage, "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
+	}
+	return true
+}
+
+// endingLocked refuses input once the run's context is done: whatever the message asks,
+// the run will not act on it any more.
+func (ss *session) endingLocked() *agentdv1.RunError {
+	if ss.ctx.Err() == nil {
+		return nil
+	}
+	why := "it is ending"
+	switch cause := context.Cause(ss.ctx); {
+	case errors.Is(cause, errClientCancel):
+		why = "it was cancelled"
+	case errors.Is(cause, runtime.ErrShutdown):
+		why = "the server is shutting down; resume it from its continuation on another replica"
+	case errors.Is(cause, errClientStalled):
+		why = "its client read nothing for too long"
+	}
+	return ackError(reasonRunEnding, "the run cannot act on this any more: %s", why)
+}
+
+// runTools are the tools of a run, by name, for checking the arguments a decision edits:
+// every tool's spec, and the schemas compiled so far. The client tools' schemas are
+// compiled at the start; an agent tool's is compiled when first needed, and kept. Only
+// the goroutine that reads client messages uses it once the run has started.
+type runTools struct {
+	specs   map[string]runtime.ToolSpec
+	schemas map[string]*runtime.Schema
+}
+
+// decision turns a client's approval decision into the runtime's, checking it against
+// the call: outcome, editability and the tool's schema. It validates edited arguments,
+// which may take a while, so it is called without mu held; ctx bounds the validation.
+func (t runTools) decision(ctx context.Context, d *agentdv1.ApprovalDecision, tool, args string) (runtime.Decision, *agentdv1.RunError) {
+	rd := runtime.Decision{Reason: d.GetReason(), DecidedBy: runtime.DecidedByClient}
+	switch d.GetOutcome() {
+	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED:
+		rd.Outcome = runtime.OutcomeApproved
+	case agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED:
+		rd.Outcome = runtime.OutcomeDenied
+	default:
+		return rd, ackError(reasonInvalidDecision, "outcome must be APPROVAL_OUTCOME_APPROVED or APPROVAL_OUTCOME_DENIED, got %s", d.GetOutcome())
+	}
+	if d.GetEditedArguments() == nil {
+		return rd, nil
+	}
+	if rd.Outcome != runtime.OutcomeApproved {
+		return rd, ackError(reasonInvalidDecision, "edited_arguments go with APPROVAL_OUTCOME_APPROVED only")
+	}
+	edited, err := valueToJSON(d.GetEditedArguments())
+	if err != nil {
+		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments: %v", err)
+	}
+	schema := t.schemas[tool]
+	if schema == nil {
+		if schema, err = runtime.CompileSchema(t.specs[tool].Parameters); err != nil {
+			return rd, ackError(reasonInvalidEditedArgs, "tool %s has no usable schema: %v", tool, err)
+		}
+		t.schemas[tool] = schema
+	}
+	if err := schema.ValidateContext(ctx, edited); err != nil {
+		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments for tool %s: %v", tool, err)
+	}
+	if edited != args {
+		rd.EditedArguments = edited
+	}
+	return rd, nil
+}
+
+// decide acts on a client's approval decision. It is called without mu held: edited
+// arguments are validated outside the lock, then the approval is checked again.
+func (ss *session) decide(seq int64, d *agentdv1.ApprovalDecision) {
+	ss.mu.Lock()
+	slot := ss.approvals[d.GetApprovalId()]
+	refusal := ss.approvalRefusalLocked(slot, d.GetApprovalId())
+	if refusal != nil {
+		ss.ackLocked(seq, refusal)
+		ss.mu.Unlock()
+		return
+	}
+	tool, args := slot.tool, slot.args
+	ss.mu.Unlock()
+	rd, refusal := ss.tools.decision(ss.ctx, d, tool, args)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended {
+		return
+	}
+	// The approval may have closed, or the run begun to end, while the arguments were
+	// validated: that, not the validation it cut short, is the answer.
+	if closed := ss.approvalRefusalLocked(slot, d.GetApprovalId()); closed != nil {
+		refusal = closed
+	}
+	if refusal != nil {
+		ss.ackLocked(seq, refusal)
+		return
+	}
+	ss.ackLocked(seq, nil)
+	slot.answerLocked(rd)
+}
+
+// approvalRefusalLocked says why approval id takes no decision, or nil when it does. A
+// run that is ending says so first, whatever became of the approval on the way.
+func (ss *session) approvalRefusalLocked(slot *answerSlot[runtime.Decision], id string) *agentdv1.RunError {
+	if refusal := ss.endingLocked(); refusal != nil {
+		return refusal
+	}
+	switch {
+	case slot == nil:
+		return ackError(reasonUnknownApproval, "no approval %q is open in this run", id)
+	case slot.answered:
+		return ackError(reasonAlreadyDecided, "approval %q was already decided", id)
+	case slot.closed != "":
+		return ackError(reasonApprovalClosed, "approval %q is no longer open: %s", id, slot.closed)
+	}
+	return nil
+}
+
+// steerLocked queues a client's steer for the run, within the steer queue's bounds and
+// the steer rate, and interrupts the step for an interrupting one.
+func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
+	if refusal := ss.endingLocked(); refusal != nil {
+		ss.ackLocked(seq, refusal)
+		return
+	}
+	if ss.steerClosed {
+		ss.ackLocked(seq, ackError(reasonRunEnding, "the run is ending and takes no more steers: start a new run with this input"))
+		return
+	}
+	var m runtime.Message
+	size := 0
+	switch {
+	case st.GetMessage() != nil && st.GetText() != "":
+		ss.ackLocked(seq, ackError(reasonInvalidSteer, "set message or text, not both"))
+		return
+	case st.GetMessage() != nil:
+		pm := st.GetMessage()
+		if pm.GetRole() == agentdv1.Role_ROLE_UNSPECIFIED {
+			pm = &agentdv1.Message{Id: pm.GetId(), Role: agentdv1.Role_ROLE_USER, Parts: pm.GetParts()}
+		}
+		var fe fieldErrors
+		m = steerMessage(pm, &fe)
+		if len(fe) > 0 {
+			ss.ackLocked(seq, ackError(reasonInvalidSteer, "%s", fe.summary()))
+			return
+		}
+		size = proto.Size(pm)
+	case st.GetText() != "":
+		m = runtime.UserMessage(st.GetText())
+		size = len(st.GetText())
+	default:
+		ss.ackLocked(seq, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
+		return
+	}
+	cfg := &ss.srv.cfg
+	switch {
+	case len(ss.steers) >= cfg.MaxQueuedSteers:
+		ss.ackLocked(seq, ackError(reasonSteerQueueFull, "%d steers already wait to be applied, as many as this server holds for a run: send this one once steer_applied reports them", len(ss.steers)))
+		return
+	case ss.steerBytes+size > cfg.MaxQueuedSteerBytes:
+		ss.ackLocked(seq, ackError(reasonSteerQueueFull, "the steers waiting to be applied would hold %d bytes, more than the %d this server holds for a run: send this one once steer_applied reports them", ss.steerBytes+size, cfg.MaxQueuedSteerBytes))
+		return
+	}
+	if !ss.steerLimit.Allow() {
+		ss.ackLocked(seq, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
+		return
+	}
+	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
+	ss.ackLocked(seq, nil)
+	ss.steers = append(ss.steers, runtime.Steer{Seq: seq, Message: m, Interrupt: interrupt})
+	ss.steerBytes += size
+	if interrupt {
+		ss.interrupt.Interrupt()
+	}
+}
+
+// steerMessage converts a steer's message, which must be what a start's new input may
+// be: a user message of text and media.
+func steerMessage(pm *agentdv1.Message, fe *fieldErrors) runtime.Message {
+	m := messageFromProto(pm, "steer.message", fe)
+	if m.Role != runtime.RoleUser {
+		fe.add("steer.message.role", "a steer is a user message")
+	}
+	for j, p := range m.Parts {
+		if p.Kind != runtime.PartText && p.Kind != runtime.PartMedia {
+			fe.add(fmt.Sprintf("steer.message.parts[%d]", j), "a steer holds text and media; %s parts come from the model and tools, never from a steer", partKindName(p.Kind))
+		}
+	}
+	return m
+}
+
+func partKindName(k runtime.PartKind) string {
+	switch k {
+	case runtime.PartReasoning:
+		return "reasoning"
+	case runtime.PartToolCall:
+		return "tool_call"
+	case runtime.PartToolResult:
+		return "tool_result"
+	}
+	return "these"
+}
+
+// toolResultLocked hands a client tool's result to the call that waits for it.
+func (ss *session) toolResultLocked(seq int64, tr *agentdv1.ToolResult) {
+	slot := ss.clientCalls[tr.GetToolCallId()]
+	if refusal := ss.toolResultRefusalLocked(slot, tr.GetToolCallId()); refusal != nil {
+		ss.ackLocked(seq, refusal)
+		return
+	}
+	out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
+	if err != nil {
+		ss.ackLocked(seq, ackError(reasonInvalidToolResult, "json: %v", err))
+		return
+	}
+	ss.ackLocked(seq, nil)
+	slot.answerLocked(out)
+}
+
+// toolResultRefusalLocked says why client tool call id takes no result, or nil when it
+// does. A run that is ending says so first.
+func (ss *session) toolResultRefusalLocked(slot *answerSlot[runtime.Output], id string) *agentdv1.RunError {
+	if refusal := ss.endingLocked(); refusal != nil {
+		return refusal
+	}
+	switch {
+	case slot == nil || slot.answered:
+		return ackError(reasonUnknownToolCall, "no client tool call %q is waiting for a result", id)
+	case slot.closed != "":
+		return ackError(reasonToolCallClosed, "client tool call %q no longer waits for a result: %s", id, slot.closed)
+	}
+	return nil
+}
+
+// drainSteers is Request.Steer.
+func (ss *session) drainSteers() []runtime.Steer {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.steers
+	ss.steers, ss.steerBytes = nil, 0
+	return s
+}
+
+// endSteer is Request.EndSteer: the queued steers, or, with none, the end of steering.
+func (ss *session) endSteer() []runtime.Steer {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.steers) == 0 {
+		ss.steerClosed = true
+		return nil
+	}
+	s := ss.steers
+	ss.steers, ss.steerBytes = nil, 0
+	return s
+}

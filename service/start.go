@@ -1,0 +1,331 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+)
+
+// startPlan is a start checked and turned into what its run needs. planStart makes it
+// from the start alone: it holds no session and no server state.
+type startPlan struct {
+	// thread is the run's thread: the start's, or its continuation's; empty when neither
+	// names one, and the run then takes a new one.
+	thread string
+	// req holds the pieces of the run's runtime.Request the start decides: Messages,
+	// Model, MaxSteps, ApprovalTimeout, Policy, Metadata and Resume.
+	req runtime.Request
+	// clientTools are the specs of the client's tools, in their order; their compiled
+	// schemas are in tools.schemas. The session makes the runtime tools from them: their
+	// Execute waits on it.
+	clientTools []runtime.ToolSpec
+	// policy is the run's approval policy, its default filled in.
+	policy agentdv1.ApprovalPolicy
+	// tools are every tool of the run, the agent's and the client's.
+	tools runTools
+	// preDecisions and preResults are the decisions and client tool results a resume
+	// carried, checked against the parked step, by approval id and by call id.
+	preDecisions map[string]runtime.Decision
+	preResults   map[string]runtime.Output
+	// steers are the start's input, queued for the first step: it enters the transcript
+	// like a steer, so it is among the run's new messages.
+	steers []runtime.Steer
+	// history is fed the start's messages: a parked run's continuation is digested from
+	// it. transcript is a copy that goes on with each step's messages, for the
+	// checkpoints of a streamed run; nil for ExecuteRun, which sends none.
+	history, transcript *transcriptHasher
+}
+
+// startInput is what planStart checks a start against.
+type startInput struct {
+	spec *agentdv1.RunSpec
+	ct   *continuation // the opened continuation; nil for a new run
+	// agent runs the start: its Runtime is set.
+	agent *Agent
+	// limits are the server's (Config, its defaults filled in).
+	limits *Config
+	mode   rpcMode
+}
+
+// planStart checks a start and plans its run. Errors are gRPC statuses: INVALID_ARGUMENT
+// with a BadRequest naming each field that is wrong, PERMISSION_DENIED for a model the
+// agent does not let a client choose, FAILED_PRECONDITION for a continuation that does
+// not match. ctx bounds the validation of the edited arguments a resume's decisions
+// carry; nothing else is waited for.
+func planStart(ctx context.Context, in startInput) (*startPlan, error) {
+	spec, ct, entry, limits := in.spec, in.ct, in.agent, in.limits
+	p := &startPlan{thread: spec.GetThreadId(), tools: runTools{specs: map[string]runtime.ToolSpec{}, schemas: map[string]*runtime.Schema{}}}
+	if p.thread == "" && ct != nil {
+		p.thread = ct.ThreadID
+	}
+	for _, t := range entry.Runtime.Tools() {
+		p.tools.specs[t.Name] = t
+	}
+
+	var fe fieldErrors
+	p.req.Messages = messagesFromProto(spec.GetMessages(), "start.messages", &fe)
+	if n := transcriptBytes(spec); n > limits.MaxTranscriptBytes {
+		fe.add("start.messages", "messages and input are %d bytes; the limit is %d (MaxTranscriptBytes)", n, limits.MaxTranscriptBytes)
+	}
+	p.req.Policy = runtime.Policy{Tools: map[string]runtime.ToolPolicy{}}
+	p.planClientTools(spec, entry.Name, limits, &fe)
+	if err := p.planConfig(spec.GetConfig(), entry, in.mode, limits, &fe); err != nil {
+		return nil, err
+	}
+	if md := spec.GetMetadata(); md != nil {
+		if err := checkValueDepth(structpb.NewStructValue(md)); err != nil {
+			fe.add("start.metadata", "%v", err)
+		}
+		p.req.Metadata = md.AsMap()
+	}
+
+	history := messagesToProto(p.req.Messages)
+	if ct == nil {
+		if len(spec.GetDecisions()) > 0 || len(spec.GetToolResults()) > 0 {
+			fe.add("start.continuation", "decisions and tool_results resume a parked run: send its continuation too")
+		}
+		if in := spec.GetInput(); in != "" {
+			p.steers = append(p.steers, runtime.Steer{Message: runtime.UserMessage(in)})
+		}
+		if len(p.req.Messages) == 0 && spec.GetInput() == "" {
+			fe.add("start.messages", "a run needs input: messages, or input")
+		}
+	} else if len(fe) == 0 {
+		if spec.GetInput() != "" {
+			fe.add("start.input", "a resumed run takes no new input; steer it once it runs, or start a new run")
+		}
+		err := p.hashHistory(history)
+		if err == nil {
+			err = ct.check(entry.Name, p.thread, withLegacy{p.history, history})
+		}
+		if err != nil {
+			return nil, continuationStatus(err)
+		}
+		p.preload(ctx, ct.Pending, spec, &fe)
+		p.req.Resume = ct.Pending
+	}
+	if len(fe) > 0 {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
+	}
+	if p.history == nil {
+		if err := p.hashHistory(history); err != nil {
+			return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+		}
+	}
+	if in.mode != modeExecute {
+		var err error
+		if p.transcript, err = p.history.clone(); err != nil {
+			return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+		}
+	}
+	return p, nil
+}
+
+// planClientTools checks the client's tools and compiles their schemas. A client tool
+// that asks for approvals gets its policy in the run's.
+func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits *Config, fe *fieldErrors) {
+	if n := len(spec.GetClientTools()); n > limits.MaxClientTools {
+		fe.add("start.client_tools", "%d client tools declared; the limit is %d", n, limits.MaxClientTools)
+	}
+	schemaBytes := 0
+	for i, ctool := range spec.GetClientTools() {
+		if i == limits.MaxClientTools {
+			break // refused above; the rest is not worth compiling
+		}
+		f := fmt.Sprintf("start.client_tools[%d]", i)
+		name := ctool.GetSpec().GetName()
+		if _, clash := p.tools.specs[name]; clash {
+			fe.add(f+".spec.name", "%q is already a tool of agent %s (or declared twice)", name, agent)
+			continue
+		}
+		ts := runtime.ToolSpec{Name: name, Description: ctool.GetSpec().GetDescription(), Executor: runtime.ExecutorClient, CompletesRun: ctool.GetCompletesRun(), Timeout: limits.ClientToolTimeout}
+		if params := ctool.GetSpec().GetParameters(); params != nil {
+			raw, err := valueToJSON(structpb.NewStructValue(params))
+			if err != nil {
+				fe.add(f+".spec.parameters", "%v", err)
+				continue
+			}
+			ts.Parameters = json.RawMessage(raw)
+			if schemaBytes += len(raw); schemaBytes > limits.MaxClientSchemaBytes {
+				fe.add("start.client_tools", "the client tools' schemas hold more than %d bytes together, as many as the server compiles for one run", limits.MaxClientSchemaBytes)
+				break
+			}
+		}
+		// Compiled once, within the runtime's limits: a schema whose validation could
+		// cost too much is refused here, before the run starts.
+		schema, err := runtime.CompileSchema(ts.Parameters)
+		if err != nil {
+			fe.add(f+".spec.parameters", "not a usable JSON Schema: %v", err)
+			continue
+		}
+		p.tools.schemas[name] = schema
+		if d := ctool.GetTimeout(); d != nil {
+			switch t := d.AsDuration(); {
+			case t <= 0:
+				fe.add(f+".timeout", "must be positive")
+			case t > limits.MaxClientToolTimeout:
+				fe.add(f+".timeout", "%s is longer than the server allows, %s", t, limits.MaxClientToolTimeout)
+			}
+			ts.Timeout = d.AsDuration()
+		}
+		if ctool.GetRequiresApproval() {
+			p.req.Policy.Tools[name] = runtime.ToolPolicy{Approval: runtime.ApprovalAlways}
+		}
+		p.tools.specs[name] = ts
+		p.clientTools = append(p.clientTools, ts)
+	}
+}
+
+// planConfig checks the run's settings, which may tighten the agent's policy, never
+// loosen it, and adds the client's tool policies to the run's. Its error is a status:
+// the model override of an agent that allows none is refused at once.
+func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMode, limits *Config, fe *fieldErrors) error {
+	if m := cfg.GetModel(); m != "" {
+		if entry.Models == nil {
+			return statusError(codes.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
+		}
+		model, err := entry.Models(m)
+		if err != nil {
+			fe.add("start.config.model", "%v", err)
+		} else {
+			p.req.Model = model
+		}
+	}
+	if n := cfg.GetMaxSteps(); n != 0 {
+		if n < 0 || int(n) > entry.Runtime.MaxSteps() {
+			fe.add("start.config.max_steps", "must be between 1 and the agent's limit %d", entry.Runtime.MaxSteps())
+		}
+		p.req.MaxSteps = int(n)
+	}
+	p.policy = cfg.GetApprovalPolicy()
+	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED {
+		// A client that can answer is asked; one that cannot parks the run.
+		p.policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK
+		if mode != modeRun {
+			p.policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT
+		}
+	}
+	if _, ok := agentdv1.ApprovalPolicy_name[int32(p.policy)]; !ok {
+		fe.add("start.config.approval_policy", "unknown policy %d", p.policy)
+	}
+	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == modeRun {
+		p.req.ApprovalTimeout = limits.ApprovalTimeout
+		if d := cfg.GetApprovalTimeout(); d != nil {
+			switch t := d.AsDuration(); {
+			case t <= 0:
+				fe.add("start.config.approval_timeout", "must be positive")
+			case t > limits.MaxApprovalTimeout:
+				fe.add("start.config.approval_timeout", "%s is longer than the server allows, %s", t, limits.MaxApprovalTimeout)
+			}
+			p.req.ApprovalTimeout = d.AsDuration()
+		}
+	}
+	for i, tp := range cfg.GetToolPolicies() {
+		if _, ok := p.tools.specs[tp.GetTool()]; !ok {
+			fe.add(fmt.Sprintf("start.config.tool_policies[%d].tool", i), "agent %s has no tool %q", entry.Name, tp.GetTool())
+			continue
+		}
+		tpol := p.req.Policy.Tools[tp.GetTool()]
+		if tp.GetDisabled() {
+			tpol.Disabled = true
+		}
+		if tp.GetRequireApproval() {
+			tpol.Approval = runtime.ApprovalAlways
+		}
+		p.req.Policy.Tools[tp.GetTool()] = tpol
+	}
+	return nil
+}
+
+// hashHistory feeds the start's messages to p.history.
+func (p *startPlan) hashHistory(history []*agentdv1.Message) error {
+	h := newTranscriptHasher()
+	for i, m := range history {
+		if err := h.add(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	p.history = h
+	return nil
+}
+
+// preload checks the decisions and client tool results a resume carries against the
+// parked step, and keeps them for the run.
+func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) {
+	awaiting := map[string]runtime.PendingCall{}
+	ready := map[string]runtime.PendingCall{}
+	if pending != nil {
+		for _, c := range pending.Calls {
+			switch c.State {
+			case runtime.CallAwaitingApproval:
+				awaiting[c.ApprovalID] = c
+			case runtime.CallReady:
+				ready[c.Call.ID] = c
+			}
+		}
+	}
+	p.preDecisions = map[string]runtime.Decision{}
+	for i, d := range spec.GetDecisions() {
+		f := fmt.Sprintf("start.decisions[%d]", i)
+		c, ok := awaiting[d.GetApprovalId()]
+		if !ok {
+			fe.add(f+".approval_id", "%q is not an approval the parked run waits for", d.GetApprovalId())
+			continue
+		}
+		if _, dup := p.preDecisions[d.GetApprovalId()]; dup {
+			fe.add(f+".approval_id", "%q is decided twice", d.GetApprovalId())
+			continue
+		}
+		rd, refusal := p.tools.decision(ctx, d, c.Call.Name, c.Call.Arguments)
+		if refusal != nil {
+			fe.add(f, "%s", refusal.GetMessage())
+			continue
+		}
+		p.preDecisions[d.GetApprovalId()] = rd
+	}
+	p.preResults = map[string]runtime.Output{}
+	for i, tr := range spec.GetToolResults() {
+		f := fmt.Sprintf("start.tool_results[%d]", i)
+		c, ok := ready[tr.GetToolCallId()]
+		if !ok || p.tools.specs[c.Call.Name].Executor != runtime.ExecutorClient {
+			fe.add(f+".tool_call_id", "%q is not a client tool call the parked run waits for (declare the client tool again in client_tools)", tr.GetToolCallId())
+			continue
+		}
+		out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
+		if err != nil {
+			fe.add(f+".json", "%v", err)
+			continue
+		}
+		p.preResults[tr.GetToolCallId()] = out
+	}
+}
+
+// transcriptBytes is the size of a start's transcript: its messages, encoded, and its
+// input.
+func transcriptBytes(spec *agentdv1.RunSpec) int {
+	n := len(spec.GetInput())
+	for _, m := range spec.GetMessages() {
+		n += proto.Size(m)
+	}
+	return n
+}
+
+// continuationStatus is the status of a continuation that cannot be used.
+func continuationStatus(err error) error {
+	reason := reasonContinuation
+	switch {
+	case errors.Is(err, errContinuationExpired):
+		reason = reasonContinuationExpired
+	case errors.Is(err, errContinuationMismatch):
+		reason = reasonContinuationMismatch
+	}
+	return statusError(codes.FailedPrecondition, reason, err.Error(), nil)
+}
