@@ -14,6 +14,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/hooks/audit"
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/servicetest"
@@ -53,7 +54,7 @@ func TestHooks_AuditByInterceptorRecordsTheDecisionsOfTheAgentsOwnHooks(t *testi
 			var mu sync.Mutex
 			var seen []string
 			hook := func(name string) named { return named{name: name, mu: &mu, seen: &seen} }
-			var logs syncBuffer
+			var logs logtest.Buffer
 			auditor := audit.New(slog.New(slog.NewJSONHandler(&logs, nil)))
 			srv := servicetest.NewServer(t, service.Config{Agents: ownHooksAgent(t, tt.own(hook("agent"))), ContinuationKey: testKey, Logger: quietLog},
 				servicetest.WithServerOptions(
@@ -61,10 +62,10 @@ func TestHooks_AuditByInterceptorRecordsTheDecisionsOfTheAgentsOwnHooks(t *testi
 					grpc.ChainStreamInterceptor(hooks.StreamServerInterceptor(hook("server")), hooks.StreamServerInterceptor(auditor)),
 				))
 
-			if _, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("", "what is 2+2?")}); err != nil {
+			if _, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("", "what is 2+2?")}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := open(t, srv.Client, input("", "what is 2+2?")).finish(); err != nil {
+			if _, err := servicetest.Open(t, srv.Client, servicetest.Input("", "what is 2+2?")).Finish(); err != nil {
 				t.Fatal(err)
 			}
 

@@ -20,11 +20,11 @@ import (
 // when the run starts.
 func refusal(t *testing.T, c agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) error {
 	t.Helper()
-	s := open(t, c, spec)
-	if ev := s.next(); ev != nil {
+	s := servicetest.Open(t, c, spec)
+	if ev := s.Next(); ev != nil {
 		t.Fatalf("got event %v, want the stream refused", ev)
 	}
-	return s.err
+	return s.Err()
 }
 
 // wantViolation checks that err is INVALID_ARGUMENT with a violation of field whose
@@ -53,13 +53,13 @@ func TestBadInput_OversizedMessageNamesTheLimit(t *testing.T) {
 	const limit = 64 << 10
 	cfg := service.Config{Logger: slog.New(slog.DiscardHandler), ContinuationKey: testKey}
 	srv := servicetest.NewServer(t, cfg, servicetest.WithServerOptions(grpc.MaxRecvMsgSize(limit)))
-	s := open(t, srv.Client, input("", strings.Repeat("x", 2*limit)))
-	if ev := s.next(); ev != nil {
+	s := servicetest.Open(t, srv.Client, servicetest.Input("", strings.Repeat("x", 2*limit)))
+	if ev := s.Next(); ev != nil {
 		t.Fatalf("got event %v, want the stream refused", ev)
 	}
-	st := status.Convert(s.err)
+	st := status.Convert(s.Err())
 	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), fmt.Sprint(limit)) {
-		t.Errorf("status %v, want RESOURCE_EXHAUSTED naming the limit %d", s.err, limit)
+		t.Errorf("status %v, want RESOURCE_EXHAUSTED naming the limit %d", s.Err(), limit)
 	}
 }
 
@@ -67,12 +67,12 @@ func TestBadInput_DeepNestingIsRefusedNamingTheLimit(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
 	deep := deepValue(100)
 	t.Run("metadata", func(t *testing.T) {
-		spec := input("", "hello")
+		spec := servicetest.Input("", "hello")
 		spec.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"k": deep}}
 		wantViolation(t, refusal(t, c, spec), "start.metadata", "the limit is 64")
 	})
 	t.Run("client tool parameters", func(t *testing.T) {
-		spec := input("", "hello")
+		spec := servicetest.Input("", "hello")
 		spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "ask", Parameters: &structpb.Struct{Fields: map[string]*structpb.Value{"properties": deep}}}}}
 		wantViolation(t, refusal(t, c, spec), "start.client_tools[0].spec.parameters", "the limit is 64")
 	})
@@ -85,24 +85,24 @@ func TestBadInput_DeepNestingIsRefusedNamingTheLimit(t *testing.T) {
 		wantViolation(t, refusal(t, c, spec), "start.messages[2].parts[0].tool_result.json", "the limit is 64")
 	})
 	t.Run("edited arguments", func(t *testing.T) {
-		s := open(t, c, input("", "save a note: milk"))
-		req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
-		seq := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+		s := servicetest.Open(t, c, servicetest.Input("", "save a note: milk"))
+		req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+		seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
 			ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: deep}}})
-		a := s.until(isAck(seq)).GetInputAck()
+		a := s.Until(isAck(seq)).GetInputAck()
 		if a.GetAccepted() || a.GetError().GetReason() != "INVALID_ARGUMENTS" || !strings.Contains(a.GetError().GetMessage(), "the limit is 64") {
 			t.Errorf("ack %v, want INVALID_ARGUMENTS naming the limit", a)
 		}
-		s.send(approve(req.GetApprovalId()))
-		if fin, err := s.finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		s.Send(servicetest.Approve(req.GetApprovalId()))
+		if fin, err := s.Finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 			t.Errorf("finished %v %v", fin.GetReason(), err)
 		}
 	})
 	t.Run("at the limit", func(t *testing.T) {
-		spec := input("", "hello")
+		spec := servicetest.Input("", "hello")
 		spec.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"k": deepValue(63)}} // 64 with the struct
-		s := open(t, c, spec)
-		if fin, err := s.finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		s := servicetest.Open(t, c, spec)
+		if fin, err := s.Finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 			t.Errorf("finished %v %v, want the run to complete", fin.GetReason(), err)
 		}
 	})
@@ -110,7 +110,7 @@ func TestBadInput_DeepNestingIsRefusedNamingTheLimit(t *testing.T) {
 
 func TestBadInput_TooManyClientToolsNamesTheLimit(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	spec := input("", "hello")
+	spec := servicetest.Input("", "hello")
 	for i := range 5000 {
 		spec.ClientTools = append(spec.ClientTools, &agentdv1.ClientTool{Spec: &agentdv1.ToolSpec{Name: fmt.Sprintf("tool_%d", i)}})
 	}
@@ -126,5 +126,5 @@ func TestBadInput_HugeTranscriptNamesTheLimit(t *testing.T) {
 	wantViolation(t, refusal(t, c, spec), "start.messages", "the limit is 2097152", "MaxTranscriptBytes")
 
 	small := newTestServer(t, service.Config{MaxTranscriptBytes: 1 << 10}).Client
-	wantViolation(t, refusal(t, small, input("", strings.Repeat("x", 2<<10))), "start.messages", "the limit is 1024")
+	wantViolation(t, refusal(t, small, servicetest.Input("", strings.Repeat("x", 2<<10))), "start.messages", "the limit is 1024")
 }

@@ -24,13 +24,14 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // awaitApproval opens a Run of the demo agent saving a note, and reads up to its approval.
-func awaitApproval(t *testing.T, c agentdv1.AgentServiceClient) (*stream, *agentdv1.ApprovalRequested) {
+func awaitApproval(t *testing.T, c agentdv1.AgentServiceClient) (*servicetest.Stream, *agentdv1.ApprovalRequested) {
 	t.Helper()
-	s := open(t, c, input("", "save a note: buy milk"))
-	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s := servicetest.Open(t, c, servicetest.Input("", "save a note: buy milk"))
+	req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
 	return s, req
 }
 
@@ -53,26 +54,26 @@ func TestBounds_QueuedSteersAreBounded(t *testing.T) {
 	s, _ := awaitApproval(t, newTestServer(t, cfg).Client)
 	var seqs []int64
 	for i := range 4 {
-		seqs = append(seqs, s.send(steerText("steer "+string(rune('a'+i)))))
+		seqs = append(seqs, s.Send(steerText("steer "+string(rune('a'+i)))))
 	}
-	s.until(isAck(seqs[3]))
+	s.Until(isAck(seqs[3]))
 	for _, seq := range seqs[:3] {
-		if a := ack(s.events, seq); !a.GetAccepted() {
+		if a := ack(s.Events(), seq); !a.GetAccepted() {
 			t.Errorf("steer %d refused: %v", seq, a.GetError())
 		}
 	}
-	if a := ack(s.events, seqs[3]); a.GetAccepted() || a.GetError().GetReason() != "STEER_QUEUE_FULL" || !strings.Contains(a.GetError().GetMessage(), "3 steers already wait") {
+	if a := ack(s.Events(), seqs[3]); a.GetAccepted() || a.GetError().GetReason() != "STEER_QUEUE_FULL" || !strings.Contains(a.GetError().GetMessage(), "3 steers already wait") {
 		t.Errorf("fourth steer: %v, want STEER_QUEUE_FULL saying 3 steers wait", a)
 	}
 
 	s2, _ := awaitApproval(t, newTestServer(t, service.Config{SteerRate: 1000, SteerBurst: 1000, MaxQueuedSteerBytes: 1 << 20}).Client)
 	big := strings.Repeat("x", 600<<10)
-	first, second := s2.send(steerText(big)), s2.send(steerText(big))
-	s2.until(isAck(second))
-	if !ack(s2.events, first).GetAccepted() {
-		t.Errorf("first 600 KiB steer refused: %v", ack(s2.events, first).GetError())
+	first, second := s2.Send(steerText(big)), s2.Send(steerText(big))
+	s2.Until(isAck(second))
+	if !ack(s2.Events(), first).GetAccepted() {
+		t.Errorf("first 600 KiB steer refused: %v", ack(s2.Events(), first).GetError())
 	}
-	if a := ack(s2.events, second); a.GetAccepted() || a.GetError().GetReason() != "STEER_QUEUE_FULL" || !strings.Contains(a.GetError().GetMessage(), "more than the 1048576 this server holds") {
+	if a := ack(s2.Events(), second); a.GetAccepted() || a.GetError().GetReason() != "STEER_QUEUE_FULL" || !strings.Contains(a.GetError().GetMessage(), "more than the 1048576 this server holds") {
 		t.Errorf("second 600 KiB steer: %v, want STEER_QUEUE_FULL naming the byte limit", a)
 	}
 }
@@ -112,17 +113,17 @@ func TestBounds_ClientChosenTimeoutsAreCapped(t *testing.T) {
 func TestInput_SteerAckedBeforeAParkIsAppliedOnResume(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
 	s, req := awaitApproval(t, c)
-	seq := s.send(steerText("and buy eggs"))
-	s.until(isAck(seq))
-	if !ack(s.events, seq).GetAccepted() {
-		t.Fatalf("steer refused: %v", ack(s.events, seq).GetError())
+	seq := s.Send(steerText("and buy eggs"))
+	s.Until(isAck(seq))
+	if !ack(s.Events(), seq).GetAccepted() {
+		t.Fatalf("steer refused: %v", ack(s.Events(), seq).GetError())
 	}
-	s.s.CloseSend() // nobody is left to decide: the run parks
-	fin, err := s.finish()
+	s.RunClient().CloseSend() // nobody is left to decide: the run parks
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT {
 		t.Fatalf("finished %v %v, want awaiting input", fin.GetReason(), err)
 	}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if ev.GetSteerApplied().GetClientSeq() == seq {
 			t.Fatalf("steer_applied before the resume: %v", ev)
 		}
@@ -130,16 +131,16 @@ func TestInput_SteerAckedBeforeAParkIsAppliedOnResume(t *testing.T) {
 
 	// Resume on another replica sharing the key, with the decision.
 	c2 := newTestServer(t, service.Config{}).Client
-	r := open(t, c2, &agentdv1.RunSpec{
+	r := servicetest.Open(t, c2, &agentdv1.RunSpec{
 		Messages: fin.GetNewMessages(), Continuation: fin.GetContinuation(),
 		Decisions: []*agentdv1.ApprovalDecision{{ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}},
 	})
-	fin2, err := r.finish()
+	fin2, err := r.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got *agentdv1.SteerApplied
-	for _, ev := range r.events {
+	for _, ev := range r.Events() {
 		if a := ev.GetSteerApplied(); a != nil && a.GetClientSeq() != 0 {
 			got = a
 		}
@@ -164,17 +165,17 @@ func TestInput_DecisionAfterTheApprovalExpiredIsRefused(t *testing.T) {
 	gate := make(chan struct{})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), gated(gate, "moving on")}}
 	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}}).Client
-	spec := input("asker", "go")
+	spec := servicetest.Input("asker", "go")
 	spec.Config = &agentdv1.RunConfig{ApprovalTimeout: durationpb.New(10 * time.Millisecond)}
-	s := open(t, c, spec)
-	res := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalResolved() != nil }).GetApprovalResolved()
+	s := servicetest.Open(t, c, spec)
+	res := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalResolved() != nil }).GetApprovalResolved()
 	if res.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED {
 		t.Fatalf("approval_resolved %v, want expired", res)
 	}
-	late := s.send(approve(res.GetApprovalId()))
-	a := s.until(isAck(late)).GetInputAck()
+	late := s.Send(servicetest.Approve(res.GetApprovalId()))
+	a := s.Until(isAck(late)).GetInputAck()
 	close(gate)
-	if _, err := s.finish(); err != nil {
+	if _, err := s.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	if a.GetAccepted() || a.GetError().GetReason() != "APPROVAL_CLOSED" || !strings.Contains(a.GetError().GetMessage(), "expired") {
@@ -196,24 +197,24 @@ func TestInput_InputAfterACancelIsRefused(t *testing.T) {
 	hold := holdAfterRun{release: make(chan struct{})}
 	c := newTestServerWith(t, service.Config{}, hold).Client
 	s, req := awaitApproval(t, c)
-	cancelled := s.send(cancelMsg())
-	decided := s.send(approve(req.GetApprovalId()))
-	steered := s.send(steerText("wait"))
-	s.until(isAck(steered))
+	cancelled := s.Send(cancelMsg())
+	decided := s.Send(servicetest.Approve(req.GetApprovalId()))
+	steered := s.Send(steerText("wait"))
+	s.Until(isAck(steered))
 	close(hold.release)
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED {
 		t.Fatalf("finished %v %v", fin.GetReason(), err)
 	}
-	if !ack(s.events, cancelled).GetAccepted() {
+	if !ack(s.Events(), cancelled).GetAccepted() {
 		t.Errorf("cancel refused")
 	}
 	for _, seq := range []int64{decided, steered} {
-		if a := ack(s.events, seq); a.GetAccepted() || a.GetError().GetReason() != "RUN_ENDING" || !strings.Contains(a.GetError().GetMessage(), "cancelled") {
+		if a := ack(s.Events(), seq); a.GetAccepted() || a.GetError().GetReason() != "RUN_ENDING" || !strings.Contains(a.GetError().GetMessage(), "cancelled") {
 			t.Errorf("ack of %d: %v, want RUN_ENDING saying the run was cancelled", seq, a)
 		}
 	}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if r := ev.GetApprovalResolved(); r != nil && r.GetOutcome() == agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
 			t.Errorf("the approval was approved after the cancel: %v", r)
 		}
@@ -237,14 +238,14 @@ func TestInput_SteerMessagesAreChecked(t *testing.T) {
 	}
 	s, req := awaitApproval(t, newTestServer(t, service.Config{}).Client)
 	for _, tt := range tests {
-		seq := s.send(tt.msg)
-		a := s.until(isAck(seq)).GetInputAck()
+		seq := s.Send(tt.msg)
+		a := s.Until(isAck(seq)).GetInputAck()
 		if a.GetAccepted() || a.GetError().GetReason() != "INVALID_STEER" || !strings.Contains(a.GetError().GetMessage(), tt.says) {
 			t.Errorf("%s: ack %v, want INVALID_STEER saying %q", tt.name, a, tt.says)
 		}
 	}
-	s.send(approve(req.GetApprovalId()))
-	fin, err := s.finish()
+	s.Send(servicetest.Approve(req.GetApprovalId()))
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v", fin.GetReason(), err)
 	}
@@ -263,12 +264,12 @@ func TestBounds_EveryMessageKindIsRateLimited(t *testing.T) {
 	s, _ := awaitApproval(t, newTestServer(t, service.Config{MessageRate: 50, MessageBurst: 10}).Client)
 	var seqs []int64
 	for range 40 {
-		seqs = append(seqs, s.send(ping()))
+		seqs = append(seqs, s.Send(ping()))
 	}
-	s.until(isAck(seqs[len(seqs)-1]))
+	s.Until(isAck(seqs[len(seqs)-1]))
 	refused := 0
 	for _, seq := range seqs {
-		a := ack(s.events, seq)
+		a := ack(s.Events(), seq)
 		if a == nil {
 			t.Fatalf("ping %d got no ack", seq)
 		}
@@ -284,12 +285,12 @@ func TestBounds_EveryMessageKindIsRateLimited(t *testing.T) {
 	}
 	// A cancel is never refused, however the stream stands: the flood has spent the
 	// stream's tokens.
-	cancelled := s.send(cancelMsg())
-	fin, err := s.finish()
+	cancelled := s.Send(cancelMsg())
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED {
 		t.Fatalf("finished %v %v, want cancelled", fin.GetReason(), err)
 	}
-	if a := ack(s.events, cancelled); !a.GetAccepted() {
+	if a := ack(s.Events(), cancelled); !a.GetAccepted() {
 		t.Errorf("the cancel was refused: %v", a.GetError())
 	}
 }
@@ -313,7 +314,7 @@ func TestBounds_RunsPerCaller(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("", "save a note: milk")}})
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "save a note: milk")}})
 		_, err = s.Recv() // run_started, or the refusal
 		return s, err
 	}
@@ -372,7 +373,7 @@ func TestBounds_StalledClientIsLetGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("chatty", "talk")}})
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("chatty", "talk")}})
 		// Read nothing: the stall timeout passes (in the bubble's time) and agentd lets
 		// the run go.
 		time.Sleep(3 * time.Minute)
@@ -425,15 +426,15 @@ func TestBounds_StartMessageHasADeadline(t *testing.T) {
 func TestShutdown_AwaitedClientToolParksAndItsResultIsTakenElsewhere(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pick_color", `{}`), rt.Say("red it is")}}
 	first := newTestServer(t, service.Config{}, scripted{name: "painter", model: m})
-	spec := input("painter", "paint")
+	spec := servicetest.Input("painter", "paint")
 	spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "pick_color"}}}
-	s := open(t, first.Client, spec)
-	exec := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted()
+	s := servicetest.Open(t, first.Client, spec)
+	exec := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { first.Service.Shutdown(ctx, 0) })
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	wg.Wait()
 	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_SHUTDOWN || status.Code(err) != codes.Unavailable {
 		t.Fatalf("finished %v %v, want SHUTDOWN", fin.GetReason(), err)
@@ -441,14 +442,14 @@ func TestShutdown_AwaitedClientToolParksAndItsResultIsTakenElsewhere(t *testing.
 	if ids := fin.GetPendingClientToolCallIds(); len(ids) != 1 || ids[0] != exec.GetToolCallId() {
 		t.Fatalf("pending client tool calls %v, want [%s]", ids, exec.GetToolCallId())
 	}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if ev.GetToolCallResult() != nil {
 			t.Errorf("the awaited call got a result at shutdown: %v", ev)
 		}
 	}
 
 	second := newTestServer(t, service.Config{}, scripted{name: "painter", model: m})
-	resume := input("painter", "")
+	resume := servicetest.Input("painter", "")
 	resume.Messages, resume.Continuation, resume.ClientTools = fin.GetNewMessages(), fin.GetContinuation(), spec.ClientTools
 	resume.ToolResults = []*agentdv1.ToolResult{{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "red"}}}
 	resp, err := second.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: resume})
@@ -466,7 +467,7 @@ func TestResume_TheAgentsCurrentPolicyApplies(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Say("ok")}}
 	asker := scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}}
 	first := newTestServer(t, service.Config{}, asker)
-	ss, err := first.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("asker", "go")})
+	ss, err := first.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("asker", "go")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,11 +483,11 @@ func TestResume_TheAgentsCurrentPolicyApplies(t *testing.T) {
 		Messages:  fin.GetNewMessages(),
 		Decisions: []*agentdv1.ApprovalDecision{{ApprovalId: fin.GetPendingApprovals()[0].GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}},
 	}
-	s := open(t, second.Client, resume)
-	if _, err := s.finish(); err != nil {
+	s := servicetest.Open(t, second.Client, resume)
+	if _, err := s.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if ev.GetToolExecutionStarted() != nil {
 			t.Fatalf("the disabled tool ran on resume: %v", ev)
 		}
@@ -516,7 +517,7 @@ func bombSchema(t *testing.T, levels int) *structpb.Struct {
 // refused when the run starts, naming the field.
 func TestBounds_ClientToolSchemaBombIsRefused(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	spec := input("", "hi")
+	spec := servicetest.Input("", "hi")
 	spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "bomb", Parameters: bombSchema(t, 24)}}}
 	_, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: spec})
 	code, _, br := errorInfo(err)
@@ -571,7 +572,7 @@ func TestBounds_RefusedRequestsKeepNoSchemas(t *testing.T) {
 // time in proportion to their size.
 func TestBounds_ClientToolSchemasAreBoundedTogether(t *testing.T) {
 	c := newTestServer(t, service.Config{MaxClientSchemaBytes: 8 << 10}).Client
-	spec := input("", "hi")
+	spec := servicetest.Input("", "hi")
 	for i := range 3 {
 		props := map[string]any{}
 		for j := range 60 {
@@ -596,28 +597,28 @@ func TestInput_DecisionForAnApprovalAnInterruptCancelledIsRefused(t *testing.T) 
 	gate := make(chan struct{})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"a"}`, "echo", `{"step":0,"text":"b"}`), gated(gate, "as you say")}}
 	c := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}}).Client
-	s := open(t, c, input("asker", "go"))
+	s := servicetest.Open(t, c, servicetest.Input("asker", "go"))
 	var ids []string
 	for len(ids) < 2 {
-		ids = append(ids, s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested().GetApprovalId())
+		ids = append(ids, s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested().GetApprovalId())
 	}
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "stop, do something else", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}})
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "stop, do something else", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}})
 	for range 2 {
-		if r := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalResolved() != nil }).GetApprovalResolved(); r.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED {
+		if r := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalResolved() != nil }).GetApprovalResolved(); r.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED {
 			t.Fatalf("approval_resolved %v, want cancelled", r)
 		}
 	}
 	var seqs []int64
 	for _, id := range ids {
-		seqs = append(seqs, s.send(approve(id)))
+		seqs = append(seqs, s.Send(servicetest.Approve(id)))
 	}
-	s.until(isAck(seqs[1]))
+	s.Until(isAck(seqs[1]))
 	close(gate)
-	if _, err := s.finish(); err != nil {
+	if _, err := s.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	for i, seq := range seqs {
-		if a := ack(s.events, seq); a.GetAccepted() || a.GetError().GetReason() != "APPROVAL_CLOSED" {
+		if a := ack(s.Events(), seq); a.GetAccepted() || a.GetError().GetReason() != "APPROVAL_CLOSED" {
 			t.Errorf("decision for approval %d: ack %v, want APPROVAL_CLOSED", i, a)
 		}
 	}
@@ -635,7 +636,7 @@ func TestBounds_AClientThatNeverReadsCannotQueueAcks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("", "save a note: milk")}})
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "save a note: milk")}})
 		sent := 0
 		go func() {
 			for ; sent < 200000; sent++ {

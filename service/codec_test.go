@@ -23,6 +23,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // wireCodec is a client codec that sends wireBytes as they are, so that a test can put
@@ -96,7 +97,7 @@ func TestInvalidUTF8_StartIsRefusedNamingTheField(t *testing.T) {
 		spec   *agentdv1.RunSpec
 		fields []string
 	}{
-		{"input", input("", "hello ZZ"), []string{"start.input"}},
+		{"input", servicetest.Input("", "hello ZZ"), []string{"start.input"}},
 		{"thread and input", &agentdv1.RunSpec{ThreadId: "tZZ", Input: "ZZ"}, []string{"start.thread_id", "start.input"}},
 		{"message part", &agentdv1.RunSpec{Messages: []*agentdv1.Message{
 			{Role: agentdv1.Role_ROLE_SYSTEM, Parts: []*agentdv1.Part{text("be brief")}},
@@ -174,9 +175,9 @@ func TestInvalidUTF8_LaterMessageIsRefusedInItsAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stream{t: t, s: rs}
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("", "save a note: milk")}})
-	appr := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s := servicetest.NewStream(t, rs)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "save a note: milk")}})
+	appr := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
 	id := appr.GetApprovalId()
 
 	str := structpb.NewStringValue
@@ -202,26 +203,25 @@ func TestInvalidUTF8_LaterMessageIsRefusedInItsAck(t *testing.T) {
 		{"cancel reason", &agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "ZZ"}}}, "cancel.reason"},
 	}
 	for _, tc := range cases {
-		s.seq++
-		tc.msg.ClientSeq = s.seq
-		if err := s.s.SendMsg(withInvalidUTF8(t, tc.msg)); err != nil {
+		tc.msg.ClientSeq = s.NextSeq()
+		if err := s.RunClient().SendMsg(withInvalidUTF8(t, tc.msg)); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		a := s.until(isAck(s.seq)).GetInputAck()
+		a := s.Until(isAck(tc.msg.ClientSeq)).GetInputAck()
 		if a.GetAccepted() || a.GetError().GetReason() != "INVALID_UTF8" || !strings.HasPrefix(a.GetError().GetMessage(), tc.field+": ") {
 			t.Errorf("%s: ack %v, want refused with INVALID_UTF8 naming %s", tc.name, a, tc.field)
 		}
 	}
 
-	seq := s.send(approve(id))
-	if a := s.until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
+	seq := s.Send(servicetest.Approve(id))
+	if a := s.Until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
 		t.Fatalf("approval after the refusals: ack %v, want accepted", a)
 	}
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v, want COMPLETED", fin.GetReason(), err)
 	}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if ev.GetSteerApplied().GetClientSeq() != 0 || strings.Contains(ev.String(), "also eggs") { // 0: the start's input
 			t.Errorf("a refused steer got into the run: %v", ev)
 		}
@@ -250,7 +250,7 @@ func TestInvalidUTF8_OtherPackagesKeepGRPCBehaviour(t *testing.T) {
 // from what a client sends.
 func TestInvalidUTF8_ClientCannotForgeTheRecord(t *testing.T) {
 	srv := newTestServer(t, service.Config{})
-	b, err := proto.Marshal(&agentdv1.ExecuteRunRequest{Start: input("", "what is 2+2?")})
+	b, err := proto.Marshal(&agentdv1.ExecuteRunRequest{Start: servicetest.Input("", "what is 2+2?")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +285,8 @@ func TestCodec_ValidMessagesDecodeAsProtoUnmarshal(t *testing.T) {
 		&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "stop", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}},
 		&agentdv1.RunRequest{ClientSeq: 4, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: "appr_1", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"title": str("milk")}})}}},
 		unknown,
-		&agentdv1.ExecuteRunRequest{Start: input("", "what is 2+2?")},
-		&agentdv1.StartRunRequest{Start: input("", "hello")},
+		&agentdv1.ExecuteRunRequest{Start: servicetest.Input("", "what is 2+2?")},
+		&agentdv1.StartRunRequest{Start: servicetest.Input("", "hello")},
 		&agentdv1.ListAgentsRequest{},
 		&healthpb.HealthCheckRequest{Service: "agentd.v1.AgentService"},
 	}
@@ -366,7 +366,7 @@ func TestCodec_InvalidUTF8BecomesReplacementCharacters(t *testing.T) {
 // decodes whatever proto.Unmarshal decodes the same, and what it decodes has only valid
 // strings (proto.Marshal checks them).
 func FuzzCodecUnmarshal(f *testing.F) {
-	f.Add([]byte(withInvalidUTF8(f, &agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "ZZ")}})))
+	f.Add([]byte(withInvalidUTF8(f, &agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "ZZ")}})))
 	c := service.Codec()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got := new(agentdv1.RunRequest)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // seqOf streams evs, stopping early when ctx is done.
@@ -194,16 +195,16 @@ func drainManyRuns(t *testing.T) {
 		r := &drainRun{index: i, kind: drainKind(i % int(kinds))}
 		switch r.kind {
 		case quick:
-			r.spec = input("demo", "what is 2+2?")
+			r.spec = servicetest.Input("demo", "what is 2+2?")
 		case approval:
-			r.spec = input("demo", "save a note: milk")
+			r.spec = servicetest.Input("demo", "save a note: milk")
 		case forever:
-			r.spec = input("storyteller", "tell me a story")
+			r.spec = servicetest.Input("storyteller", "tell me a story")
 		case client:
-			r.spec = input("asker", "pick a color")
+			r.spec = servicetest.Input("asker", "pick a color")
 			r.spec.ClientTools = pickColor
 		case finishing:
-			r.spec = input("finisher", fmt.Sprintf("finish %d", i))
+			r.spec = servicetest.Input("finisher", fmt.Sprintf("finish %d", i))
 			gates[i] = make(chan struct{})
 		}
 		runs[i] = r
@@ -298,9 +299,9 @@ func drainManyRuns(t *testing.T) {
 	var completedFirst, shutdown, quickGoAway int
 	for i, r := range runs {
 		if r.err != nil {
-			t.Fatalf("run %d (%s): %v; events:\n%s", i, r.kind, r.err, render(r.first))
+			t.Fatalf("run %d (%s): %v; events:\n%s", i, r.kind, r.err, servicetest.Render(r.first))
 		}
-		checkEvents(t, r.first)
+		servicetest.CheckEvents(t, r.first)
 		fin := lastFinished(r.first)
 		goAway := -1
 		for j, ev := range r.first {
@@ -329,7 +330,7 @@ func drainManyRuns(t *testing.T) {
 				t.Errorf("run %d (%s): status %v, want UNAVAILABLE SERVER_SHUTDOWN", i, r.kind, r.firstSt)
 			}
 		default:
-			t.Fatalf("run %d (%s) finished %v (%v); events:\n%s", i, r.kind, fin.GetReason(), r.firstSt, render(r.first))
+			t.Fatalf("run %d (%s) finished %v (%v); events:\n%s", i, r.kind, fin.GetReason(), r.firstSt, servicetest.Render(r.first))
 		}
 		if r.kind == quick && goAway >= 0 {
 			quickGoAway++
@@ -400,11 +401,11 @@ func drainManyRuns(t *testing.T) {
 				t.Fatalf("run %d (%s) resumed: %v", i, r.kind, r.err)
 			}
 			evs, st = r.second, r.secSt
-			checkEvents(t, evs)
+			servicetest.CheckEvents(t, evs)
 		}
 		fin := lastFinished(evs)
 		if st != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-			t.Errorf("run %d (%s) finished %v (%v); events:\n%s", i, r.kind, fin.GetReason(), st, render(evs))
+			t.Errorf("run %d (%s) finished %v (%v); events:\n%s", i, r.kind, fin.GetReason(), st, servicetest.Render(evs))
 			continue
 		}
 		if !strings.Contains(fin.GetFinalText(), want[r.kind]) {
@@ -455,7 +456,7 @@ func backpressureBoundsServerMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("flood", "go")}}); err != nil {
+	if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("flood", "go")}}); err != nil {
 		t.Fatal(err)
 	}
 	read := 0
@@ -550,18 +551,18 @@ func heartbeatsStillFlow(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{first, rt.Say("finished")}}
 	srv := newTestServer(t, service.Config{HeartbeatInterval: interval},
 		scripted{name: "dawdler", model: m, goTools: []runtime.Tool{wait}})
-	s := open(t, srv.Client, input("dawdler", "go"))
+	s := servicetest.Open(t, srv.Client, servicetest.Input("dawdler", "go"))
 	var evs []*agentdv1.RunEvent
 	for {
-		ev := s.next()
+		ev := s.Next()
 		if ev == nil {
 			break
 		}
 		evs = append(evs, ev)
 		time.Sleep(readGap)
 	}
-	if s.err != nil || lastFinished(evs).GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("finished %v, %v; events:\n%s", lastFinished(evs).GetReason(), s.err, render(evs))
+	if s.Err() != nil || lastFinished(evs).GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v, %v; events:\n%s", lastFinished(evs).GetReason(), s.Err(), servicetest.Render(evs))
 	}
 	// The heartbeats went out on time while the tool ran, though the client read each
 	// of them long after: their server times are about an interval apart.
@@ -578,7 +579,7 @@ func heartbeatsStillFlow(t *testing.T) {
 		}
 	}
 	if want := int(toolTime/interval) / 2; len(beats) < want {
-		t.Fatalf("%d heartbeats while the tool ran %s (interval %s), want at least %d; events:\n%s", len(beats), ended.Sub(started), interval, want, render(evs))
+		t.Fatalf("%d heartbeats while the tool ran %s (interval %s), want at least %d; events:\n%s", len(beats), ended.Sub(started), interval, want, servicetest.Render(evs))
 	}
 	var gaps []time.Duration
 	for i := 1; i < len(beats); i++ {

@@ -1,31 +1,31 @@
 package service_test
 
-// The fault matrix (issue #10): the real server over loopback TCP, and a client that
+// The fault matrix: the real server over loopback TCP, and a client that
 // disappears at each point of a run, tools that misbehave, hooks that misbehave.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/agents/agentstest"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // faultEndBound is how soon after the client disappears the run must have ended:
@@ -117,24 +117,6 @@ func (e spanEnds) OnEnd(s sdktrace.ReadOnlySpan) {
 func (spanEnds) Shutdown(context.Context) error   { return nil }
 func (spanEnds) ForceFlush(context.Context) error { return nil }
 
-// syncBuffer is a log sink safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // faultRig is a server on a loopback TCP port, traced and metered in memory, serving the
 // demo agent and the fault agents.
 type faultRig struct {
@@ -144,7 +126,7 @@ type faultRig struct {
 	hook   *faultHook
 	spans  spanEnds
 	reader *sdkmetric.ManualReader
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 }
 
 // The fault agents.
@@ -174,7 +156,7 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 		hook = &faultHook{}
 	}
 	hook.ended = make(chan runEnd, 16)
-	r := &faultRig{t: t, hook: hook, spans: make(spanEnds, 1000), reader: sdkmetric.NewManualReader(), logs: &syncBuffer{}}
+	r := &faultRig{t: t, hook: hook, spans: make(spanEnds, 1000), reader: sdkmetric.NewManualReader(), logs: &logtest.Buffer{}}
 	log := slog.New(slog.NewTextHandler(r.logs, nil))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
@@ -217,7 +199,7 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 		acfg.Agents = append(acfg.Agents, ac)
 	}
 	reg, err := agents.NewRegistry(acfg, agents.RegistryOptions{
-		Resolve: scriptResolver(models), Logger: log,
+		Resolve: agentstest.ScriptResolver(models), Logger: log,
 		TracerProvider: tp, MeterProvider: mp,
 	})
 	if err != nil {
@@ -326,13 +308,6 @@ func (r *faultRig) idle(within time.Duration) time.Time {
 	}
 }
 
-// checkNoLeak registers, first, a check that the test leaves no goroutine behind once
-// everything it started is cleaned up.
-func checkNoLeak(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
-}
-
 func TestFault_ClientDisappears(t *testing.T) {
 	type phase struct {
 		name  string
@@ -402,10 +377,10 @@ func TestFault_ClientDisappears(t *testing.T) {
 	for _, p := range phases {
 		for _, d := range disappearances {
 			t.Run(p.name+"/"+d.name, func(t *testing.T) {
-				checkNoLeak(t)
+				servicetest.CheckNoLeak(t)
 				hook := &faultHook{}
 				reached := make(chan struct{})
-				spec := input(p.agent, p.input)
+				spec := servicetest.Input(p.agent, p.input)
 				if p.setup != nil {
 					p.setup(t, spec, hook, reached)
 				}
@@ -417,12 +392,12 @@ func TestFault_ClientDisappears(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				st := &stream{t: t, s: rs}
-				st.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+				st := servicetest.NewStream(t, rs)
+				st.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
 				if p.reached != nil {
-					st.until(p.reached)
+					st.Until(p.reached)
 				} else {
-					st.until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil })
+					st.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil })
 					select {
 					case <-reached:
 					case <-time.After(10 * time.Second):
@@ -453,15 +428,15 @@ func TestFault_ClientDisappears(t *testing.T) {
 }
 
 // runToEnd runs spec on a new connection and returns the events and AfterRun's view.
-func (r *faultRig) runToEnd(spec *agentdv1.RunSpec) (*stream, *agentdv1.RunFinished, runEnd) {
+func (r *faultRig) runToEnd(spec *agentdv1.RunSpec) (*servicetest.Stream, *agentdv1.RunFinished, runEnd) {
 	r.t.Helper()
 	rs, err := agentdv1.NewAgentServiceClient(r.dial()).Run(r.t.Context())
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	st := &stream{t: r.t, s: rs}
-	st.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
-	fin, err := st.finish()
+	st := servicetest.NewStream(r.t, rs)
+	st.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+	fin, err := st.Finish()
 	if err != nil {
 		r.t.Fatalf("the run's status: %v", err)
 	}
@@ -529,19 +504,19 @@ func TestFault_Tool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkNoLeak(t)
+			servicetest.CheckNoLeak(t)
 			release := make(chan struct{})
 			t.Cleanup(func() { close(release) }) // before the leak check: the hung tool returns
 			r := newFaultRig(t, &faultHook{tool: tt.fn(release)})
 			start := time.Now()
-			st, fin, end := r.runToEnd(input("worker", "work"))
+			st, fin, end := r.runToEnd(servicetest.Input("worker", "work"))
 			t.Logf("the run took %s", time.Since(start))
 			if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || end.reason != runtime.EndCompleted {
 				t.Fatalf("finished %v, AfterRun saw %v (%v); want completed", fin.GetReason(), end.reason, end.err)
 			}
-			res := toolResult(st.events)
+			res := toolResult(st.Events())
 			if res == nil {
-				t.Fatalf("no tool_call_result; events:\n%s", render(st.events))
+				t.Fatalf("no tool_call_result; events:\n%s", servicetest.Render(st.Events()))
 			}
 			tt.check(t, res)
 		})
@@ -550,9 +525,9 @@ func TestFault_Tool(t *testing.T) {
 
 func TestFault_Hook(t *testing.T) {
 	t.Run("panic", func(t *testing.T) {
-		checkNoLeak(t)
+		servicetest.CheckNoLeak(t)
 		r := newFaultRig(t, nil, panicky{})
-		_, fin, end := r.runToEnd(input("stepper", "what is 1+1?"))
+		_, fin, end := r.runToEnd(servicetest.Input("stepper", "what is 1+1?"))
 		if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || end.reason != runtime.EndCompleted || fin.GetFinalText() != "2" {
 			t.Fatalf("finished %v %q, AfterRun saw %v (%v); want completed", fin.GetReason(), fin.GetFinalText(), end.reason, end.err)
 		}
@@ -564,11 +539,11 @@ func TestFault_Hook(t *testing.T) {
 		}
 	})
 	t.Run("slow", func(t *testing.T) {
-		checkNoLeak(t)
+		servicetest.CheckNoLeak(t)
 		const d = 200 * time.Millisecond
 		r := newFaultRig(t, nil, slow{d: d})
 		start := time.Now()
-		_, fin, end := r.runToEnd(input("stepper", "what is 1+1?"))
+		_, fin, end := r.runToEnd(servicetest.Input("stepper", "what is 1+1?"))
 		took := time.Since(start)
 		t.Logf("the run took %s", took)
 		if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || end.reason != runtime.EndCompleted || fin.GetFinalText() != "2" {

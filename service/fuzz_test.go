@@ -15,6 +15,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // fuzzInput reads a fuzz input a byte at a time; past its end it reads zeros.
@@ -259,7 +260,7 @@ func FuzzSession(f *testing.F) {
 		s.CloseSend()
 		<-r.finished
 		if ctx.Err() != nil {
-			t.Fatalf("the stream did not end within 5 s (%v); events:\n%s", r.err, render(r.events))
+			t.Fatalf("the stream did not end within 5 s (%v); events:\n%s", r.err, servicetest.Render(r.events))
 		}
 		if len(r.events) == 0 {
 			st := status.Convert(r.err)
@@ -274,7 +275,7 @@ func FuzzSession(f *testing.F) {
 			}
 			return
 		}
-		checkEvents(t, r.events)
+		servicetest.CheckEvents(t, r.events)
 		if r.err != nil {
 			if _, reason, _ := errorInfo(r.err); reason == "" {
 				t.Errorf("ended with %v after run_finished, without an ErrorInfo", r.err)
@@ -289,9 +290,9 @@ func FuzzSession(f *testing.F) {
 			cs := a.GetClientSeq()
 			switch {
 			case !sent[cs]:
-				t.Fatalf("ack of client_seq %d, which was not sent after start; events:\n%s", cs, render(r.events))
+				t.Fatalf("ack of client_seq %d, which was not sent after start; events:\n%s", cs, servicetest.Render(r.events))
 			case cs <= last:
-				t.Fatalf("ack of client_seq %d after the ack of %d; events:\n%s", cs, last, render(r.events))
+				t.Fatalf("ack of client_seq %d after the ack of %d; events:\n%s", cs, last, servicetest.Render(r.events))
 			case !a.GetAccepted() && (a.GetError().GetReason() == "" || strings.TrimSpace(a.GetError().GetMessage()) == ""):
 				t.Fatalf("refusal of client_seq %d without a reason and a message: %v", cs, a)
 			}

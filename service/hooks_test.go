@@ -62,11 +62,11 @@ func TestHooks_InterceptorsRunFirstInInstallationOrderThenTheAgents(t *testing.T
 			grpc.ChainStreamInterceptor(hooks.StreamServerInterceptor(hook("first")), hooks.StreamServerInterceptor(hook("second"))),
 			grpc.ChainUnaryInterceptor(hooks.UnaryServerInterceptor(hook("first")), hooks.UnaryServerInterceptor(hook("second"))),
 		))
-	s := open(t, srv.Client, input("", "what is 1+1?"))
-	if _, err := s.finish(); err != nil {
+	s := servicetest.Open(t, srv.Client, servicetest.Input("", "what is 1+1?"))
+	if _, err := s.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("", "what is 1+1?")}); err != nil {
+	if _, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("", "what is 1+1?")}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"first", "second", "agent", "first", "second", "agent"}
@@ -99,18 +99,18 @@ agents:
 	}
 	defer reg.Close()
 	c := servicetest.NewClient(t, service.Config{Agents: reg, ContinuationKey: testKey, Logger: slog.New(slog.DiscardHandler)})
-	if _, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("plain", "what is 2+2?")}); err != nil {
+	if _, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("plain", "what is 2+2?")}); err != nil {
 		t.Fatalf("the agent without hooks: %v", err)
 	}
 	// The demo model's first call alone uses more than 100 tokens.
-	s := open(t, c, input("frugal", "what is 2+2?"))
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("frugal", "what is 2+2?"))
+	fin, err := s.Finish()
 	code, reason, _ := errorInfo(err)
 	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_STOPPED || code != codes.Aborted || reason != "STOPPED" || !strings.Contains(fin.GetError().GetMessage(), "budget") {
 		t.Fatalf("finished %v (%v), status %v; want stopped by the budget", fin.GetReason(), fin.GetError(), err)
 	}
 	var event *agentdv1.HookEvent
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if he := ev.GetHookEvent(); he != nil {
 			event = he
 		}

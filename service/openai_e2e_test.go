@@ -114,20 +114,20 @@ func TestOpenAIEndToEnd(t *testing.T) {
 	}
 	c := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, ContinuationKey: testKey}).Client
 
-	s := open(t, c, input("", "what is 6*7?"))
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("", "what is 6*7?"))
+	fin, err := s.Finish()
 	if err != nil {
-		t.Fatalf("stream ended with %v; events:\n%s", err, render(s.events))
+		t.Fatalf("stream ended with %v; events:\n%s", err, servicetest.Render(s.Events()))
 	}
 	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != "6*7 = 42." {
-		t.Fatalf("run finished %v %q, want completed with the model's answer; events:\n%s", fin.GetReason(), fin.GetFinalText(), render(s.events))
+		t.Fatalf("run finished %v %q, want completed with the model's answer; events:\n%s", fin.GetReason(), fin.GetFinalText(), servicetest.Render(s.Events()))
 	}
 
 	var started *agentdv1.ToolCallStarted
 	var args, text strings.Builder
 	var done *agentdv1.ToolCallArgsDone
 	var result *agentdv1.ToolCallResult
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		switch {
 		case ev.GetToolCallStarted() != nil:
 			started = ev.GetToolCallStarted()

@@ -62,7 +62,7 @@ func (f *stallingOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // The idle timeout is 1s: a client read of bytes already sent that waits that long for a
 // CPU is not a stall a loaded machine makes.
 func TestProviderFault_StallMidStream(t *testing.T) {
-	checkNoLeak(t)
+	servicetest.CheckNoLeak(t)
 	fake := &stallingOpenAI{gone: make(chan struct{}, 4), heldOut: make(chan struct{}, 4)}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
@@ -89,12 +89,12 @@ agents:
 	ts := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, ContinuationKey: testKey})
 
 	start := time.Now()
-	s := open(t, ts.Client, input("teller", "tell me a story"))
-	fin, err := s.finish()
+	s := servicetest.Open(t, ts.Client, servicetest.Input("teller", "tell me a story"))
+	fin, err := s.Finish()
 	took := time.Since(start)
 
 	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_FAILED {
-		t.Fatalf("run finished %v, want failed; events:\n%s", fin.GetReason(), render(s.events))
+		t.Fatalf("run finished %v, want failed; events:\n%s", fin.GetReason(), servicetest.Render(s.Events()))
 	}
 	const stall = "model stream stalled: no bytes from the model for 1s"
 	if re := fin.GetError(); re.GetReason() != "MODEL_ERROR" || !strings.Contains(re.GetMessage(), stall) {
@@ -110,7 +110,7 @@ agents:
 	}
 
 	var text strings.Builder
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		text.WriteString(ev.GetTextDelta().GetDelta())
 	}
 	if text.String() != "Once upon a time" {

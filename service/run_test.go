@@ -17,6 +17,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 func TestRun_FirstMessageMustBeStart(t *testing.T) {
@@ -52,13 +53,13 @@ func TestRun_BadStartIsRefusedWithFieldViolations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := open(t, c, tt.spec)
-			if ev := s.next(); ev != nil {
+			s := servicetest.Open(t, c, tt.spec)
+			if ev := s.Next(); ev != nil {
 				t.Fatalf("got event %v, want the stream refused", ev)
 			}
-			code, _, br := errorInfo(s.err)
+			code, _, br := errorInfo(s.Err())
 			if code != tt.code {
-				t.Fatalf("status %v, want %v", s.err, tt.code)
+				t.Fatalf("status %v, want %v", s.Err(), tt.code)
 			}
 			if tt.field != "" && (len(br.GetFieldViolations()) == 0 || br.GetFieldViolations()[0].GetField() != tt.field) {
 				t.Errorf("violations %v, want field %s", br.GetFieldViolations(), tt.field)
@@ -69,19 +70,19 @@ func TestRun_BadStartIsRefusedWithFieldViolations(t *testing.T) {
 
 func TestRun_EveryClientMessageIsAckedBeforeWhatItCauses(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	s := open(t, c, input("", "save a note: milk"))
-	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
-	ping := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Ping{Ping: &agentdv1.Ping{}}})
-	decision := s.send(approve(req.GetApprovalId()))
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("", "save a note: milk"))
+	req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	ping := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Ping{Ping: &agentdv1.Ping{}}})
+	decision := s.Send(servicetest.Approve(req.GetApprovalId()))
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v", fin.GetReason(), err)
 	}
-	if a := ack(s.events, ping); a == nil || !a.GetAccepted() {
+	if a := ack(s.Events(), ping); a == nil || !a.GetAccepted() {
 		t.Errorf("ping ack = %v", a)
 	}
 	var ackAt, resolvedAt int
-	for i, ev := range s.events {
+	for i, ev := range s.Events() {
 		if a := ev.GetInputAck(); a != nil && a.GetClientSeq() == decision {
 			ackAt = i
 		}
@@ -100,30 +101,30 @@ func TestRun_RefusalsAreAckedAndNeverEndTheStream(t *testing.T) {
 	gate := make(chan struct{})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "save_note", `{"title":"milk","text":"buy milk"}`), gated(gate, "saved")}}
 	c := newTestServer(t, service.Config{}, scripted{name: "noter", model: m, tools: []string{"save_note"}}).Client
-	s := open(t, c, input("noter", "save a note: milk"))
-	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s := servicetest.Open(t, c, servicetest.Input("noter", "save a note: milk"))
+	req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
 	cases := map[int64]string{}
-	cases[s.send(approve("appr_unknown"))] = "UNKNOWN_APPROVAL"
-	cases[s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: "call_x"}}})] = "UNKNOWN_TOOL_CALL"
-	cases[s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: input("", "again")}})] = "ALREADY_STARTED"
-	cases[s.send(&agentdv1.RunRequest{})] = "EMPTY_MESSAGE"
-	cases[s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId()}}})] = "INVALID_DECISION"
+	cases[s.Send(servicetest.Approve("appr_unknown"))] = "UNKNOWN_APPROVAL"
+	cases[s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: "call_x"}}})] = "UNKNOWN_TOOL_CALL"
+	cases[s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "again")}})] = "ALREADY_STARTED"
+	cases[s.Send(&agentdv1.RunRequest{})] = "EMPTY_MESSAGE"
+	cases[s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId()}}})] = "INVALID_DECISION"
 	bad, _ := structpb.NewValue(map[string]any{"title": 7})
-	cases[s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: bad}}})] = "INVALID_ARGUMENTS"
-	first := s.send(approve(req.GetApprovalId()))
-	dup := s.send(approve(req.GetApprovalId()))
+	cases[s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: bad}}})] = "INVALID_ARGUMENTS"
+	first := s.Send(servicetest.Approve(req.GetApprovalId()))
+	dup := s.Send(servicetest.Approve(req.GetApprovalId()))
 	cases[dup] = "ALREADY_DECIDED"
-	s.until(isAck(dup))
+	s.Until(isAck(dup))
 	close(gate)
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v; refusals must not end the run", fin.GetReason(), err)
 	}
-	if a := ack(s.events, first); !a.GetAccepted() {
+	if a := ack(s.Events(), first); !a.GetAccepted() {
 		t.Errorf("the valid decision was refused: %v", a)
 	}
 	for seq, reason := range cases {
-		a := ack(s.events, seq)
+		a := ack(s.Events(), seq)
 		if a == nil || a.GetAccepted() || a.GetError().GetReason() != reason {
 			t.Errorf("client_seq %d: ack %v, want refused with %s", seq, a, reason)
 		}
@@ -132,18 +133,18 @@ func TestRun_RefusalsAreAckedAndNeverEndTheStream(t *testing.T) {
 
 func TestRun_ApprovalWithEditedArgumentsRunsThemAndTheTranscriptRecordsThem(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	s := open(t, c, input("", "save a note: milk"))
-	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s := servicetest.Open(t, c, servicetest.Input("", "save a note: milk"))
+	req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
 	edited, _ := structpb.NewValue(map[string]any{"title": "Oat milk", "text": "buy oat milk"})
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: edited}}})
-	fin, err := s.finish()
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: edited}}})
+	fin, err := s.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const want = `{"text":"buy oat milk","title":"Oat milk"}`
 	var resolved *agentdv1.ApprovalResolved
 	var started *agentdv1.ToolExecutionStarted
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if r := ev.GetApprovalResolved(); r != nil {
 			resolved = r
 		}
@@ -185,15 +186,15 @@ func TestRun_ApprovalPolicies(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := input("", "save a note: milk")
+			spec := servicetest.Input("", "save a note: milk")
 			spec.Config = &agentdv1.RunConfig{ApprovalPolicy: tt.policy}
-			s := open(t, c, spec)
-			fin, err := s.finish()
+			s := servicetest.Open(t, c, spec)
+			fin, err := s.Finish()
 			if err != nil || fin.GetReason() != tt.wantReason {
 				t.Fatalf("finished %v %v, want %v", fin.GetReason(), err, tt.wantReason)
 			}
 			var by agentdv1.DecidedBy
-			for _, ev := range s.events {
+			for _, ev := range s.Events() {
 				if r := ev.GetApprovalResolved(); r != nil {
 					by = r.GetDecidedBy()
 				}
@@ -211,16 +212,16 @@ func TestRun_ApprovalPolicies(t *testing.T) {
 func TestRun_AutoApproveNeverLoosensAnAlwaysPolicy(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "calculate", `{"expression":"1+1"}`), rt.Say("ok")}}
 	c := newTestServer(t, service.Config{}, scripted{name: "strict", model: m, tools: []string{"calculate"}, policy: agents.PolicyConfig{Tools: map[string]agents.ToolPolicyConfig{"calculate": {Approval: "always"}}}}).Client
-	spec := input("strict", "go")
+	spec := servicetest.Input("strict", "go")
 	spec.Config = &agentdv1.RunConfig{ApprovalPolicy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_APPROVE}
-	s := open(t, c, spec)
-	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
-	s.send(approve(req.GetApprovalId()))
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, spec)
+	req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s.Send(servicetest.Approve(req.GetApprovalId()))
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v", fin.GetReason(), err)
 	}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if r := ev.GetApprovalResolved(); r != nil && r.GetDecidedBy() != agentdv1.DecidedBy_DECIDED_BY_CLIENT {
 			t.Errorf("decided by %v: a tool whose policy is always must wait for the client", r.GetDecidedBy())
 		}
@@ -230,11 +231,11 @@ func TestRun_AutoApproveNeverLoosensAnAlwaysPolicy(t *testing.T) {
 func TestRun_ApprovalTimeoutExpiresAndTheModelIsTold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestServer(t, service.Config{}).Client
-		spec := input("", "save a note: milk")
+		spec := servicetest.Input("", "save a note: milk")
 		spec.Config = &agentdv1.RunConfig{ApprovalTimeout: durationpb.New(time.Minute)}
 		start := time.Now()
-		s := open(t, c, spec)
-		fin, err := s.finish()
+		s := servicetest.Open(t, c, spec)
+		fin, err := s.Finish()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +243,7 @@ func TestRun_ApprovalTimeoutExpiresAndTheModelIsTold(t *testing.T) {
 			t.Errorf("waited %v, want the one-minute timeout", waited)
 		}
 		var resolved *agentdv1.ApprovalResolved
-		for _, ev := range s.events {
+		for _, ev := range s.Events() {
 			if r := ev.GetApprovalResolved(); r != nil {
 				resolved = r
 			}
@@ -258,9 +259,9 @@ func TestRun_ApprovalTimeoutExpiresAndTheModelIsTold(t *testing.T) {
 
 func TestRun_HalfCloseIsNotCancel(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	s := open(t, c, input("", "what is 6*7?"))
-	s.s.CloseSend()
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("", "what is 6*7?"))
+	s.RunClient().CloseSend()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != "6*7 = 42" {
 		t.Fatalf("finished %v %q %v, want the run to go on after half-close", fin.GetReason(), fin.GetFinalText(), err)
 	}
@@ -268,9 +269,9 @@ func TestRun_HalfCloseIsNotCancel(t *testing.T) {
 
 func TestRun_HalfCloseThenApprovalParksTheRun(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	s := open(t, c, input("", "save a note: milk"))
-	s.s.CloseSend()
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("", "save a note: milk"))
+	s.RunClient().CloseSend()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT || len(fin.GetContinuation()) == 0 {
 		t.Fatalf("finished %v %v, want awaiting_input with a continuation", fin.GetReason(), err)
 	}
@@ -279,15 +280,15 @@ func TestRun_HalfCloseThenApprovalParksTheRun(t *testing.T) {
 func TestRun_CancelEndsCancelledWithStatusOK(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("thinking about it")}, Block: true}}}
 	c := newTestServer(t, service.Config{}, scripted{name: "slow", model: m}).Client
-	s := open(t, c, input("slow", "go"))
-	s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil })
-	seq := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "changed my mind"}}})
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("slow", "go"))
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil })
+	seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "changed my mind"}}})
+	fin, err := s.Finish()
 	if err != nil {
 		t.Errorf("status %v, want OK", err)
 	}
-	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED || !ack(s.events, seq).GetAccepted() {
-		t.Errorf("finished %v, ack %v", fin.GetReason(), ack(s.events, seq))
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED || !ack(s.Events(), seq).GetAccepted() {
+		t.Errorf("finished %v, ack %v", fin.GetReason(), ack(s.Events(), seq))
 	}
 	if len(fin.GetNewMessages()) != 2 || !fin.GetNewMessages()[1].GetPartial() {
 		t.Errorf("new messages %v, want the input and the partial answer", fin.GetNewMessages())
@@ -302,7 +303,7 @@ func TestRun_CancelledRPCContextEndsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("slow", "go")}})
+	s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("slow", "go")}})
 	if _, err := s.Recv(); err != nil {
 		t.Fatal(err)
 	}
@@ -322,16 +323,16 @@ func TestRun_SteerNextStepAndInterrupt(t *testing.T) {
 		rt.Say("ok, the short version"),
 	}}
 	c := newTestServer(t, service.Config{}, scripted{name: "chatty", model: m}).Client
-	s := open(t, c, input("chatty", "tell me everything"))
-	s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil })
-	seq := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "short please", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}})
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("chatty", "tell me everything"))
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil })
+	seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "short please", Mode: agentdv1.SteerMode_STEER_MODE_INTERRUPT}}})
+	fin, err := s.Finish()
 	if err != nil || fin.GetFinalText() != "ok, the short version" {
 		t.Fatalf("finished %q %v", fin.GetFinalText(), err)
 	}
 	var applied *agentdv1.SteerApplied
 	var steps []string
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if a := ev.GetSteerApplied(); a != nil && a.GetClientSeq() == seq {
 			applied = a
 		}
@@ -347,18 +348,18 @@ func TestRun_SteerNextStepAndInterrupt(t *testing.T) {
 func TestRun_SteerRateIsLimited(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{{Block: true}}}
 	c := newTestServer(t, service.Config{SteerRate: 1, SteerBurst: 2}, scripted{name: "slow", model: m}).Client
-	s := open(t, c, input("slow", "go"))
+	s := servicetest.Open(t, c, servicetest.Input("slow", "go"))
 	var seqs []int64
 	for range 3 {
-		seqs = append(seqs, s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "more"}}}))
+		seqs = append(seqs, s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "more"}}}))
 	}
-	s.until(isAck(seqs[2]))
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
-	s.finish()
-	if !ack(s.events, seqs[0]).GetAccepted() || !ack(s.events, seqs[1]).GetAccepted() {
+	s.Until(isAck(seqs[2]))
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
+	s.Finish()
+	if !ack(s.Events(), seqs[0]).GetAccepted() || !ack(s.Events(), seqs[1]).GetAccepted() {
 		t.Error("steers within the burst were refused")
 	}
-	if a := ack(s.events, seqs[2]); a.GetAccepted() || a.GetError().GetReason() != "STEER_RATE_LIMITED" {
+	if a := ack(s.Events(), seqs[2]); a.GetAccepted() || a.GetError().GetReason() != "STEER_RATE_LIMITED" {
 		t.Errorf("third steer ack %v, want STEER_RATE_LIMITED", a)
 	}
 }
@@ -368,23 +369,23 @@ func TestRun_ClientToolRunsOnTheClient(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "pick_color", `{"hint":"warm"}`), gated(gate, "red it is")}}
 	c := newTestServer(t, service.Config{}, scripted{name: "painter", model: m}).Client
 	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"hint": map[string]any{"type": "string"}}})
-	spec := input("painter", "paint")
+	spec := servicetest.Input("painter", "paint")
 	spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "pick_color", Parameters: params}}}
-	s := open(t, c, spec)
-	exec := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted()
+	s := servicetest.Open(t, c, spec)
+	exec := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted()
 	if exec.GetExecutor() != agentdv1.Executor_EXECUTOR_CLIENT || exec.GetArgumentsJson() != `{"hint":"warm"}` || exec.GetDeadline() == nil {
 		t.Fatalf("tool_execution_started %v", exec)
 	}
-	seq := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "red"}}}})
-	late := s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "blue"}}}})
-	s.until(isAck(late))
+	seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "red"}}}})
+	late := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ToolResult{ToolResult: &agentdv1.ToolResult{ToolCallId: exec.GetToolCallId(), Output: &agentdv1.ToolResult_Text{Text: "blue"}}}})
+	s.Until(isAck(late))
 	close(gate)
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	if err != nil || fin.GetFinalText() != "red it is" {
 		t.Fatalf("finished %q %v", fin.GetFinalText(), err)
 	}
-	if !ack(s.events, seq).GetAccepted() || ack(s.events, late).GetAccepted() || ack(s.events, late).GetError().GetReason() != "UNKNOWN_TOOL_CALL" {
-		t.Errorf("acks: result %v, second result %v", ack(s.events, seq), ack(s.events, late))
+	if !ack(s.Events(), seq).GetAccepted() || ack(s.Events(), late).GetAccepted() || ack(s.Events(), late).GetError().GetReason() != "UNKNOWN_TOOL_CALL" {
+		t.Errorf("acks: result %v, second result %v", ack(s.Events(), seq), ack(s.Events(), late))
 	}
 	if got := m.Requests()[1].Messages; got[len(got)-1].Parts[0].ToolResult.Output.Text != "red" {
 		t.Errorf("the model did not get the client's result: %v", got[len(got)-1])
@@ -395,15 +396,15 @@ func TestRun_ClientToolTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &rt.Model{Steps: []rt.Step{rt.Call(0, "slow_tool", `{}`), rt.Say("gave up")}}
 		c := newTestServer(t, service.Config{}, scripted{name: "impatient", model: m}).Client
-		spec := input("impatient", "go")
+		spec := servicetest.Input("impatient", "go")
 		spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "slow_tool"}, Timeout: durationpb.New(10 * time.Second)}}
-		s := open(t, c, spec)
-		fin, err := s.finish()
+		s := servicetest.Open(t, c, spec)
+		fin, err := s.Finish()
 		if err != nil || fin.GetFinalText() != "gave up" {
 			t.Fatalf("finished %q %v", fin.GetFinalText(), err)
 		}
 		var res *agentdv1.ToolCallResult
-		for _, ev := range s.events {
+		for _, ev := range s.Events() {
 			if r := ev.GetToolCallResult(); r != nil {
 				res = r
 			}
@@ -416,7 +417,7 @@ func TestRun_ClientToolTimeout(t *testing.T) {
 
 func TestStartRunAndExecuteRun_ParkAndResumeThroughASecondCall(t *testing.T) {
 	c := newTestServer(t, service.Config{}).Client
-	ss, err := c.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: input("", "save a note: milk")})
+	ss, err := c.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("", "save a note: milk")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +429,7 @@ func TestStartRunAndExecuteRun_ParkAndResumeThroughASecondCall(t *testing.T) {
 		}
 		evs = append(evs, resp.GetEvent())
 	}
-	checkEvents(t, evs)
+	servicetest.CheckEvents(t, evs)
 	fin := evs[len(evs)-1].GetRunFinished()
 	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT || len(fin.GetPendingApprovals()) != 1 {
 		t.Fatalf("StartRun finished %v", fin)
@@ -460,7 +461,7 @@ func TestContinuation_ForgedExpiredOrMismatchedIsRefused(t *testing.T) {
 	clock := func() time.Time { return now }
 	srv := newTestServer(t, service.Config{Now: func() time.Time { return clock() }, ContinuationTTL: time.Hour})
 	c := srv.Client
-	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("", "save a note: milk")})
+	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("", "save a note: milk")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +504,7 @@ func TestContinuation_ForgedExpiredOrMismatchedIsRefused(t *testing.T) {
 func TestExecuteRun_FailureCarriesTheOutcomeInTheStatus(t *testing.T) {
 	steps := []rt.Step{rt.Call(0, "calculate", `{"expression":"1+1"}`), rt.Call(1, "calculate", `{"expression":"1+1"}`)}
 	c := newTestServer(t, service.Config{}, scripted{name: "loop", model: &rt.Model{Steps: steps}, tools: []string{"calculate"}, steps: 1}).Client
-	_, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("loop", "go")})
+	_, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("loop", "go")})
 	code, reason, _ := errorInfo(err)
 	if code != codes.ResourceExhausted || reason != "MAX_STEPS" {
 		t.Fatalf("status %v, want RESOURCE_EXHAUSTED MAX_STEPS", err)
@@ -543,40 +544,40 @@ func TestListAgents(t *testing.T) {
 func TestLimits_ConcurrentRunsAndClientTools(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{{Block: true}}}
 	c := newTestServer(t, service.Config{MaxConcurrentRuns: 1, MaxClientTools: 1}, scripted{name: "slow", model: m}).Client
-	first := open(t, c, input("slow", "go"))
-	first.until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil })
-	second := open(t, c, input("slow", "go"))
-	second.next()
-	if code, reason, _ := errorInfo(second.err); code != codes.ResourceExhausted || reason != "TOO_MANY_RUNS" {
-		t.Errorf("second run: %v, want RESOURCE_EXHAUSTED TOO_MANY_RUNS", second.err)
+	first := servicetest.Open(t, c, servicetest.Input("slow", "go"))
+	first.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil })
+	second := servicetest.Open(t, c, servicetest.Input("slow", "go"))
+	second.Next()
+	if code, reason, _ := errorInfo(second.Err()); code != codes.ResourceExhausted || reason != "TOO_MANY_RUNS" {
+		t.Errorf("second run: %v, want RESOURCE_EXHAUSTED TOO_MANY_RUNS", second.Err())
 	}
-	first.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
-	first.finish()
+	first.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
+	first.Finish()
 
-	spec := input("", "hi")
+	spec := servicetest.Input("", "hi")
 	spec.ClientTools = []*agentdv1.ClientTool{{Spec: &agentdv1.ToolSpec{Name: "a"}}, {Spec: &agentdv1.ToolSpec{Name: "b"}}}
-	third := open(t, c, spec)
-	third.next()
-	if code, _, br := errorInfo(third.err); code != codes.InvalidArgument || !strings.Contains(br.GetFieldViolations()[0].GetDescription(), "the limit is 1") {
-		t.Errorf("two client tools: %v", third.err)
+	third := servicetest.Open(t, c, spec)
+	third.Next()
+	if code, _, br := errorInfo(third.Err()); code != codes.InvalidArgument || !strings.Contains(br.GetFieldViolations()[0].GetDescription(), "the limit is 1") {
+		t.Errorf("two client tools: %v", third.Err())
 	}
 }
 
 func TestHeartbeatAfterSilence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestServer(t, service.Config{}).Client
-		s := open(t, c, input("", "save a note: milk"))
-		s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+		s := servicetest.Open(t, c, servicetest.Input("", "save a note: milk"))
+		s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
 		start := time.Now()
-		hb := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetHeartbeat() != nil })
+		hb := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetHeartbeat() != nil })
 		if waited := time.Since(start); waited != 15*time.Second {
 			t.Errorf("heartbeat after %v of silence, want 15s", waited)
 		}
-		if hb.GetSeq() != 0 || hb.GetHeartbeat().GetLastSeq() != s.events[len(s.events)-2].GetSeq() {
+		if hb.GetSeq() != 0 || hb.GetHeartbeat().GetLastSeq() != s.Events()[len(s.Events())-2].GetSeq() {
 			t.Errorf("heartbeat %v", hb)
 		}
-		s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
-		s.finish()
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
+		s.Finish()
 	})
 }
 
@@ -584,22 +585,22 @@ func TestShutdown_GoAwayThenShutdownWithAContinuationAnotherReplicaResumes(t *te
 	synctest.Test(t, func(t *testing.T) {
 		first := newTestServer(t, service.Config{})
 		second := newTestServer(t, service.Config{}) // shares the continuation key
-		s := open(t, first.Client, input("", "save a note: milk"))
-		s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+		s := servicetest.Open(t, first.Client, servicetest.Input("", "save a note: milk"))
+		s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
 
 		done := make(chan error, 1)
 		go func() { done <- first.Service.Shutdown(t.Context(), 20*time.Second) }()
-		goAway := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetGoAway() != nil }).GetGoAway()
+		goAway := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetGoAway() != nil }).GetGoAway()
 		if goAway.GetTimeLeft().AsDuration() != 20*time.Second {
 			t.Errorf("go_away time_left %v, want 20s", goAway.GetTimeLeft().AsDuration())
 		}
-		late := open(t, first.Client, input("", "hi"))
-		late.next()
-		if code, reason, _ := errorInfo(late.err); code != codes.Unavailable || reason != "SERVER_DRAINING" {
-			t.Errorf("a run started while draining: %v, want UNAVAILABLE SERVER_DRAINING", late.err)
+		late := servicetest.Open(t, first.Client, servicetest.Input("", "hi"))
+		late.Next()
+		if code, reason, _ := errorInfo(late.Err()); code != codes.Unavailable || reason != "SERVER_DRAINING" {
+			t.Errorf("a run started while draining: %v, want UNAVAILABLE SERVER_DRAINING", late.Err())
 		}
 
-		fin, err := s.finish()
+		fin, err := s.Finish()
 		if code, reason, _ := errorInfo(err); code != codes.Unavailable || reason != "SERVER_SHUTDOWN" {
 			t.Errorf("status %v, want UNAVAILABLE SERVER_SHUTDOWN", err)
 		}
@@ -611,10 +612,10 @@ func TestShutdown_GoAwayThenShutdownWithAContinuationAnotherReplicaResumes(t *te
 		}
 
 		resume := &agentdv1.RunSpec{Messages: fin.GetNewMessages(), Continuation: fin.GetContinuation()}
-		r := open(t, second.Client, resume)
-		req := r.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
-		r.send(approve(req.GetApprovalId()))
-		rfin, err := r.finish()
+		r := servicetest.Open(t, second.Client, resume)
+		req := r.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+		r.Send(servicetest.Approve(req.GetApprovalId()))
+		rfin, err := r.Finish()
 		if err != nil || rfin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || !strings.Contains(rfin.GetFinalText(), "Saved your note") {
 			t.Errorf("resumed on the second replica: %v %q %v", rfin.GetReason(), rfin.GetFinalText(), err)
 		}
@@ -629,11 +630,11 @@ func TestRun_RunStartedComesBeforeAnyAck(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Start and ping go out back to back, before anything is read.
-		s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: input("", "what is 1+1?")}})
+		s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "what is 1+1?")}})
 		s.Send(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Ping{Ping: &agentdv1.Ping{}}})
 		s.CloseSend()
-		st := &stream{t: t, s: s}
-		if _, err := st.finish(); err != nil {
+		st := servicetest.NewStream(t, s)
+		if _, err := st.Finish(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/agentdtest"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +32,7 @@ type ctl struct {
 	stdinTTY   bool              // read lines as typed, so that they steer
 	env        map[string]string // the environment agentctl sees (EDITOR, …); nothing else
 	interrupts chan os.Signal
-	stdout     *syncBuffer // default: a new one
+	stdout     *logtest.Buffer // default: a new one
 }
 
 // result is what agentctl printed and its exit code.
@@ -53,9 +52,9 @@ func (c ctl) run(t *testing.T, args ...string) result {
 		c.stdin = strings.NewReader("")
 	}
 	if c.stdout == nil {
-		c.stdout = &syncBuffer{}
+		c.stdout = &logtest.Buffer{}
 	}
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	code := run(ctx, args, env{
@@ -69,26 +68,8 @@ func (c ctl) run(t *testing.T, args ...string) result {
 	return result{stdout: c.stdout.String(), stderr: stderr.String(), code: code}
 }
 
-// syncBuffer is a bytes.Buffer that one goroutine writes while another waits for text.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// waitFor waits until the buffer holds s, and fails the test after a while.
-func (b *syncBuffer) waitFor(t *testing.T, s string) {
+// waitFor waits until b holds s, and fails the test after a while.
+func waitFor(t *testing.T, b *logtest.Buffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(b.String(), s) {

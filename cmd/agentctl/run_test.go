@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 // plain returns the flags that reach the shared agentd.
@@ -252,11 +253,11 @@ func TestCtrlCCancels(t *testing.T) {
 	t.Parallel()
 	in, answer := io.Pipe()
 	defer answer.Close()
-	c := ctl{stdin: in, interrupts: make(chan os.Signal, 1), stdout: &syncBuffer{}}
+	c := ctl{stdin: in, interrupts: make(chan os.Signal, 1), stdout: &logtest.Buffer{}}
 	done := make(chan result, 1)
 	a := args(plain(t), "run", "save a note: buy milk")
 	go func() { done <- c.run(t, a...) }()
-	c.stdout.waitFor(t, "approve save_note?")
+	waitFor(t, c.stdout, "approve save_note?")
 	c.interrupts <- os.Interrupt
 	r := <-done
 	wantOutput(t, r, exitCancel,

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 // fakeClient serves Run with a fakeStream the test scripts; the other RPCs are not used.
@@ -126,7 +127,7 @@ func finished(reason agentdv1.RunEndReason) *agentdv1.RunEvent {
 func TestTypedLinesSteer(t *testing.T) {
 	in, typing := io.Pipe()
 	defer typing.Close()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: in, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }, stdinTTY: true})
 	fs.event(t, started())
 	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepStarted{StepStarted: &agentdv1.StepStarted{StepId: "step_1"}}})
@@ -165,8 +166,8 @@ func TestTypedLinesSteer(t *testing.T) {
 
 func TestSecondCtrlCQuits(t *testing.T) {
 	interrupts := make(chan os.Signal, 1)
-	out := &syncBuffer{}
-	stderr := &syncBuffer{}
+	out := &logtest.Buffer{}
+	stderr := &logtest.Buffer{}
 	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: strings.NewReader(""), stdout: out, stderr: stderr, getenv: func(string) string { return "" }, interrupts: interrupts})
 	fs.event(t, started())
 	interrupts <- os.Interrupt
@@ -186,7 +187,7 @@ func TestSecondCtrlCQuits(t *testing.T) {
 func TestExpiredApprovalClosesThePrompt(t *testing.T) {
 	in, answering := io.Pipe()
 	defer answering.Close()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: in, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }})
 	fs.event(t, started())
 	for _, id := range []string{"appr_1", "appr_2"} {
@@ -194,14 +195,14 @@ func TestExpiredApprovalClosesThePrompt(t *testing.T) {
 			ApprovalId: id, ToolCallId: "call_" + id, ToolName: "rm_" + id, ArgumentsJson: `{"path":"/"}`,
 		}}})
 	}
-	out.waitFor(t, "approve rm_appr_1? [y]es/[n]o: ")
+	waitFor(t, out, "approve rm_appr_1? [y]es/[n]o: ")
 	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
 		ApprovalId: "appr_1", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED, DecidedBy: agentdv1.DecidedBy_DECIDED_BY_TIMEOUT,
 	}}})
-	out.waitFor(t, "approve rm_appr_2? [y]es/[n]o: ")
+	waitFor(t, out, "approve rm_appr_2? [y]es/[n]o: ")
 	// The line read for the first prompt answers the second, which is the one on screen.
 	io.WriteString(answering, "e\n")
-	out.waitFor(t, "the server does not let this call's arguments be edited\n")
+	waitFor(t, out, "the server does not let this call's arguments be edited\n")
 	io.WriteString(answering, "n\n")
 	io.WriteString(answering, "too risky\n")
 	want := &agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
@@ -220,7 +221,7 @@ func TestExpiredApprovalClosesThePrompt(t *testing.T) {
 }
 
 func TestRefusedRun(t *testing.T) {
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, getenv: func(string) string { return "" }})
 	fs.fail <- status.Error(codes.ResourceExhausted, "too many runs")
 	if c := exitCode(t, code); c != exitFailed {

@@ -23,13 +23,14 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 // healthServer is a grpc.Server built as agentd builds its own (serverOptions, and the
 // connection cap on its listener) that serves a health service alone.
 type healthServer struct {
 	health *health.Server
-	log    *syncBuffer
+	log    *logtest.Buffer
 }
 
 // serveHealth serves a healthServer configured by args (as on the command line) on lis
@@ -40,7 +41,7 @@ func serveHealth(t *testing.T, args []string, lis net.Listener) *healthServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := &syncBuffer{}
+	buf := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))
 	opts, err := serverOptions(cfg, log, nil, nil)
 	if err != nil {

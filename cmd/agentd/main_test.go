@@ -23,6 +23,7 @@ import (
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/agentdtest"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 func TestMain(m *testing.M) {
@@ -219,7 +220,7 @@ func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var logs syncBuffer
+			var logs logtest.Buffer
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
@@ -249,7 +250,7 @@ func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
 			}
 
 			var calls []map[string]any
-			for _, rec := range logs.logLines(t) {
+			for _, rec := range logs.Records(t) {
 				if rec["msg"] == "tool call" {
 					calls = append(calls, rec)
 				}
@@ -324,7 +325,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()

@@ -18,6 +18,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/agentdtest"
+	"github.com/agentd/agentd/internal/logtest"
 )
 
 // TestServeStopsMCPServersOnShutdown checks that agentd starts the MCP servers of its
@@ -38,7 +39,7 @@ func TestServeStopsMCPServersOnShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {

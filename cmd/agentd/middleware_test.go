@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -36,6 +34,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/hooks/audit"
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/service"
 )
 
@@ -46,42 +45,10 @@ const (
 	wrongToken = "tok-wrong-0000000000000000"
 )
 
-// syncBuffer is a bytes.Buffer that the server's goroutines may log into concurrently.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// logLines parses the captured JSON log, one object a line.
-func (b *syncBuffer) logLines(t *testing.T) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	for line := range strings.Lines(b.String()) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line is not JSON: %v: %s", err, line)
-		}
-		lines = append(lines, m)
-	}
-	return lines
-}
-
 // testServer is agentd's real grpc.Server with the real service on a loopback port.
 type testServer struct {
 	addr string
-	log  *syncBuffer
+	log  *logtest.Buffer
 	svc  *service.Server
 }
 
@@ -99,7 +66,7 @@ func startServer(t *testing.T, args []string, hs hookSet) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := &syncBuffer{}
+	buf := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts, err := serverOptions(cfg, log, hs.unary, hs.stream)
 	if err != nil {
@@ -220,7 +187,7 @@ func TestBearerAuth(t *testing.T) {
 	}
 	callers := map[string]bool{}
 	finished := 0
-	for _, line := range ts.log.logLines(t) {
+	for _, line := range ts.log.Records(t) {
 		if line["msg"] != "finished call" {
 			continue
 		}
@@ -366,7 +333,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := &syncBuffer{}
+	buf := &logtest.Buffer{}
 	// The hook interceptors sit outside recovery: they see the panic as an INTERNAL error.
 	var mu sync.Mutex
 	var hookSaw []codes.Code
@@ -422,7 +389,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		t.Errorf("after the panics: %v, %v; want the server still serving", resp.GetStatus(), err)
 	}
 	panics := 0
-	for _, line := range buf.logLines(t) {
+	for _, line := range buf.Records(t) {
 		if line["msg"] == "panic in an RPC handler" {
 			panics++
 			if line["panic"] != "boom" || !strings.Contains(line["stack"].(string), "panicky") || line["grpc.method"] == "" {
@@ -747,7 +714,7 @@ func TestServeWarnsWithoutAuthOffLoopback(t *testing.T) {
 			if tc.public {
 				lis = publicListener{lis}
 			}
-			buf := &syncBuffer{}
+			buf := &logtest.Buffer{}
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel() // serve starts, then shuts down at once
 			if err := serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(buf, nil))); err != nil {

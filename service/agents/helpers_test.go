@@ -1,19 +1,13 @@
 package agents_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/agentdtest"
@@ -22,13 +16,12 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/agents/agentstest"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
-var (
-	testKey  = []byte("a continuation key for tests, 32+ bytes long")
-	quietLog = slog.New(slog.DiscardHandler)
-)
+// quietLog is the log of the registries and servers whose logs no test reads.
+var quietLog = slog.New(slog.DiscardHandler)
 
 // toolSummary and agentSummary are what ListAgents shows of an agent, in a form cmp can
 // compare.
@@ -157,20 +150,6 @@ func writeAgentsFile(t *testing.T, text string, vars map[string]string) string {
 	return path
 }
 
-// scriptResolver resolves "script:<name>" to models[name], and every built-in spec.
-func scriptResolver(models map[string]*rt.Model) agents.ModelResolver {
-	return agents.NewModelResolver(append(agents.BuiltinModelProviders(0), agents.ModelProvider{
-		Name: "script", Forms: []string{"script:<name>"},
-		New: func(name string) (runtime.Model, error) {
-			m, ok := models[name]
-			if !ok {
-				return nil, agents.ErrUnknownModel
-			}
-			return m, nil
-		},
-	})...)
-}
-
 // loadRegistry loads an agents file and builds its registry, closed at the test's end.
 func loadRegistry(t *testing.T, path string, models map[string]*rt.Model) *agents.Registry {
 	t.Helper()
@@ -178,7 +157,7 @@ func loadRegistry(t *testing.T, path string, models map[string]*rt.Model) *agent
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Resolve: scriptResolver(models), Logger: quietLog})
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Resolve: agentstest.ScriptResolver(models), Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,128 +172,13 @@ func loadRegistry(t *testing.T, path string, models map[string]*rt.Model) *agent
 // serveAgents serves a's agents over bufconn and returns a client.
 func serveAgents(t *testing.T, a service.Agents) agentdv1.AgentServiceClient {
 	t.Helper()
-	return servicetest.NewClient(t, service.Config{Agents: a, Logger: quietLog, ContinuationKey: testKey})
+	return servicetest.NewClient(t, service.Config{Agents: a, Logger: quietLog})
 }
 
 // buildTestServer builds the stdio MCP server of package mcp's tests.
 func buildTestServer(t *testing.T) string {
 	t.Helper()
 	return agentdtest.Build(t, "github.com/agentd/agentd/runtime/tool/mcp/internal/testserver")
-}
-
-// checkNoLeak registers, first, a check that the test leaves no goroutine behind once
-// everything it started is cleaned up.
-func checkNoLeak(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
-}
-
-// syncBuffer is a log sink safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// stream is a client's side of a Run stream.
-type stream struct {
-	t      *testing.T
-	s      agentdv1.AgentService_RunClient
-	seq    int64
-	events []*agentdv1.RunEvent
-	err    error // the status the stream ended with, once it has
-	done   bool
-}
-
-// open starts a run on a Run stream.
-func open(t *testing.T, c agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) *stream {
-	t.Helper()
-	s, err := c.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &stream{t: t, s: s}
-	st.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
-	return st
-}
-
-// send sends a client message with the next client_seq.
-func (st *stream) send(req *agentdv1.RunRequest) {
-	st.t.Helper()
-	st.seq++
-	req.ClientSeq = st.seq
-	if err := st.s.Send(req); err != nil && !errors.Is(err, io.EOF) {
-		st.t.Fatalf("Send: %v", err)
-	}
-}
-
-// next returns the next event, or nil when the stream has ended.
-func (st *stream) next() *agentdv1.RunEvent {
-	if st.done {
-		return nil
-	}
-	resp, err := st.s.Recv()
-	if err != nil {
-		st.done = true
-		if !errors.Is(err, io.EOF) {
-			st.err = err
-		}
-		return nil
-	}
-	st.events = append(st.events, resp.GetEvent())
-	return resp.GetEvent()
-}
-
-// until reads events until one matches, and returns it.
-func (st *stream) until(match func(*agentdv1.RunEvent) bool) *agentdv1.RunEvent {
-	st.t.Helper()
-	for {
-		ev := st.next()
-		if ev == nil {
-			st.t.Fatalf("the stream ended (%v) before the event awaited; events:\n%s", st.err, render(st.events))
-		}
-		if match(ev) {
-			return ev
-		}
-	}
-}
-
-// finish reads to the end and returns run_finished and the stream's status.
-func (st *stream) finish() (*agentdv1.RunFinished, error) {
-	st.t.Helper()
-	for st.next() != nil {
-	}
-	if len(st.events) == 0 {
-		st.t.Fatalf("no events; the stream ended with %v", st.err)
-	}
-	return st.events[len(st.events)-1].GetRunFinished(), st.err
-}
-
-func render(evs []*agentdv1.RunEvent) string {
-	var s strings.Builder
-	for _, ev := range evs {
-		s.WriteString(ev.String() + "\n")
-	}
-	return s.String()
-}
-
-func input(agent, text string) *agentdv1.RunSpec {
-	return &agentdv1.RunSpec{Agent: agent, Input: text}
-}
-
-func approve(id string) *agentdv1.RunRequest {
-	return &agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: id, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}}}
 }
 
 // toolResults returns the tool_call_results of evs, in order.

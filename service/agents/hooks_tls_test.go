@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/tlstest"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
 // hookPKI is what a test's TLS needs: two CAs, certificates they signed, and PEM files
@@ -131,7 +132,7 @@ func TestRemoteHookTLS_AgentsFile(t *testing.T) {
 			wantStop: "hook unreachable: BeforeTool"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkNoLeak(t)
+			servicetest.CheckNoLeak(t)
 			hook := &policyHook{}
 			addr := tlstest.ServeTLS(t, tc.server, func(gs *grpc.Server) { hooksv1.RegisterHookServiceServer(gs, hook) })
 			_, port, _ := net.SplitHostPort(addr)
@@ -155,9 +156,9 @@ agents:
 `, net.JoinHostPort(cmp.Or(tc.host, "127.0.0.1"), port), tc.failClosed, tlsLine), nil)
 			model := &rt.Model{Steps: []rt.Step{rt.Call(0, "calculate", `{"expression":"1+1"}`), rt.Say("2")}}
 			c := serveAgents(t, loadRegistry(t, path, map[string]*rt.Model{"guarded": model}))
-			s := open(t, c, input("guarded", "what is 1+1?"))
-			fin, err := s.finish()
-			rs := toolResults(s.events)
+			s := servicetest.Open(t, c, servicetest.Input("guarded", "what is 1+1?"))
+			fin, err := s.Finish()
+			rs := toolResults(s.Events())
 
 			if tc.wantStop != "" {
 				if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_STOPPED || !strings.Contains(fin.GetError().GetMessage(), tc.wantStop) {

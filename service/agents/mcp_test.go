@@ -127,7 +127,7 @@ func TestMCPServersListAgents(t *testing.T) {
 	web := newWebServer(t)
 	path := writeAgentsFile(t, mcpAgentsFile, map[string]string{"WEB_URL": web.url, "PROC_BIN": buildTestServer(t)})
 	reg := loadRegistry(t, path, map[string]*rt.Model{"ops": {}, "plain": {}})
-	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog, ContinuationKey: testKey})
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog})
 
 	resp, err := c.ListAgents(t.Context(), &agentdv1.ListAgentsRequest{})
 	if err != nil {
@@ -211,23 +211,23 @@ func TestMCPToolApprovedWithEditedArguments(t *testing.T) {
 		rt.Say("greeted"),
 	}}
 	reg := loadRegistry(t, path, map[string]*rt.Model{"ops": model, "plain": {}})
-	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog, ContinuationKey: testKey})
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog})
 
-	s := open(t, c, input("ops", "clean up"))
-	req := s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s := servicetest.Open(t, c, servicetest.Input("ops", "clean up"))
+	req := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
 	if req.GetToolName() != "delete_file" || req.GetArgumentsJson() != `{"path":"/srv/important.db"}` || !req.GetEditable() {
 		t.Fatalf("approval requested: %v", req)
 	}
 	edited, _ := structpb.NewValue(map[string]any{"path": "/tmp/scratch.txt"})
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
 		ApprovalId: req.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, EditedArguments: edited,
 	}}})
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run finished %v, %v; events:\n%s", fin.GetReason(), err, render(s.events))
+		t.Fatalf("run finished %v, %v; events:\n%s", fin.GetReason(), err, servicetest.Render(s.Events()))
 	}
 	results := map[string]string{}
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if r := ev.GetToolCallResult(); r != nil {
 			results[r.GetName()] = r.GetText()
 		}
@@ -240,13 +240,13 @@ func TestMCPToolApprovedWithEditedArguments(t *testing.T) {
 	}
 
 	// The stdio server's environment has the variable, expanded from agentd's.
-	s = open(t, c, input("ops", "greet"))
-	req = s.until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
-	s.send(approve(req.GetApprovalId()))
-	if fin, err := s.finish(); err != nil || fin.GetFinalText() != "greeted" {
+	s = servicetest.Open(t, c, servicetest.Input("ops", "greet"))
+	req = s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetApprovalRequested()
+	s.Send(servicetest.Approve(req.GetApprovalId()))
+	if fin, err := s.Finish(); err != nil || fin.GetFinalText() != "greeted" {
 		t.Fatalf("run finished %v, %v", fin, err)
 	}
-	if rs := toolResults(s.events); len(rs) != 1 || rs[0].GetText() != "hello, world" {
+	if rs := toolResults(s.Events()); len(rs) != 1 || rs[0].GetText() != "hello, world" {
 		t.Errorf("results %v, want one: getenv GREETING = %q", rs, "hello, world")
 	}
 }
@@ -267,7 +267,7 @@ agents:
 `, map[string]string{"WEB_URL": web.url})
 	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "fresh", `{}`), rt.Say("used the new tool")}}
 	reg := loadRegistry(t, path, map[string]*rt.Model{"ops": model, "plain": {}})
-	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog, ContinuationKey: testKey})
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog})
 
 	before, err := reg.Agent("ops")
 	if err != nil {
@@ -309,13 +309,13 @@ agents:
 		}
 	}
 
-	s := open(t, c, input("ops", "use it"))
-	fin, err := s.finish()
+	s := servicetest.Open(t, c, servicetest.Input("ops", "use it"))
+	fin, err := s.Finish()
 	if err != nil || fin.GetFinalText() != "used the new tool" {
 		t.Fatalf("run finished %v, %v", fin, err)
 	}
 	var result string
-	for _, ev := range s.events {
+	for _, ev := range s.Events() {
 		if r := ev.GetToolCallResult(); r != nil {
 			result = r.GetText()
 		}

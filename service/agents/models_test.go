@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
@@ -52,8 +53,8 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := servicetest.NewClient(t, service.Config{Agents: reg, ContinuationKey: testKey, Logger: slog.New(slog.DiscardHandler)})
-	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("local", "what is 6*7?")})
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: slog.New(slog.DiscardHandler)})
+	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("local", "what is 6*7?")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ agents:
 		t.Fatal(err)
 	}
 	t.Setenv("OPENAI_API_KEY", "sk-test")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -115,8 +116,8 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := servicetest.NewClient(t, service.Config{Agents: reg, ContinuationKey: testKey, Logger: logger})
-	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: input("local", "what is 6*7?")})
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: logger})
+	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("local", "what is 6*7?")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,3 @@
-// Package servicetest runs an agentd service in process, over bufconn, for tests: the
-// real grpc.Server with the real service, health and reflection as agentd serves them,
-// and a client connected to it.
 package servicetest
 
 import (

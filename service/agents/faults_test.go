@@ -1,8 +1,8 @@
-package service_test
+package agents_test
 
-// The fault matrix, continued: what agentd depends on fails under a run — an MCP server
-// killed in the middle of a call, a remote hook that cannot be reached — with the real
-// server on loopback TCP and its agents loaded from an agents file.
+// What an agent depends on fails under a run: an MCP server killed in the middle of a
+// call, a remote hook that cannot be reached. The run goes on, or stops, as the agents
+// file says; it never hangs.
 
 import (
 	"fmt"
@@ -13,42 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
 )
 
-// serveAgents serves reg's agents on a loopback TCP port and returns a client.
-func serveAgents(t *testing.T, reg service.Agents) agentdv1.AgentServiceClient {
-	t.Helper()
-	svc, err := service.New(service.Config{Agents: reg, Logger: quietLog, ContinuationKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(serveLoopback(t, svc.Register), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return agentdv1.NewAgentServiceClient(conn)
-}
-
-// results returns the tool_call_results of evs, in order.
-func toolResults(evs []*agentdv1.RunEvent) []*agentdv1.ToolCallResult {
-	var rs []*agentdv1.ToolCallResult
-	for _, ev := range evs {
-		if r := ev.GetToolCallResult(); r != nil {
-			rs = append(rs, r)
-		}
-	}
-	return rs
-}
-
 func TestFault_MCPServerKilledMidCall(t *testing.T) {
-	checkNoLeak(t)
+	servicetest.CheckNoLeak(t)
 	const agents = `
 mcp_servers:
   - name: proc
@@ -75,9 +46,9 @@ agents:
 	path := writeAgentsFile(t, agents, map[string]string{"PROC_BIN": buildTestServer(t)})
 	c := serveAgents(t, loadRegistry(t, path, map[string]*rt.Model{"ops": model}))
 
-	s := open(t, c, input("ops", "sleep on it"))
+	s := servicetest.Open(t, c, servicetest.Input("ops", "sleep on it"))
 	var pid int
-	s.until(func(ev *agentdv1.RunEvent) bool {
+	s.Until(func(ev *agentdv1.RunEvent) bool {
 		if r := ev.GetToolCallResult(); r != nil && r.GetName() == "pid" {
 			var err error
 			if pid, err = strconv.Atoi(r.GetText()); err != nil {
@@ -96,12 +67,12 @@ agents:
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %d: %v", pid, err)
 	}
-	fin, err := s.finish()
+	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != "carried on" {
-		t.Fatalf("finished %v %q, %v; want completed by the model after an error result\n%s", fin.GetReason(), fin.GetFinalText(), err, render(s.events))
+		t.Fatalf("finished %v %q, %v; want completed by the model after an error result\n%s", fin.GetReason(), fin.GetFinalText(), err, servicetest.Render(s.Events()))
 	}
 	t.Logf("the run finished %s after the kill", time.Since(killed))
-	rs := toolResults(s.events)
+	rs := toolResults(s.Events())
 	if len(rs) != 2 || rs[1].GetName() != "sleep" || !rs[1].GetIsError() || rs[1].GetText() == "" {
 		t.Fatalf("results %v; want the sleep call to end in an error result", rs)
 	}
@@ -122,12 +93,12 @@ agents:
 	// The server is restarted with backoff; calls fail as error results meanwhile.
 	deadline := time.Now().Add(20 * time.Second)
 	for attempt := 1; ; attempt++ {
-		s := open(t, c, input("ops", "echo"))
-		fin, err := s.finish()
+		s := servicetest.Open(t, c, servicetest.Input("ops", "echo"))
+		fin, err := s.Finish()
 		if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 			t.Fatalf("attempt %d: finished %v, %v", attempt, fin.GetReason(), err)
 		}
-		rs := toolResults(s.events)
+		rs := toolResults(s.Events())
 		if len(rs) != 1 {
 			t.Fatalf("attempt %d: results %v", attempt, rs)
 		}
@@ -196,7 +167,7 @@ func TestFault_RemoteHookUnreachable(t *testing.T) {
 				mode = "fail-closed"
 			}
 			t.Run(srv.name+"/"+mode, func(t *testing.T) {
-				checkNoLeak(t)
+				servicetest.CheckNoLeak(t)
 				agents := fmt.Sprintf(`
 agents:
   - name: guarded
@@ -213,14 +184,14 @@ agents:
 				path := writeAgentsFile(t, agents, nil)
 				c := serveAgents(t, loadRegistry(t, path, map[string]*rt.Model{"guarded": model}))
 				start := time.Now()
-				s := open(t, c, input("guarded", "what is 1+1?"))
-				fin, err := s.finish()
+				s := servicetest.Open(t, c, servicetest.Input("guarded", "what is 1+1?"))
+				fin, err := s.Finish()
 				t.Logf("the run took %s", time.Since(start).Round(time.Millisecond))
 				if !failClosed {
 					if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != "2" {
 						t.Fatalf("finished %v %q (%v), %v; fail-open goes on as if the hook had said continue", fin.GetReason(), fin.GetFinalText(), fin.GetError(), err)
 					}
-					if rs := toolResults(s.events); len(rs) != 1 || rs[0].GetIsError() || rs[0].GetJson().GetStructValue().GetFields()["result"].GetNumberValue() != 2 {
+					if rs := toolResults(s.Events()); len(rs) != 1 || rs[0].GetIsError() || rs[0].GetJson().GetStructValue().GetFields()["result"].GetNumberValue() != 2 {
 						t.Errorf("results %v; want the tool to have run", rs)
 					}
 					return
@@ -228,7 +199,7 @@ agents:
 				if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_STOPPED || !strings.Contains(fin.GetError().GetMessage(), srv.want) {
 					t.Fatalf("finished %v (%v), %v; want stopped with %q", fin.GetReason(), fin.GetError(), err, srv.want)
 				}
-				if rs := toolResults(s.events); len(rs) != 0 {
+				if rs := toolResults(s.Events()); len(rs) != 0 {
 					t.Errorf("results %v; the tool must not run when the hook cannot say yes", rs)
 				}
 				if n := len(fin.GetNewMessages()); n < 2 {
