@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"math/rand/v2"
 	"regexp"
-	"strconv"
-	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/ids"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -103,7 +101,7 @@ func New(cfg Config) (*Agent, error) {
 		a.now = time.Now
 	}
 	if a.newID == nil {
-		a.newID = RandomID
+		a.newID = ids.New
 	}
 	a.tel = newTelemetry(cfg, a.log)
 	for _, t := range cfg.Tools {
@@ -162,15 +160,6 @@ func (a *Agent) Tools() []ToolSpec {
 	return specs
 }
 
-// RandomID returns prefix, '_' and up to 13 random base-36 characters.
-func RandomID(prefix string) string {
-	var buf [48]byte
-	b := append(buf[:0], prefix...)
-	b = append(b, '_')
-	b = strconv.AppendUint(b, rand.Uint64(), 36)
-	return string(b)
-}
-
 // Request is one run of an agent.
 type Request struct {
 	// RunID and ThreadID name the run and its conversation; empty ones are generated.
@@ -200,20 +189,11 @@ type Request struct {
 	// (its deadline is the request's expiry). Returning ErrInterrupt parks the run. Nil
 	// parks every call that needs an approval.
 	Approve func(ctx context.Context, req ApprovalRequest) (Decision, error)
-	// Steer drains queued steers without blocking. Nil means none.
-	Steer func() []Steer
-	// EndSteer, when set, is how the run asks for steers where it may end: it returns
-	// the steers queued, or, when there are none, stops taking steers for good and
-	// returns nil; the code that queues steers then refuses any more, so a steer it
-	// accepted always takes effect. The run calls it once where it would end COMPLETED
-	// (a steer it returns continues the run, and steering stays open), and as it
-	// finishes, until it returns nil. With EndSteer nil the run asks Steer instead, and a
-	// steer queued after its last look is never seen.
-	EndSteer func() []Steer
-	// Interrupt, when set, lets the code that queues steers interrupt the current step:
-	// queue the steer where Steer will find it, then call Interrupt.Interrupt. The model
-	// call stops, calls not yet run are cancelled, and the steer is applied.
-	Interrupt *Interrupter
+	// Inbox takes the steers sent while the run goes on; nil means none. Whoever takes
+	// the user's input calls Inbox.Send from any goroutine: the run applies each steer
+	// it accepted at the next step, or reports it dropped, or, parking, carries it in
+	// Pending.Steers. See [Inbox].
+	Inbox *Inbox
 	// Hooks run before the agent's own hooks.
 	Hooks Hooks
 	// Resume continues a parked run from RunFinished.Pending: Messages is the history up
@@ -259,65 +239,12 @@ type Decision struct {
 	DecidedBy DecidedBy
 }
 
-// Interrupter interrupts a run's current step from another goroutine, without the run
-// holding a goroutine to watch for it. Its zero value is ready to use; it is safe for
-// concurrent use, and serves one run.
-type Interrupter struct {
-	mu     sync.Mutex
-	n      uint64                  // interrupts so far
-	cancel context.CancelCauseFunc // the current step's, while one runs
-}
-
-// Interrupt stops the current step: call it after queuing the interrupting steer. Between
-// steps, it stops the next one unless that step already took the steer.
-func (i *Interrupter) Interrupt() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.n++
-	if i.cancel != nil {
-		i.cancel(errInterrupted)
-	}
-}
-
-// seen returns the number of interrupts so far; taken before the step takes its steers.
-func (i *Interrupter) seen() uint64 {
-	if i == nil {
-		return 0
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.n
-}
-
-// attach makes Interrupt cancel the step; an interrupt since seen cancels it at once.
-func (i *Interrupter) attach(cancel context.CancelCauseFunc, seen uint64) {
-	if i == nil {
-		return
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.cancel = cancel
-	if i.n != seen {
-		cancel(errInterrupted)
-	}
-}
-
-// detach ends the step.
-func (i *Interrupter) detach() {
-	if i == nil {
-		return
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.cancel = nil
-}
-
 // Steer is user input added while the run goes on.
 type Steer struct {
 	// Seq identifies the steer in SteerApplied (the client's sequence number).
 	Seq     int64
 	Message Message
-	// Interrupt marks an interrupting steer (announced through Request.Interrupt).
+	// Interrupt marks an interrupting steer: Inbox.Send stops the current step for it.
 	Interrupt bool
 }
 

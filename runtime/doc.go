@@ -28,7 +28,7 @@
 //
 //  1. A done context ends the run, cancelled (or shut down, when the cause is
 //     [ErrShutdown]).
-//  2. Queued steers ([Request.Steer]) enter the transcript as user messages and start a
+//  2. Steers sent to the run's [Inbox] enter the transcript as user messages and start a
 //     new turn with a fresh step budget.
 //  3. BeforeModel hooks may rewrite the call.
 //  4. The model streams; deltas are emitted at once and assembled into one assistant
@@ -49,6 +49,27 @@
 //  10. A successful call of a [ToolSpec.CompletesRun] tool completes the run.
 //  11. Past the turn's step limit the run fails with [ErrMaxSteps].
 //
+// # Steering
+//
+// Input that arrives while the run goes on is a [Steer], sent to the run's [Inbox]
+// ([Request.Inbox]) from any goroutine:
+//
+//	inbox := &runtime.Inbox{MaxSteers: 16}
+//	go func() {
+//		for line := range userInput {
+//			if err := inbox.Send(runtime.Steer{Message: runtime.UserMessage(line)}); err != nil {
+//				tell(err) // ErrInboxClosed: the run is ending; ErrInboxFull: try again later
+//			}
+//		}
+//	}()
+//	events := agent.Run(ctx, &runtime.Request{Messages: history, Inbox: inbox})
+//
+// The run takes every steer sent so far before each model call. A steer with Interrupt
+// set also stops the current step. Where the run may end it closes the inbox, in the
+// same step as finding it empty, so Send either accepts a steer that the run then
+// applies ([SteerApplied]), reports dropped, or carries in the [Pending] of a parked run
+// (the resumed run applies it), or refuses it.
+//
 // # Parking and resuming
 //
 // When a decision or a client's tool result cannot come now, [Request.Approve] or the
@@ -63,7 +84,7 @@
 // before the call's first event, with bounded backoff, and names fallback models through
 // runtime/llm/fallback. The loop calls the model once per step: a call that still fails
 // ends the run [EndFailed] with a [*ModelError] wrapping the adapter's error, partial
-// output kept and marked. [ErrorType] names the failure for telemetry. Cancellation is
+// output kept and marked; the span's error.type names the failure. Cancellation is
 // not a failure: the run finishes [EndCancelled].
 //
 // # Hooks
@@ -89,8 +110,8 @@
 //
 // Steers applied or dropped, interrupts, cancellation, cancelled calls, hook events and
 // hook stops are events of the run's span. A failed model call, a failed run (including
-// the step limit) and a failed tool call set status Error and error.type (see
-// [ErrorType]); a cancel, an interrupt or a stop does not. The run's span also carries
+// the step limit) and a failed tool call set status Error and error.type (the failing
+// error's type: model_error, max_steps, a provider's error type, …); a cancel, an interrupt or a stop does not. The run's span also carries
 // the usage and the end reason; [RunStarted] carries its trace id.
 //
 // Message content, tool arguments and results, and hook event values go on spans only with

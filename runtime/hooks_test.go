@@ -376,7 +376,7 @@ func TestHooks_AfterRunRunsWhenTheConsumerStopsOnABeforeRunEvent(t *testing.T) {
 
 func TestHooks_AfterRunRunsWhenTheConsumerStopsOnADroppedSteer(t *testing.T) {
 	h := &afterRuns{}
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	done := runtime.NewTool(runtime.ToolSpec{Name: "done", CompletesRun: true}, func(context.Context, runtime.ToolCall) (runtime.Output, error) {
 		sq.push(1, "too late", false) // the run completes before it can be applied
 		return runtime.Output{Text: "finished"}, nil

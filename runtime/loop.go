@@ -37,7 +37,7 @@ type run struct {
 	usage      Usage
 	step, turn int
 	stepInTurn int
-	queued     []Steer // drained from the request, not yet applied
+	queued     []Steer // taken from the inbox (or the resumed Pending), not yet applied
 	finalText  string
 
 	finished      bool         // finish ran
@@ -261,35 +261,17 @@ func (r *run) endOnContext(pending *Pending) {
 	r.finish(EndCancelled, cause, nil)
 }
 
-// takeSteers moves queued steers out of the request.
-func (r *run) takeSteers() {
-	if r.req.Steer != nil {
-		r.queued = append(r.queued, r.req.Steer()...)
-	}
-}
-
-// takeLastSteers moves queued steers out of the request where the run may end: it asks
-// Request.EndSteer once, which closes the request's steering if none are queued, so that
-// no steer is accepted that the run will not see. It reports whether it found any: then
-// steering stays open, and the run goes on.
+// takeLastSteers moves the inbox's steers into the run where it may end, closing the
+// inbox if it holds none, so that no steer is accepted that the run will not see. It
+// reports whether it found any: then the inbox stays open, and the run goes on.
 func (r *run) takeLastSteers() bool {
-	if r.req.EndSteer == nil {
-		n := len(r.queued)
-		r.takeSteers()
-		return len(r.queued) > n
-	}
-	s := r.req.EndSteer()
+	s := r.req.Inbox.takeOrClose()
 	r.queued = append(r.queued, s...)
 	return len(s) > 0
 }
 
-// closeSteers moves every queued steer out of the request as the run finishes, and closes
-// its steering for good.
+// closeSteers moves every steer out of the inbox as the run finishes, and closes it.
 func (r *run) closeSteers() {
-	if r.req.EndSteer == nil {
-		r.takeSteers()
-		return
-	}
 	for r.takeLastSteers() {
 	}
 }
@@ -302,9 +284,8 @@ func (r *run) runStep() (done bool) {
 		return true
 	}
 	// 2. Queued steers start a new turn with a fresh step budget.
-	seen := r.req.Interrupt.seen()
-	r.takeSteers()
-	steers := r.queued
+	taken, seen := r.req.Inbox.take()
+	steers := append(r.queued, taken...)
 	r.queued = nil
 	if len(steers) > 0 && r.step > 0 {
 		r.turn++
@@ -406,7 +387,6 @@ func (r *run) runStep() (done bool) {
 		if !r.finishStep(stepID, reason, stepMsgs) {
 			return true
 		}
-		r.takeSteers()
 		if len(r.queued) > 0 || r.takeLastSteers() {
 			r.step++
 			r.stepInTurn++
@@ -443,7 +423,7 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	if !r.emit(&StepStarted{StepID: stepID, Index: r.step, Turn: r.turn, IndexInTurn: r.stepInTurn}) {
 		return true
 	}
-	stepCtx, cancel := r.beginStep(r.req.Interrupt.seen())
+	stepCtx, cancel := r.beginStep(r.req.Inbox.interruptsSeen())
 	defer r.endStep(cancel)
 	// The parked step's assistant message joins the transcript now, as it finally runs.
 	msg := p.Message
@@ -458,17 +438,17 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	return r.toolStep(stepCtx, stepID, FinishToolCalls, []Message{msg}, msg, pcs, true)
 }
 
-// beginStep starts a step's context, which the request's Interrupter cancels (at once
-// when an interrupt came after seen).
+// beginStep starts a step's context, which an interrupting steer cancels (at once when
+// one came after seen).
 func (r *run) beginStep(seen uint64) (context.Context, context.CancelCauseFunc) {
 	stepCtx, cancel := context.WithCancelCause(r.ctx)
-	r.req.Interrupt.attach(cancel, seen)
+	r.req.Inbox.attach(cancel, seen)
 	return stepCtx, cancel
 }
 
-// endStep detaches the step from the request's Interrupter and releases its context.
+// endStep detaches the step from the inbox and releases its context.
 func (r *run) endStep(cancel context.CancelCauseFunc) {
-	r.req.Interrupt.detach()
+	r.req.Inbox.detach()
 	cancel(nil)
 }
 
@@ -611,6 +591,9 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 // finishUnread ends a run whose consumer stopped reading: nobody reads the events any
 // more, but the hooks learn how the run ended, and its span ends cancelled.
 func (r *run) finishUnread() {
+	// Steers sent from now on are refused: nobody would learn of them.
+	r.closeSteers()
+	r.queued = nil
 	cause := context.Cause(r.ctx)
 	if r.hooks != nil {
 		fin := &RunFinished{Reason: EndCancelled, Err: cause, NewMessages: slices.Clip(r.added), Usage: r.usage}

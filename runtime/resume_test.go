@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -119,13 +120,15 @@ func TestResume_ApprovalsCarryOverAndNewPolicyIsAsked(t *testing.T) {
 func TestResume_SteersQueuedAtTheParkAreAppliedOnResume(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "save", `{"n":1}`), rt.Say("saved"), rt.Say("and more")}}
 	a := guardedAgent(t, m, newRecorder().tool("save"))
-	var queue []runtime.Steer
+	var inbox runtime.Inbox
 	history := []runtime.Message{runtime.UserMessage("go")}
 	evs, fin := run(t, a, t.Context(), &runtime.Request{
 		Messages: history,
-		Steer:    func() []runtime.Steer { q := queue; queue = nil; return q },
+		Inbox:    &inbox,
 		Approve: func(context.Context, runtime.ApprovalRequest) (runtime.Decision, error) {
-			queue = append(queue, runtime.Steer{Seq: 7, Message: runtime.UserMessage("also note the date")})
+			if err := inbox.Send(runtime.Steer{Seq: 7, Message: runtime.UserMessage("also note the date")}); err != nil {
+				t.Errorf("Send while waiting for a decision = %v", err)
+			}
 			return runtime.Decision{}, runtime.ErrInterrupt
 		},
 	})
@@ -185,45 +188,33 @@ func TestShutdown_ClientToolAwaitedParksAsPending(t *testing.T) {
 	}
 }
 
-// With EndSteer, a steer that arrives as the run is about to complete continues the run
-// instead of being lost, and once the run has closed its steering, nothing more is taken.
-func TestEndSteer_ClosesSteeringOnlyWhenNothingIsQueued(t *testing.T) {
+// A steer that arrives as the run is about to complete continues the run instead of
+// being lost, and once the run has closed its inbox, Send refuses every steer.
+func TestInbox_ClosesOnlyWhenNothingIsQueued(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("first"), rt.Say("second")}}
 	a := newAgent(t, m, runtime.Config{})
-	var late []runtime.Steer
-	closed := false
-	closedAfter := 0 // model calls when steering closed
-	calls := 0
+	var inbox runtime.Inbox
+	var sendErrs []error // of the steers sent as each step finished
 	evs, fin := run(t, a, t.Context(), &runtime.Request{
-		Steer: func() []runtime.Steer { return nil },
-		EndSteer: func() []runtime.Steer {
-			calls++
-			if calls == 1 {
-				// A steer that came in after the step's last look.
-				late = []runtime.Steer{{Seq: 3, Message: runtime.UserMessage("one more thing")}}
+		Inbox: &inbox,
+		Hooks: onEvent(func(ev runtime.Event) {
+			if _, ok := ev.(*runtime.StepFinished); ok && m.Calls() == 1 {
+				// After the step's model call, before the run looks for steers to go on.
+				sendErrs = append(sendErrs, inbox.Send(runtime.Steer{Seq: 3, Message: runtime.UserMessage("one more thing")}))
 			}
-			if len(late) > 0 {
-				s := late
-				late = nil
-				return s
-			}
-			if !closed {
-				closed, closedAfter = true, m.Calls()
-			}
-			return nil
-		},
+		}),
 	})
 	if fin.Reason != runtime.EndCompleted || fin.FinalText != "second" {
 		t.Fatalf("finished %v %q, want completed after a second step", fin.Reason, fin.FinalText)
 	}
-	if applied := eventsOf[*runtime.SteerApplied](evs); len(applied) != 1 || applied[0].Dropped {
+	if len(sendErrs) != 1 || sendErrs[0] != nil {
+		t.Errorf("Send as the first step finished = %v, want accepted", sendErrs)
+	}
+	if applied := eventsOf[*runtime.SteerApplied](evs); len(applied) != 1 || applied[0].Seq != 3 || applied[0].Dropped {
 		t.Errorf("steer_applied = %+v, want the late steer applied", applied)
 	}
-	if !closed {
-		t.Error("the run completed without closing its steering")
-	}
-	if closedAfter != 2 {
-		t.Errorf("steering closed after %d model calls, want 2: the late steer's turn must still take steers", closedAfter)
+	if err := inbox.Send(runtime.Steer{Seq: 4, Message: runtime.UserMessage("too late")}); !errors.Is(err, runtime.ErrInboxClosed) {
+		t.Errorf("Send after the run completed = %v, want ErrInboxClosed", err)
 	}
 }
 

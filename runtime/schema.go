@@ -9,17 +9,16 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// ErrSchemaTooComplex is wrapped by the errors of [CompileSchema] and [CompileSchemaLimits]
-// for a schema past one of its [SchemaLimits], or one whose validation would never end
-// (a subschema that applies to the same value again through $ref). The error says which
-// limit, and by how much.
+// ErrSchemaTooComplex is wrapped by the errors of [CompileSchema] for a schema past one of
+// its limits, or one whose validation would never end (a subschema that applies to the
+// same value again through $ref). The error says which limit, and by how much.
 var ErrSchemaTooComplex = errors.New("schema too complex")
 
 // ErrInvalidArguments is wrapped by the errors of [Schema.ValidateContext] and
 // [Schema.Validate].
 var ErrInvalidArguments = errors.New("invalid arguments")
 
-// SchemaLimits bounds what a tool's parameter schema may cost: compiling it, and validating
+// schemaLimits bounds what a tool's parameter schema may cost: compiling it, and validating
 // any one call's arguments against it. The schema's limits are checked when it is compiled,
 // so that a schema past them is refused before it is used; the arguments' limits are checked
 // by [Schema.ValidateContext] before it validates. A zero field means its default.
@@ -34,7 +33,7 @@ var ErrInvalidArguments = errors.New("invalid arguments")
 // depth up to MaxArgsDepth is refused, and so is one in which a subschema applies to the same
 // value through itself. Validating then costs at most that count for each value of the
 // arguments, which [Schema.ValidateContext] sums before it starts.
-type SchemaLimits struct {
+type schemaLimits struct {
 	// MaxBytes bounds the length of the schema's JSON text. The default is 64 KiB.
 	MaxBytes int
 	// MaxDepth bounds how deeply subschemas nest: {"properties":{"a":{"items":{}}}} nests
@@ -68,7 +67,7 @@ type SchemaLimits struct {
 	MaxArgsCost int
 }
 
-// The defaults of SchemaLimits.
+// The defaults of schemaLimits.
 const (
 	defaultSchemaMaxBytes       = 64 << 10
 	defaultSchemaMaxDepth       = 32
@@ -81,7 +80,7 @@ const (
 )
 
 // withDefaults returns l with its zero (or negative) fields set to their defaults.
-func (l SchemaLimits) withDefaults() SchemaLimits {
+func (l schemaLimits) withDefaults() schemaLimits {
 	def := func(p *int, d int) {
 		if *p <= 0 {
 			*p = d
@@ -101,7 +100,7 @@ func (l SchemaLimits) withDefaults() SchemaLimits {
 // Schema is a compiled JSON Schema for tool arguments. It is safe for concurrent use.
 type Schema struct {
 	resolved *jsonschema.Resolved
-	limits   SchemaLimits
+	limits   schemaLimits
 	cost     schemaCost
 
 	// validating, when set, runs first on the goroutine that validates in the background.
@@ -111,7 +110,7 @@ type Schema struct {
 
 // SchemaTool is a [Tool] that carries the compiled schema of its Spec().Parameters. An agent
 // validates the calls of such a tool with that Schema instead of compiling Parameters again:
-// whoever accepted the tool has compiled its schema already, within the limits it chose.
+// whoever accepted the tool has compiled its schema already, with [CompileSchema].
 // Schema must return the same Schema every time, compiled from Spec().Parameters; nil means
 // the agent compiles Parameters itself.
 type SchemaTool interface {
@@ -119,19 +118,22 @@ type SchemaTool interface {
 	Schema() *Schema
 }
 
-// CompileSchema compiles a tool's parameter schema within the default [SchemaLimits]. A nil
-// or empty schema accepts any JSON object. Each call compiles anew and returns a Schema of its
+// CompileSchema compiles a tool's parameter schema within fixed limits on what compiling
+// it and validating a call's arguments may cost: 64 KiB of JSON, subschemas nested 32 deep,
+// 256 references, regular expressions of 10,000 instructions together, and a bounded
+// number of subschema applications per value and per call (past them, an error wrapping
+// [ErrSchemaTooComplex] names the limit). A nil or empty schema accepts any JSON object. Each call compiles anew and returns a Schema of its
 // own. It is safe for concurrent use.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
-	return CompileSchemaLimits(raw, SchemaLimits{})
+	return compileSchemaLimits(raw, schemaLimits{})
 }
 
-// CompileSchemaLimits is [CompileSchema] within limits. A schema past them is refused with an
+// compileSchemaLimits is [CompileSchema] within limits. A schema past them is refused with an
 // error wrapping [ErrSchemaTooComplex] that names the limit. The Schema keeps the limits for
 // validating arguments. Compiling costs time and memory in proportion to the schema's size
 // (at most limits.MaxBytes) times MaxArgsDepth, and to its regular expressions (at most
 // MaxPatternSize). It is safe for concurrent use.
-func CompileSchemaLimits(raw json.RawMessage, limits SchemaLimits) (*Schema, error) {
+func compileSchemaLimits(raw json.RawMessage, limits schemaLimits) (*Schema, error) {
 	limits = limits.withDefaults()
 	if len(raw) == 0 {
 		return &Schema{limits: limits}, nil

@@ -15,7 +15,7 @@ import (
 )
 
 // This file computes, for a schema that jsonschema-go v0.4.3 has resolved, what validating
-// arguments against it can cost (see SchemaLimits). It follows references the way that
+// arguments against it can cost (see schemaLimits). It follows references the way that
 // version does; a reference it cannot follow the same way makes the schema refused, so
 // the bound never rests on a guess.
 
@@ -153,7 +153,7 @@ var (
 // checkSchemaShape checks the limits that need no references followed: how deeply
 // subschemas nest, how many references there are, and how large the regular expressions
 // are. It runs before the schema is resolved, which compiles the regular expressions.
-func checkSchemaShape(root *jsonschema.Schema, limits SchemaLimits) error {
+func checkSchemaShape(root *jsonschema.Schema, limits schemaLimits) error {
 	var (
 		refs, deepest int
 		deepestAt     string
@@ -269,7 +269,7 @@ type schemaGraph struct {
 // analyzeSchema builds the graph of a resolved schema, refuses it if a subschema applies to
 // the same value through itself or if validating one value can cost more than
 // limits.MaxWork, and returns what validating against it can cost.
-func analyzeSchema(root *jsonschema.Schema, limits SchemaLimits) (schemaCost, error) {
+func analyzeSchema(root *jsonschema.Schema, limits schemaLimits) (schemaCost, error) {
 	g := &schemaGraph{
 		draft7:  root.Schema == draft7SchemaURI || root.Schema == draft7SecSchemaURI,
 		index:   map[*jsonschema.Schema]int32{},
@@ -723,7 +723,7 @@ func (g *schemaGraph) sameOrder() ([]int32, error) {
 // A property matching several of them gets them all, and each subschema applying at a
 // level contributes its own worst, so the sums bound every value's count. work[d] is
 // A_d(root).
-func (g *schemaGraph) count(order []int32, limits SchemaLimits) (schemaCost, error) {
+func (g *schemaGraph) count(order []int32, limits schemaLimits) (schemaCost, error) {
 	n := len(g.nodes)
 	work0, calls0 := make([]uint64, n), make([]uint64, n)
 	prev, prevCalls := make([]uint64, n), make([]uint64, n)

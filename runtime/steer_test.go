@@ -10,40 +10,27 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
 
-// steerQueue is a client's steer inbox, as the service keeps it.
+// steerQueue sends a client's steers to a run's inbox.
 type steerQueue struct {
-	mu        sync.Mutex
-	q         []runtime.Steer
-	interrupt runtime.Interrupter
+	t     *testing.T
+	inbox runtime.Inbox
 }
 
-func newSteerQueue() *steerQueue { return &steerQueue{} }
+func newSteerQueue(t *testing.T) *steerQueue { return &steerQueue{t: t} }
 
 func (s *steerQueue) push(seq int64, text string, interrupt bool) {
-	s.mu.Lock()
-	s.q = append(s.q, runtime.Steer{Seq: seq, Message: runtime.UserMessage(text), Interrupt: interrupt})
-	s.mu.Unlock()
-	if interrupt {
-		s.interrupt.Interrupt()
+	if err := s.inbox.Send(runtime.Steer{Seq: seq, Message: runtime.UserMessage(text), Interrupt: interrupt}); err != nil {
+		s.t.Errorf("Send(steer %d) = %v, want it queued", seq, err)
 	}
 }
 
-func (s *steerQueue) drain() []runtime.Steer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.q
-	s.q = nil
-	return q
-}
-
 func (s *steerQueue) attach(req *runtime.Request) *runtime.Request {
-	req.Steer = s.drain
-	req.Interrupt = &s.interrupt
+	req.Inbox = &s.inbox
 	return req
 }
 
 func TestRule2_SteerNextStepEntersBeforeTheNextModelCall(t *testing.T) {
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	tool := rt.Tool("t", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
 		sq.push(7, "also check the weather", false) // arrives while the tool runs
 		return runtime.Output{Text: "ok"}, nil
@@ -70,7 +57,7 @@ func TestRule2_SteerNextStepEntersBeforeTheNextModelCall(t *testing.T) {
 }
 
 func TestRule6_SteerQueuedWhenTheModelFinishesContinuesTheRun(t *testing.T) {
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	m := &rt.Model{Steps: []rt.Step{rt.Say("first answer"), rt.Say("second answer")}}
 	a := newAgent(t, m, runtime.Config{})
 	req := sq.attach(&runtime.Request{Hooks: onEvent(func(ev runtime.Event) {
@@ -92,7 +79,7 @@ func TestRule6_SteerQueuedWhenTheModelFinishesContinuesTheRun(t *testing.T) {
 }
 
 func TestRule2_SteerStartsATurnWithAFreshStepBudget(t *testing.T) {
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	steps := make([]rt.Step, 6)
 	for i := range steps {
 		steps[i] = rt.Call(i, "t", `{}`)
@@ -118,7 +105,7 @@ func TestRule2_SteerStartsATurnWithAFreshStepBudget(t *testing.T) {
 }
 
 func TestRule4_SteerInterruptStopsGenerationCancelsUnrunCallsAndInjects(t *testing.T) {
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	m := &rt.Model{Steps: []rt.Step{
 		{Events: []runtime.ModelEvent{rt.Text("I will write a very long ")}, Block: true},
 		rt.Say("ok, switching"),
@@ -141,7 +128,7 @@ func TestRule4_SteerInterruptStopsGenerationCancelsUnrunCallsAndInjects(t *testi
 }
 
 func TestRule4_SteerInterruptCancelsCallsNotYetRun(t *testing.T) {
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	rec := newRecorder()
 	first := rt.Tool("first", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
 		sq.push(1, "change of plan", true)
@@ -168,7 +155,7 @@ func TestRule4_SteerInterruptCancelsCallsNotYetRun(t *testing.T) {
 }
 
 func TestSteerLeftWhenTheRunEndsIsReportedDropped(t *testing.T) {
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "t", `{}`)}}
 	tool := rt.Tool("t", func(context.Context, runtime.ToolCall) (runtime.Output, error) {

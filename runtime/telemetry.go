@@ -16,6 +16,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentd/agentd/internal/errtype"
 )
 
 // scopeName is the instrumentation scope of the runtime's spans and metrics.
@@ -241,7 +243,7 @@ func (r *run) endTelemetry(reason EndReason, err error) {
 		)
 		switch reason {
 		case EndFailed, EndMaxSteps:
-			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 			span.SetStatus(codes.Error, errorText(err))
 		case EndStopped:
 			if se := stopErr(err); se != nil {
@@ -278,31 +280,18 @@ func cancelReason(cause error) string {
 	}
 }
 
-// ErrorType is the OpenTelemetry error.type the runtime records for a failure (of a model
+// errorType is the OpenTelemetry error.type the runtime records for a failure (of a model
 // call, a run or an approval): what the first error in err's chain with an ErrorType()
 // string method returns, unless empty; else a word for the runtime's own failures
 // ("max_steps", "missing_finish_reason", "timeout", "model_error"); else "_OTHER".
-func ErrorType(err error) string {
-	if et, ok := errors.AsType[interface {
-		error
-		ErrorType() string
-	}](err); ok && et.ErrorType() != "" {
-		return et.ErrorType()
+func errorType(err error) string {
+	t := errtype.Of(err, errtype.Known{Err: ErrMaxSteps, Type: "max_steps"}, errtype.Known{Err: ErrMissingFinishReason, Type: "missing_finish_reason"})
+	if t == errtype.Other && err != nil {
+		if _, ok := errors.AsType[*ModelError](err); ok {
+			return "model_error"
+		}
 	}
-	switch {
-	case err == nil:
-		return "_OTHER"
-	case errors.Is(err, ErrMaxSteps):
-		return "max_steps"
-	case errors.Is(err, ErrMissingFinishReason):
-		return "missing_finish_reason"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	if _, ok := errors.AsType[*ModelError](err); ok {
-		return "model_error"
-	}
-	return "_OTHER"
+	return t
 }
 
 func errorText(err error) string {
@@ -359,7 +348,7 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 		)
 		switch {
 		case failed:
-			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 			span.SetStatus(codes.Error, err.Error())
 		case err != nil && ctx.Err() != nil:
 			name := eventCancelled
@@ -395,7 +384,7 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 	if durationOn {
 		set := rt.chatSet
 		if failed {
-			set = attribute.NewSet(append(set.ToSlice(), semconv.ErrorTypeKey.String(ErrorType(err)))...)
+			set = attribute.NewSet(append(set.ToSlice(), semconv.ErrorTypeKey.String(errorType(err)))...)
 		}
 		t.opDuration.RecordSet(mctx, r.a.now().Sub(start).Seconds(), set)
 	}
@@ -518,7 +507,7 @@ func (r *run) endApproval(span trace.Span, c *pcall, wait time.Duration, outcome
 		}
 		if err != nil {
 			// Approve failed, and the call was denied for it.
-			span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 			span.SetStatus(codes.Error, err.Error())
 		}
 	}

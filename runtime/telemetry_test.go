@@ -344,7 +344,7 @@ func TestTelemetry_ClientToolThatParks(t *testing.T) {
 
 func TestTelemetry_Steer(t *testing.T) {
 	tr := newTraced(t)
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	tool := rt.Tool("t", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
 		sq.push(7, "also check the weather", false)
 		return runtime.Output{Text: "ok"}, nil
@@ -369,7 +369,7 @@ func TestTelemetry_Steer(t *testing.T) {
 
 func TestTelemetry_InterruptingSteer(t *testing.T) {
 	tr := newTraced(t)
-	sq := newSteerQueue()
+	sq := newSteerQueue(t)
 	m := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("I will")}, Block: true}, rt.Say("ok, the weather")}}
 	a := newAgent(t, m, runtime.Config{TracerProvider: tr.tp})
 	req := sq.attach(&runtime.Request{Hooks: onEvent(func(ev runtime.Event) {

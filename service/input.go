@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
@@ -263,19 +262,15 @@ func (ss *session) approvalRefusalLocked(slot *answerSlot[runtime.Decision], id 
 	return nil
 }
 
-// steerLocked queues a client's steer for the run, within the steer queue's bounds and
-// the steer rate, and interrupts the step for an interrupting one.
+// steerLocked sends a client's steer to the run's inbox, within the steer rate; the inbox
+// bounds what waits, and interrupts the step for an interrupting steer. The ack goes out
+// under mu, before any event the steer causes.
 func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 	if refusal := ss.endingLocked(); refusal != nil {
 		ss.ackLocked(seq, refusal)
 		return
 	}
-	if ss.steerClosed {
-		ss.ackLocked(seq, ackError(reasonRunEnding, "the run is ending and takes no more steers: start a new run with this input"))
-		return
-	}
 	var m runtime.Message
-	size := 0
 	switch {
 	case st.GetMessage() != nil && st.GetText() != "":
 		ss.ackLocked(seq, ackError(reasonInvalidSteer, "set message or text, not both"))
@@ -291,34 +286,37 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 			ss.ackLocked(seq, ackError(reasonInvalidSteer, "%s", fe.summary()))
 			return
 		}
-		size = proto.Size(pm)
 	case st.GetText() != "":
 		m = runtime.UserMessage(st.GetText())
-		size = len(st.GetText())
 	default:
 		ss.ackLocked(seq, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
 		return
 	}
-	cfg := &ss.srv.cfg
-	switch {
-	case len(ss.steers) >= cfg.MaxQueuedSteers:
-		ss.ackLocked(seq, ackError(reasonSteerQueueFull, "%d steers already wait to be applied, as many as this server holds for a run: send this one once steer_applied reports them", len(ss.steers)))
-		return
-	case ss.steerBytes+size > cfg.MaxQueuedSteerBytes:
-		ss.ackLocked(seq, ackError(reasonSteerQueueFull, "the steers waiting to be applied would hold %d bytes, more than the %d this server holds for a run: send this one once steer_applied reports them", ss.steerBytes+size, cfg.MaxQueuedSteerBytes))
-		return
-	}
-	if !ss.steerLimit.Allow() {
+	// A token is spent only on a steer the inbox takes: one it refuses costs none.
+	res := ss.steerLimit.Reserve()
+	if !res.OK() || res.Delay() > 0 {
+		res.Cancel()
 		ss.ackLocked(seq, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
 		return
 	}
 	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
-	ss.ackLocked(seq, nil)
-	ss.steers = append(ss.steers, runtime.Steer{Seq: seq, Message: m, Interrupt: interrupt})
-	ss.steerBytes += size
-	if interrupt {
-		ss.interrupt.Interrupt()
+	if err := ss.inbox.Send(runtime.Steer{Seq: seq, Message: m, Interrupt: interrupt}); err != nil {
+		res.Cancel()
+		ss.ackLocked(seq, steerRefusal(err))
+		return
 	}
+	ss.ackLocked(seq, nil)
+}
+
+// steerRefusal says why the run's inbox refused a steer.
+func steerRefusal(err error) *agentdv1.RunError {
+	if full, ok := errors.AsType[*runtime.InboxFullError](err); ok {
+		if full.Limit == runtime.LimitSteers {
+			return ackError(reasonSteerQueueFull, "%d steers already wait to be applied, as many as this server holds for a run: send this one once steer_applied reports them", full.Want-1)
+		}
+		return ackError(reasonSteerQueueFull, "the steers waiting to be applied would hold %d bytes, more than the %d this server holds for a run: send this one once steer_applied reports them", full.Want, full.Max)
+	}
+	return ackError(reasonRunEnding, "the run is ending and takes no more steers: start a new run with this input")
 }
 
 // steerMessage converts a steer's message, which must be what a start's new input may
@@ -377,26 +375,4 @@ func (ss *session) toolResultRefusalLocked(slot *answerSlot[runtime.Output], id 
 		return ackError(reasonToolCallClosed, "client tool call %q no longer waits for a result: %s", id, slot.closed)
 	}
 	return nil
-}
-
-// drainSteers is Request.Steer.
-func (ss *session) drainSteers() []runtime.Steer {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s := ss.steers
-	ss.steers, ss.steerBytes = nil, 0
-	return s
-}
-
-// endSteer is Request.EndSteer: the queued steers, or, with none, the end of steering.
-func (ss *session) endSteer() []runtime.Steer {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if len(ss.steers) == 0 {
-		ss.steerClosed = true
-		return nil
-	}
-	s := ss.steers
-	ss.steers, ss.steerBytes = nil, 0
-	return s
 }

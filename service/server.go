@@ -42,7 +42,7 @@ type Config struct {
 	// MaxClientSchemaBytes bounds the JSON Schemas of a run's client tools together, in
 	// bytes of their JSON text: compiling a schema costs time in proportion to its size,
 	// and every start compiles its client tools' schemas. Each schema is also bounded on
-	// its own by runtime.SchemaLimits. 0 means 256 KiB.
+	// its own by the limits of runtime.CompileSchema. 0 means 256 KiB.
 	MaxClientSchemaBytes int
 	// MaxTranscriptBytes bounds the size of a start's transcript: its messages (as
 	// encoded on the wire) and its input. A larger one is refused with INVALID_ARGUMENT

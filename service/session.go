@@ -14,6 +14,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -72,10 +73,7 @@ type session struct {
 	inputDoneCh     chan struct{}
 	approvals       map[string]*answerSlot[runtime.Decision]
 	clientCalls     map[string]*answerSlot[runtime.Output]
-	steers          []runtime.Steer // accepted, not yet taken by the run
-	steerBytes      int             // the encoded size of steers
-	steerClosed     bool            // the run takes no more steers (Request.EndSteer)
-	interrupt       runtime.Interrupter
+	inbox           runtime.Inbox // the run's steers: the start's input, then the client's
 	steerLimit      *rate.Limiter
 	msgLimit        *rate.Limiter // every client message after start
 	clientCancelled bool
@@ -173,7 +171,7 @@ func (s *Server) admit(caller string) (string, error) {
 func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *startPlan) *session {
 	ss := &session{
 		srv: s, mode: mode, entry: entry,
-		runID:        runtime.RandomID("run"),
+		runID:        ids.New("run"),
 		thread:       plan.thread,
 		reqID:        reqID,
 		policy:       plan.policy,
@@ -183,15 +181,19 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 		inputDoneCh:  make(chan struct{}),
 		approvals:    map[string]*answerSlot[runtime.Decision]{},
 		clientCalls:  map[string]*answerSlot[runtime.Output]{},
-		steers:       plan.steers,
 		steerLimit:   rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
 		msgLimit:     rate.NewLimiter(rate.Limit(s.cfg.MessageRate), s.cfg.MessageBurst),
 		preDecisions: plan.preDecisions,
 		preResults:   plan.preResults,
 	}
 	if ss.thread == "" {
-		ss.thread = runtime.RandomID("thread")
+		ss.thread = ids.New("thread")
 	}
+	// The start's input goes in before the bounds, which are the client's steers'.
+	for _, st := range plan.steers {
+		ss.inbox.Send(st)
+	}
+	ss.inbox.MaxSteers, ss.inbox.MaxBytes = s.cfg.MaxQueuedSteers, s.cfg.MaxQueuedSteerBytes
 	if mode != modeRun {
 		ss.inputDone = true
 		close(ss.inputDoneCh)
@@ -204,7 +206,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 	req := plan.req
 	req.RunID, req.ThreadID, req.Caller = ss.runID, ss.thread, caller
-	req.Steer, req.EndSteer, req.Interrupt, req.Approve = ss.drainSteers, ss.endSteer, &ss.interrupt, ss.approve
+	req.Inbox, req.Approve = &ss.inbox, ss.approve
 	for _, ts := range plan.clientTools {
 		req.ClientTools = append(req.ClientTools, ss.clientTool(ts, plan.tools.schemas[ts.Name]))
 	}

@@ -77,15 +77,14 @@ func TestHook_TokensAtTheLimitAreWithinBudget(t *testing.T) {
 
 func TestHook_TokensOfAnInterruptedCallCount(t *testing.T) {
 	h := budget.New(budget.WithMaxTokens(300))
-	interrupter := &runtime.Interrupter{}
-	var steered sync.Once
+	inbox := &runtime.Inbox{}
 	m := &rt.Model{Steps: []rt.Step{
 		{Func: func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 			return func(yield func(runtime.ModelEvent, error) bool) {
 				if !yield(rt.Text("thinking aloud…"), nil) || !yield(rt.Usage(500, 10), nil) {
 					return
 				}
-				interrupter.Interrupt()
+				inbox.Send(runtime.Steer{Seq: 1, Message: runtime.UserMessage("stop that"), Interrupt: true})
 				<-ctx.Done()
 				yield(runtime.ModelEvent{}, ctx.Err())
 			}
@@ -93,15 +92,7 @@ func TestHook_TokensOfAnInterruptedCallCount(t *testing.T) {
 		rt.Say("never"),
 	}}
 	a := hooktest.Agent(t, m, runtime.Config{Hooks: h})
-	req := &runtime.Request{
-		Interrupt: interrupter,
-		Steer: func() (s []runtime.Steer) {
-			if m.Calls() == 1 { // queued during the first call
-				steered.Do(func() { s = []runtime.Steer{{Seq: 1, Message: runtime.UserMessage("stop that"), Interrupt: true}} })
-			}
-			return s
-		},
-	}
+	req := &runtime.Request{Inbox: inbox}
 	evs, fin := hooktest.Run(t, a, req)
 	checkStop(t, evs, fin, budget.Exceeded{Kind: budget.Tokens, Limit: 300, Used: 510})
 	if m.Calls() != 1 {

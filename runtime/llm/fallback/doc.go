@@ -21,7 +21,7 @@
 // A fallback is never silent. Each move to the next model adds an event named
 // "gen_ai.model.fallback" to the span of the call's context (the runtime's
 // "chat {model}" span), with the attributes agentd.fallback.from_model,
-// agentd.fallback.to_model and error.type (runtime.ErrorType of the failure); and, when
+// agentd.fallback.to_model and error.type (the failure's, as the runtime names it); and, when
 // the [Chain] has a Logger, it logs a warning with the call's context, the two models'
 // names and the failure's text, never the request.
 package fallback

@@ -12,6 +12,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentd/agentd/internal/errtype"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
@@ -94,11 +95,16 @@ const (
 // call's span, and a warning.
 func (c *Chain) fellBack(ctx context.Context, from ModelError, to string) {
 	trace.SpanFromContext(ctx).AddEvent(eventFallback, trace.WithAttributes(
-		attrFromModel.String(from.Model), attrToModel.String(to), semconv.ErrorTypeKey.String(runtime.ErrorType(from.Err))))
+		attrFromModel.String(from.Model), attrToModel.String(to), semconv.ErrorTypeKey.String(errorType(from.Err))))
 	if c.Logger != nil {
 		c.Logger.WarnContext(ctx, "model failed before answering; falling back to the next model",
 			"from_model", from.Model, "to_model", to, "error", from.Err.Error())
 	}
+}
+
+// errorType is the error.type of a model's failure, named as the runtime names it.
+func errorType(err error) string {
+	return errtype.Of(err, errtype.Known{Err: runtime.ErrMissingFinishReason, Type: "missing_finish_reason"})
 }
 
 // ModelError is the failure of one model of a chain.
