@@ -3,6 +3,8 @@ package audit
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"github.com/agentd/agentd/runtime"
 )
@@ -109,6 +111,20 @@ func (r *run) OnEvent(ctx context.Context, in *runtime.RunInfo, ev runtime.Event
 			delete(r.calls, id)
 		}
 	}
+}
+
+// AfterRun records what the hooks decided for the calls whose result the run never
+// reported: those of a step that parked (another call of it awaits an approval or a
+// client's result) or was shut down. Their decisions travel in the parked run's
+// continuation, and a resumed run does not report them again, so this is their one
+// record.
+func (r *run) AfterRun(ctx context.Context, in *runtime.RunInfo, _ *runtime.RunFinished) {
+	for _, id := range slices.Sorted(maps.Keys(r.calls)) {
+		if c := r.calls[id]; !c.executed {
+			r.h.hookDecision(ctx, in, runtime.ToolResult{CallID: id, Name: c.name}, c.prepared)
+		}
+	}
+	r.calls = nil
 }
 
 // hookDecision records the answer or denial of a hook, as the run applied it: an answer

@@ -297,3 +297,36 @@ func TestHook_KeepsNothingPerRun(t *testing.T) {
 		t.Errorf("the hook holds %d map entries, slice elements and pointers after 126 runs, %d after 6", after, before)
 	}
 }
+
+// TestHook_DecisionsOfAParkedStep: a hook's denial in a step that parks (another call of
+// it awaits an approval) has no result event, in this run or in the resumed one; audit
+// records it once, when the parked run ends.
+func TestHook_DecisionsOfAParkedStep(t *testing.T) {
+	log, buf := newLogger()
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "rm", `{}`, "pay", `{}`), rt.Say("done")}}
+	a := hooktest.Agent(t, m, runtime.Config{
+		Name: "clerk", Tools: []runtime.Tool{rt.Tool("rm", rt.Echo), rt.Tool("pay", rt.Echo)},
+		Hooks:  runtime.Chain(nil, audit.New(log), gate{}),
+		Policy: runtime.Policy{Tools: map[string]runtime.ToolPolicy{"pay": {Approval: runtime.ApprovalAsk}}},
+	})
+	_, fin := hooktest.Run(t, a, &runtime.Request{})
+	if fin.Reason != runtime.EndAwaitingInput || fin.Pending == nil {
+		t.Fatalf("run ended %v, want parked", fin.Reason)
+	}
+	want := []record{
+		base("tool call decision", "tool", "rm", "call_id", "call_0_0", "decision", "denied", "decided_by", "hook", "reason", "not here"),
+	}
+	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+		t.Fatalf("records of the parked run (-want +got):\n%s", diff)
+	}
+
+	approve := func(context.Context, runtime.ApprovalRequest) (runtime.Decision, error) {
+		return runtime.Decision{Outcome: runtime.OutcomeApproved}, nil
+	}
+	hooktest.Run(t, a, &runtime.Request{Messages: fin.NewMessages, Resume: fin.Pending, Approve: approve})
+	for _, r := range buf.records(t)[1:] {
+		if r["call_id"] == "call_0_0" {
+			t.Errorf("the resumed run recorded the denied call again: %v", r)
+		}
+	}
+}
