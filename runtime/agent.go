@@ -316,6 +316,9 @@ func (a *Agent) Run(ctx context.Context, req *Request) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		r, err := a.newRun(ctx, req, yield)
 		if err != nil {
+			if req != nil {
+				req.Inbox.close() // a refused run takes no steers
+			}
 			yield(nil, err)
 			return
 		}

@@ -137,6 +137,17 @@ func (in *Inbox) takeOrClose() []Steer {
 	return in.takeLocked()
 }
 
+// close refuses every later steer: the run ends without taking any more (it was refused,
+// or its consumer stopped reading before it began).
+func (in *Inbox) close() {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.closed = true
+}
+
 // interruptsSeen returns the number of interrupts sent so far.
 func (in *Inbox) interruptsSeen() uint64 {
 	if in == nil {

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -113,14 +114,35 @@ func TestInbox_AcceptedSteersAreNeverLost(t *testing.T) {
 // A run whose consumer stops reading closes its inbox: nobody would learn what became
 // of a steer sent after.
 func TestInbox_ClosedWhenTheConsumerStops(t *testing.T) {
-	m := &rt.Model{Steps: []rt.Step{rt.Say("one"), rt.Say("two")}}
+	for _, at := range []string{"RunStarted", "StepStarted"} {
+		t.Run(at, func(t *testing.T) {
+			m := &rt.Model{Steps: []rt.Step{rt.Say("one"), rt.Say("two")}}
+			var inbox runtime.Inbox
+			for ev := range newAgent(t, m, runtime.Config{}).Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("hi")}, Inbox: &inbox}) {
+				if strings.TrimPrefix(fmt.Sprintf("%T", ev), "*runtime.") == at {
+					break
+				}
+			}
+			if err := inbox.Send(runtime.Steer{Seq: 1, Message: runtime.UserMessage("anyone?")}); !errors.Is(err, runtime.ErrInboxClosed) {
+				t.Errorf("Send after the consumer stopped at %s = %v, want ErrInboxClosed", at, err)
+			}
+		})
+	}
+}
+
+// TestInbox_ClosedWhenTheRequestIsRefused: a run Run refuses takes no steer either.
+func TestInbox_ClosedWhenTheRequestIsRefused(t *testing.T) {
 	var inbox runtime.Inbox
-	for ev := range newAgent(t, m, runtime.Config{}).Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("hi")}, Inbox: &inbox}) {
-		if _, ok := ev.(*runtime.StepStarted); ok {
-			break
-		}
+	refused := false
+	a := newAgent(t, &rt.Model{}, runtime.Config{Tools: []runtime.Tool{rt.Tool("t", rt.Echo)}})
+	clash := &runtime.Request{Inbox: &inbox, ClientTools: []runtime.Tool{rt.Tool("t", rt.Echo)}}
+	for _, err := range a.Run(t.Context(), clash) {
+		refused = err != nil
+	}
+	if !refused {
+		t.Fatal("the run was not refused")
 	}
 	if err := inbox.Send(runtime.Steer{Seq: 1, Message: runtime.UserMessage("anyone?")}); !errors.Is(err, runtime.ErrInboxClosed) {
-		t.Errorf("Send after the consumer stopped = %v, want ErrInboxClosed", err)
+		t.Errorf("Send after a refused request = %v, want ErrInboxClosed", err)
 	}
 }
