@@ -75,6 +75,17 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		ss.mu.Unlock()
 		return v, nil
 	}
+	// An answer the client sent, and was told was accepted, before the run asked (the
+	// run announces a step's approvals before it asks for any of them) is applied
+	// whatever the policy: one acked is one applied.
+	if slot != nil && slot.answered {
+		select {
+		case v := <-slot.ch:
+			ss.mu.Unlock()
+			return v, nil
+		default:
+		}
+	}
 	switch {
 	case w.policy != nil:
 		slot.closeLocked(w.policy.why)

@@ -324,3 +324,26 @@ func TestApprovePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovePolicy_AnAckedDecisionWins: a step announces all its approvals before the
+// run asks for any, so a client may decide one, and be told its decision was accepted,
+// before approve runs; under a policy that answers for it (deny, or park), the
+// client's decision is the one applied.
+func TestApprovePolicy_AnAckedDecisionWins(t *testing.T) {
+	for _, policy := range []agentdv1.ApprovalPolicy{agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_DENY, agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT} {
+		t.Run(policy.String(), func(t *testing.T) {
+			ss := awaitSession(t, modeRun)
+			ss.policy = policy
+			k := waitKinds[0]
+			k.open(ss)
+			k.answer(ss, "client approved")
+			if _, answered := k.slot(ss); !answered {
+				t.Fatal("the decision was not accepted")
+			}
+			got, err := k.wait(t.Context(), ss)
+			if err != nil || got != "client approved" {
+				t.Errorf("approve = %q, %v; want the client's decision", got, err)
+			}
+		})
+	}
+}

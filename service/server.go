@@ -115,7 +115,11 @@ type Server struct {
 	runs    sync.WaitGroup // one per run in progress
 	callers callerRuns     // runs in progress per caller
 
-	healthMu    sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
+	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
+	// admitMu is read-held while a run is counted in runs, and held while draining
+	// starts: no run is counted once Drain has returned, so Shutdown's runs.Wait never
+	// races an Add (a WaitGroup must not be added to from zero while it is waited on).
+	admitMu     sync.RWMutex
 	drainOnce   sync.Once
 	drainCtx    context.Context // done when draining starts
 	drainCancel context.CancelFunc
@@ -241,7 +245,9 @@ func (s *Server) Drain(period time.Duration) {
 	s.drainOnce.Do(func() {
 		s.drainUntil.Store(s.now().Add(period).UnixNano())
 		s.log.Info("draining: the service is NOT_SERVING, new runs are refused", "period", period.String())
+		s.admitMu.Lock()
 		s.drainCancel()
+		s.admitMu.Unlock()
 		s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	})
 }

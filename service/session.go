@@ -86,7 +86,7 @@ type session struct {
 // event on the RPC's stream. Errors are gRPC statuses: nothing has been sent yet.
 func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, send func(*agentdv1.RunEvent) error) (*session, *runtime.Request, error) {
 	if s.isDraining() {
-		return nil, nil, statusError(codes.Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
+		return nil, nil, drainingError()
 	}
 	if spec == nil {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: "must be set"}})
@@ -163,8 +163,22 @@ func (s *Server) admit(caller string) (string, error) {
 		s.callers.release(counted)
 		return "", statusError(codes.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
 	}
+	// Checked again where the run is counted: a start that passed the first check as
+	// draining began is refused like any start after it.
+	s.admitMu.RLock()
+	defer s.admitMu.RUnlock()
+	if s.isDraining() {
+		s.active.Add(-1)
+		s.callers.release(counted)
+		return "", drainingError()
+	}
 	s.runs.Add(1)
 	return counted, nil
+}
+
+// drainingError refuses a run on a server that is draining.
+func drainingError() error {
+	return statusError(codes.Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
 }
 
 // sessionFor returns the session of a planned run, before its context is set.
