@@ -39,7 +39,7 @@ var adapter = providertest.Adapter{
 	},
 	// The API's pings, sent while the model is quiet, are bytes: for longer than the
 	// idle timeout nothing but pings comes, and the stream does not stall.
-	Slow:       providertest.Slow{File: "quiet_with_pings.sse", Gap: 50 * time.Millisecond, Idle: 200 * time.Millisecond},
+	Slow:       providertest.Slow{File: "quiet_with_pings.sse", Gap: 100 * time.Millisecond, Idle: 500 * time.Millisecond},
 	NoFinish:   "no_stop_reason.sse",
 	ErrorEvent: "overloaded_event.sse",
 	Opening: "event: message_start\n" +

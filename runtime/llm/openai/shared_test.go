@@ -35,7 +35,7 @@ var adapter = providertest.Adapter{
 		rt.Finish(runtime.FinishStop),
 	},
 	// The Chat Completions API sends nothing while a model thinks: the gaps are silence.
-	Slow:       providertest.Slow{File: "text.sse", Gap: 60 * time.Millisecond, Idle: 250 * time.Millisecond},
+	Slow:       providertest.Slow{File: "text.sse", Gap: 150 * time.Millisecond, Idle: 600 * time.Millisecond},
 	NoFinish:   "no_finish_reason.sse",
 	ErrorEvent: "error_event.sse",
 	Opening:    `data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n",
