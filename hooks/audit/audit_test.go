@@ -2,8 +2,6 @@ package audit_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,17 +14,17 @@ import (
 	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/hooks/errorbreaker"
 	"github.com/agentd/agentd/hooks/internal/hooktest"
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// logBuffer collects JSON log records, without times; a duration reads ">0" or "0".
-type logBuffer struct{ hooktest.LogBuffer }
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	var b logBuffer
+// newLogger returns a logger whose JSON records, without times, collect in the buffer;
+// a duration reads ">0" or "0".
+func newLogger() (*slog.Logger, *logtest.Buffer) {
+	var b logtest.Buffer
 	return slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		switch a.Key {
 		case slog.TimeKey:
@@ -42,21 +40,6 @@ func newLogger() (*slog.Logger, *logBuffer) {
 }
 
 type record = map[string]any
-
-func (b *logBuffer) records(t *testing.T) []record {
-	t.Helper()
-	var out []record
-	dec := json.NewDecoder(strings.NewReader(b.String()))
-	for {
-		var r record
-		if err := dec.Decode(&r); err == io.EOF {
-			return out
-		} else if err != nil {
-			t.Fatalf("log is not JSON lines: %v\n%s", err, b)
-		}
-		out = append(out, r)
-	}
-}
 
 // base returns the fields every record of the test runs has, plus kv.
 func base(msg string, kv ...any) record {
@@ -82,7 +65,7 @@ func TestHook_OneRecordPerToolCallWithArgumentsAndOutputsRedacted(t *testing.T) 
 		base("tool call", "tool", "nope", "call_id", "call_0_1", "executed", false, "is_error", true, "duration", "0",
 			"arguments", "[redacted]", "arguments_bytes", float64(2), "output", "[redacted]", "output_bytes", float64(len(unknown))),
 	}
-	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+	if diff := cmp.Diff(want, buf.Records(t)); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
 	if strings.Contains(buf.String(), "4111") {
@@ -101,7 +84,7 @@ func TestHook_WithArgumentsAndOutputs(t *testing.T) {
 	hooktest.Run(t, a, nil)
 	want := []record{base("tool call", "tool", "pay", "call_id", "call_0_0", "executed", true, "is_error", false, "duration", ">0",
 		"arguments", secretArgs, "arguments_bytes", float64(len(secretArgs)), "output", "paid", "output_bytes", float64(4))}
-	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+	if diff := cmp.Diff(want, buf.Records(t)); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
 }
@@ -132,7 +115,7 @@ func TestHook_ApprovalDecisions(t *testing.T) {
 		base("tool call", "tool", "pay", "call_id", "call_0_1", "executed", false, "is_error", true, "duration", "0",
 			"arguments", `{"amount":500}`, "arguments_bytes", float64(14), "output", "[redacted]", "output_bytes", float64(len(denied))),
 	}
-	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+	if diff := cmp.Diff(want, buf.Records(t)); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
 }
@@ -201,7 +184,7 @@ func TestHook_DecisionsOfOtherHooksWhereverAuditIs(t *testing.T) {
 			if fin.Reason != runtime.EndStopped {
 				t.Fatalf("run ended %v, want stopped", fin.Reason)
 			}
-			if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+			if diff := cmp.Diff(want, buf.Records(t)); diff != "" {
 				t.Errorf("records (-want +got):\n%s", diff)
 			}
 		})
@@ -219,7 +202,7 @@ func TestHook_AnAnswerWinsOverADenial(t *testing.T) {
 	if got := hooktest.Results(evs); len(got) != 1 || got[0] != "42" {
 		t.Fatalf("results %v, want the answer", got)
 	}
-	if recs := buf.records(t); len(recs) != 2 || recs[0]["decision"] != "answered" {
+	if recs := buf.Records(t); len(recs) != 2 || recs[0]["decision"] != "answered" {
 		t.Errorf("records %v, want the answer's decision and the call", recs)
 	}
 }
@@ -251,7 +234,7 @@ func TestHook_RecordsACallWhoseAfterToolStoppedTheRun(t *testing.T) {
 	if fin.Reason != runtime.EndStopped {
 		t.Fatalf("run ended %v, want stopped", fin.Reason)
 	}
-	recs := buf.records(t)
+	recs := buf.Records(t)
 	if len(recs) != 1 || recs[0]["msg"] != "tool call" || recs[0]["is_error"] != true {
 		t.Errorf("records %v, want the failed call", recs)
 	}
@@ -269,7 +252,7 @@ func TestHook_ConcurrentRuns(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := len(buf.records(t)); n != 16 {
+	if n := len(buf.Records(t)); n != 16 {
 		t.Errorf("%d records, want 16", n)
 	}
 }
@@ -316,7 +299,7 @@ func TestHook_DecisionsOfAParkedStep(t *testing.T) {
 	want := []record{
 		base("tool call decision", "tool", "rm", "call_id", "call_0_0", "decision", "denied", "decided_by", "hook", "reason", "not here"),
 	}
-	if diff := cmp.Diff(want, buf.records(t)); diff != "" {
+	if diff := cmp.Diff(want, buf.Records(t)); diff != "" {
 		t.Fatalf("records of the parked run (-want +got):\n%s", diff)
 	}
 
@@ -324,7 +307,7 @@ func TestHook_DecisionsOfAParkedStep(t *testing.T) {
 		return runtime.Decision{Outcome: runtime.OutcomeApproved}, nil
 	}
 	hooktest.Run(t, a, &runtime.Request{Messages: fin.NewMessages, Resume: fin.Pending, Approve: approve})
-	for _, r := range buf.records(t)[1:] {
+	for _, r := range buf.Records(t)[1:] {
 		if r["call_id"] == "call_0_0" {
 			t.Errorf("the resumed run recorded the denied call again: %v", r)
 		}

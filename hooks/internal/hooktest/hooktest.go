@@ -4,9 +4,7 @@
 package hooktest
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -104,24 +102,3 @@ func (c *Counter) Func(ctx context.Context, call runtime.ToolCall) (runtime.Outp
 
 // Calls returns the number of calls.
 func (c *Counter) Calls() int { return int(c.n.Load()) }
-
-// LogBuffer is a buffer for a logger to write to while runs go on. It is safe for
-// concurrent use.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p to the buffer.
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was written so far.
-func (b *LogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/tool/mcp"
 )
@@ -129,7 +129,7 @@ func TestStdioCrashAndRestart(t *testing.T) {
 	cfg := stdioConfig(t)
 	refuse := filepath.Join(t.TempDir(), "refuse")
 	cfg.Env = map[string]string{"TESTSERVER_REFUSE": refuse}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	src := connectStdio(t, cfg, mcp.WithBackoff(10*time.Millisecond, 50*time.Millisecond), mcp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	echo := find(t, src.Tools(), "echo")
 	first := pid(t, src)
@@ -249,22 +249,4 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
