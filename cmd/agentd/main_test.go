@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
@@ -154,38 +153,20 @@ func TestConfigRejectsStrayArguments(t *testing.T) {
 
 // The daemon serves health on a real loopback port and stops cleanly when its context ends.
 func TestServeAndShutdownOnLoopback(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig([]string{"--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, lis, slog.New(slog.DiscardHandler))
-	}()
-
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "agentd.v1.AgentService"})
+	srv := startServe(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
+	conn := dial(t, srv.addr, nil)
+	resp, err := healthpb.NewHealthClient(conn).Check(srv.ctx, &healthpb.HealthCheckRequest{Service: "agentd.v1.AgentService"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health = %v, want SERVING", resp.GetStatus())
 	}
-	out, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}})
-	if err != nil || out.GetResult().GetFinalText() != "2+2 = 4" {
-		t.Errorf("ExecuteRun = %v, %v; want the demo agent to answer 2+2 = 4", out.GetResult().GetFinalText(), err)
+	out, err := askDemo(srv.ctx, conn)
+	if err != nil || out != "2+2 = 4" {
+		t.Errorf("ExecuteRun = %v, %v; want the demo agent to answer 2+2 = 4", out, err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := srv.stop(); err != nil {
 		t.Errorf("serve returned %v after shutdown, want nil", err)
 	}
 }
@@ -208,28 +189,14 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
 	for _, audit := range []bool{true, false} {
 		t.Run(fmt.Sprintf("audit=%v", audit), func(t *testing.T) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			args := []string{"--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}
+			args := []string{"--demo-delay=0"}
 			if audit {
 				args = append(args, "--audit")
 			}
-			cfg, err := parseConfig(args, env(nil), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var logs logtest.Buffer
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
-			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			client := agentdv1.NewAgentServiceClient(conn)
+			srv := startServe(t, args, slog.New(slog.NewJSONHandler(&logs, nil)))
+			ctx := srv.ctx
+			client := agentdv1.NewAgentServiceClient(dial(t, srv.addr, nil))
 			if _, err := client.ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}); err != nil {
 				t.Fatal(err)
 			}
@@ -244,8 +211,7 @@ func TestServeAuditFlagLogsEveryToolCall(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cancel()
-			if err := <-done; err != nil {
+			if err := srv.stop(); err != nil {
 				t.Fatal(err)
 			}
 
@@ -317,37 +283,17 @@ agents:
 		t.Fatal(err)
 	}
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig([]string{"--audit", "--config", agentsFile, "--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs logtest.Buffer
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, nil))) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	srv := startServe(t, []string{"--audit", "--config", agentsFile, "--demo-delay=0"}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if _, err := askDemo(srv.ctx, dial(t, srv.addr, nil)); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	if _, err := agentdv1.NewAgentServiceClient(conn).ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := srv.stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	var decisions []map[string]any
-	for line := range strings.Lines(logs.String()) {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line is not JSON: %v: %s", err, line)
-		}
+	for _, rec := range logs.Records(t) {
 		if rec["msg"] == "tool call decision" {
 			decisions = append(decisions, rec)
 		}
@@ -359,4 +305,42 @@ agents:
 	if d["tool"] != "calculate" || d["decision"] != "denied" || d["decided_by"] != "hook" || d["reason"] != "no tools today" || d["agent"] != "demo" {
 		t.Errorf("decision record %v, want calculate denied by hook: no tools today, agent demo", d)
 	}
+}
+
+// served is the daemon's serve running on a loopback port for a test.
+type served struct {
+	addr string
+	// ctx ends when stop is called.
+	ctx context.Context
+	// stop shuts the daemon down as a signal would and returns what serve returned.
+	stop func() error
+}
+
+// startServe runs serve, configured by args as on the command line with short shutdown
+// bounds, on a loopback port until stop is called or the test ends; log is its logger.
+func startServe(t *testing.T, args []string, log *slog.Logger) *served {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig(append([]string{"--shutdown-timeout=2s", "--drain-period=1s"}, args...), env(nil), io.Discard)
+	if err != nil {
+		lis.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, lis, log) }()
+	var once sync.Once
+	var serveErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			serveErr = <-done
+		})
+		return serveErr
+	}
+	t.Cleanup(func() { stop() })
+	return &served{addr: lis.Addr().String(), ctx: ctx, stop: stop}
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,9 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/agentdtest"
@@ -31,26 +25,9 @@ func TestServeStopsMCPServersOnShutdown(t *testing.T) {
 	if err := os.WriteFile(agents, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig([]string{"--config", agents, "--shutdown-timeout=2s", "--drain-period=1s"}, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs logtest.Buffer
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, lis, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	resp, err := agentdv1.NewAgentServiceClient(conn).ListAgents(ctx, &agentdv1.ListAgentsRequest{})
+	srv := startServe(t, []string{"--config", agents}, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	resp, err := agentdv1.NewAgentServiceClient(dial(t, srv.addr, nil)).ListAgents(srv.ctx, &agentdv1.ListAgentsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +53,7 @@ func TestServeStopsMCPServersOnShutdown(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("the MCP server process %d is not running: %v", pid, err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := srv.stop(); err != nil {
 		t.Fatal(err)
 	}
 	// Closing the source waited for the process, so it is reaped and gone.

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"log/slog"
-	"net"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -51,24 +48,14 @@ func badUTF8(t *testing.T, m proto.Message) []byte {
 // service's codec: invalid UTF-8 in a run's start is INVALID_ARGUMENT naming the field,
 // and in a steer it is refused in the ack while the run goes on.
 func TestServeRefusesInvalidUTF8NamingTheField(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig([]string{"--shutdown-timeout=2s", "--drain-period=1s", "--demo-delay=0"}, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, lis, slog.New(slog.DiscardHandler)) }()
+	srv := startServe(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := srv.stop(); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	ctx := srv.ctx
+	conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawUTF8Codec{})))
 	if err != nil {
 		t.Fatal(err)
