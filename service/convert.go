@@ -185,6 +185,21 @@ func outcomeToProto(o runtime.Outcome) agentdv1.ApprovalOutcome {
 	return agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_UNSPECIFIED
 }
 
+// approvalToProto is a tool's approval policy as ListAgents shows it.
+func approvalToProto(a runtime.Approval) agentdv1.ToolApproval {
+	switch a {
+	case runtime.ApprovalAuto:
+		return agentdv1.ToolApproval_TOOL_APPROVAL_AUTO
+	case runtime.ApprovalAsk:
+		return agentdv1.ToolApproval_TOOL_APPROVAL_ASK
+	case runtime.ApprovalAlways:
+		return agentdv1.ToolApproval_TOOL_APPROVAL_ALWAYS
+	}
+	// A level tighter than any the wire knows asks, and only an explicit decision can
+	// answer it.
+	return agentdv1.ToolApproval_TOOL_APPROVAL_ALWAYS
+}
+
 func decidedByToProto(d runtime.DecidedBy) agentdv1.DecidedBy {
 	switch d {
 	case runtime.DecidedByClient:
