@@ -314,11 +314,13 @@ func (p *Pending) AwaitingApproval() []PendingCall {
 // ErrInvalidRequest); failures of the run itself are reported by RunFinished.
 func (a *Agent) Run(ctx context.Context, req *Request) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		if req != nil {
+			// However Run returns (the run refused, finished, or left by its consumer
+			// before it began), the inbox takes no more steers: none would be applied.
+			defer req.Inbox.close()
+		}
 		r, err := a.newRun(ctx, req, yield)
 		if err != nil {
-			if req != nil {
-				req.Inbox.close() // a refused run takes no steers
-			}
 			yield(nil, err)
 			return
 		}

@@ -137,8 +137,7 @@ func (in *Inbox) takeOrClose() []Steer {
 	return in.takeLocked()
 }
 
-// close refuses every later steer: the run ends without taking any more (it was refused,
-// or its consumer stopped reading before it began).
+// close refuses every later steer: Run has returned.
 func (in *Inbox) close() {
 	if in == nil {
 		return

@@ -217,7 +217,6 @@ func stopErr(err error) *StopError {
 
 func (r *run) execute() {
 	if !r.emit(&RunStarted{RunID: r.info.RunID, ThreadID: r.info.ThreadID, Agent: r.a.cfg.Name, Model: r.info.Model, TraceID: r.traceID(), Resumed: r.req.Resume != nil}) {
-		r.req.Inbox.close() // the consumer left before the run began: no steer will be taken
 		return
 	}
 	// However the run unwinds (its consumer stopped reading, say), it finishes once; set
