@@ -191,3 +191,18 @@ func toolResults(evs []*agentdv1.RunEvent) []*agentdv1.ToolCallResult {
 	}
 	return rs
 }
+
+// checkErrorLines checks that err has one line per want, each starting with path and
+// then that want: an agents file's errors name the file and line of each problem.
+func checkErrorLines(t *testing.T, err error, path string, want []string) {
+	t.Helper()
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("error has %d lines, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], path+w) {
+			t.Errorf("error line %d:\n got %s\nwant %s%s", i, lines[i], path, w)
+		}
+	}
+}

@@ -526,15 +526,7 @@ agents: [{name: ops, model: demo, mcp_servers: [web, slow]}]
 			if err == nil {
 				t.Fatal("no error")
 			}
-			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(tt.want) {
-				t.Fatalf("error has %d lines, want %d:\n%v", len(lines), len(tt.want), err)
-			}
-			for i, want := range tt.want {
-				if !strings.HasPrefix(lines[i], path+want) {
-					t.Errorf("error line %d:\n got %s\nwant %s%s", i, lines[i], path, want)
-				}
-			}
+			checkErrorLines(t, err, path, tt.want)
 		})
 	}
 }
