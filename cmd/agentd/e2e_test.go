@@ -55,7 +55,7 @@ func TestEndToEndGrpcurlRecipes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), e2eScriptTimeout)
 	defer cancel()
 	script := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "scripts", "grpcurl-recipes.sh"))
-	script.Env = append(environWithout("AGENTD_", "PATH="), "PATH="+pathEnv, "AGENTD_ADDR="+agentd.Addr)
+	script.Env = append(agentdtest.EnvironWithout("AGENTD_", "PATH="), "PATH="+pathEnv, "AGENTD_ADDR="+agentd.Addr)
 	// Its own process group, so that a timeout ends grpcurl and jq along with bash.
 	script.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	script.Cancel = func() error { return syscall.Kill(-script.Process.Pid, syscall.SIGKILL) }
@@ -132,21 +132,4 @@ func goInstalled(t *testing.T, name string) string {
 		}
 	}
 	return ""
-}
-
-// environWithout returns the test's environment without the variables whose
-// "NAME=value" starts with one of the prefixes: a developer's AGENTD_* settings must not
-// change what the test starts.
-func environWithout(prefixes ...string) []string {
-	var env []string
-next:
-	for _, kv := range os.Environ() {
-		for _, p := range prefixes {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		env = append(env, kv)
-	}
-	return env
 }

@@ -66,7 +66,7 @@ func TestSoakShort(t *testing.T) {
 	load := exec.CommandContext(ctx, ctl, "--addr", agentd.Addr, "--plaintext", "load",
 		"--concurrency", strconv.Itoa(concurrency), "--duration", duration.String(),
 		"--server-pid", strconv.Itoa(pid), "--json")
-	load.Env = environWithout("AGENTD_", "AGENTCTL_")
+	load.Env = agentdtest.EnvironWithout("AGENTD_", "AGENTCTL_")
 	var stdout, stderr bytes.Buffer
 	load.Stdout, load.Stderr = &stdout, &stderr
 	started := time.Now()

@@ -145,7 +145,7 @@ func launch(bin string, o Options, addr string) (*Process, error) {
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, append([]string{"--listen", addr}, o.Args...)...)
-	cmd.Env = append(environ(), "AGENTD_CONTINUATION_KEY="+ContinuationKey)
+	cmd.Env = append(EnvironWithout(environPrefixes...), "AGENTD_CONTINUATION_KEY="+ContinuationKey)
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf // a file: no copying goroutines
 	if err := cmd.Start(); err != nil {
@@ -163,12 +163,14 @@ func launch(bin string, o Options, addr string) (*Process, error) {
 	return p, nil
 }
 
-// environ returns the test's environment without the variables of environPrefixes.
-func environ() []string {
+// EnvironWithout returns the test's environment without the variables whose
+// "NAME=value" starts with one of prefixes: a developer's own settings must not change
+// what a test starts.
+func EnvironWithout(prefixes ...string) []string {
 	var env []string
 next:
 	for _, kv := range os.Environ() {
-		for _, prefix := range environPrefixes {
+		for _, prefix := range prefixes {
 			if strings.HasPrefix(kv, prefix) {
 				continue next
 			}
