@@ -18,10 +18,14 @@ type answerSlot[T any] struct {
 	answered   bool   // an answer was acked: it is in ch, or was taken
 	closed     string // why the slot takes no answer; empty while it does
 	ch         chan T // buffered: the waiting call takes the answer after its ack went out
+	// order is the slot's place among the session's slots of its kind, in the order
+	// the run opened them; event is an approval's approval_requested, for attached.
+	order int
+	event *agentdv1.ApprovalRequested
 }
 
-func newAnswerSlot[T any](tool, args string) *answerSlot[T] {
-	return &answerSlot[T]{tool: tool, args: args, ch: make(chan T, 1)}
+func newAnswerSlot[T any](tool, args string, order int) *answerSlot[T] {
+	return &answerSlot[T]{tool: tool, args: args, ch: make(chan T, 1), order: order}
 }
 
 // answerLocked hands v, just acked, to the call that waits for it.

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -12,14 +13,17 @@ import (
 	"github.com/agentd/agentd/runtime"
 )
 
-// awaitSession is a session with no stream (acks go nowhere) whose input is open in
+// awaitSession is a session with no stream attached (acks are only journaled) whose input is open in
 // modeRun, closed in the other modes.
 func awaitSession(t *testing.T, mode rpcMode) *session {
 	t.Helper()
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	ss := &session{
+		srv:  &Server{cfg: Config{Now: time.Now}, log: slog.New(slog.DiscardHandler)},
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
+		journal:     newJournal(1 << 20),
+		outs:        map[*outbox]struct{}{},
 		tools:       runTools{specs: map[string]runtime.ToolSpec{"calc": {Name: "calc"}}, schemas: map[string]*runtime.Schema{}},
 		inputDoneCh: make(chan struct{}),
 		approvals:   map[string]*answerSlot[runtime.Decision]{},
@@ -60,7 +64,7 @@ var waitKinds = []waitKind{
 			return d.Reason, err
 		},
 		answer: func(ss *session, v string) {
-			ss.decide(1, &agentdv1.ApprovalDecision{ApprovalId: "ap_1", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, Reason: v})
+			ss.decide(input{seq: 1}, &agentdv1.ApprovalDecision{ApprovalId: "ap_1", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, Reason: v})
 		},
 		preload: func(ss *session, v string) {
 			ss.preDecisions = map[string]runtime.Decision{"ap_1": {Outcome: runtime.OutcomeApproved, Reason: v}}
@@ -91,7 +95,7 @@ var waitKinds = []waitKind{
 		answer: func(ss *session, v string) {
 			ss.mu.Lock()
 			defer ss.mu.Unlock()
-			ss.toolResultLocked(1, &agentdv1.ToolResult{ToolCallId: "c1", Output: &agentdv1.ToolResult_Text{Text: v}})
+			ss.toolResultLocked(input{seq: 1}, &agentdv1.ToolResult{ToolCallId: "c1", Output: &agentdv1.ToolResult_Text{Text: v}})
 		},
 		preload: func(ss *session, v string) {
 			ss.preResults = map[string]runtime.Output{"c1": {Text: v}}

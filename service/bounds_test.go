@@ -373,7 +373,9 @@ func TestBounds_StalledClientIsLetGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("chatty", "talk")}})
+		spec := servicetest.Input("chatty", "talk")
+		spec.Config = &agentdv1.RunConfig{OnDisconnect: agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL}
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
 		// Read nothing: the stall timeout passes (in the bubble's time) and agentd lets
 		// the run go.
 		time.Sleep(3 * time.Minute)
@@ -636,7 +638,9 @@ func TestBounds_AClientThatNeverReadsCannotQueueAcks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("", "save a note: milk")}})
+		spec := servicetest.Input("", "save a note: milk")
+		spec.Config = &agentdv1.RunConfig{OnDisconnect: agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL}
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
 		sent := 0
 		go func() {
 			for ; sent < 200000; sent++ {

@@ -456,7 +456,9 @@ func backpressureBoundsServerMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("flood", "go")}}); err != nil {
+	spec := servicetest.Input("flood", "go")
+	spec.Config = &agentdv1.RunConfig{OnDisconnect: agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL}
+	if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: spec}}); err != nil {
 		t.Fatal(err)
 	}
 	read := 0

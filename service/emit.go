@@ -7,17 +7,18 @@ import (
 	"github.com/agentd/agentd/runtime"
 )
 
-// emit does what the session must know of one runtime event and, on an RPC with a
-// stream, converts it and sends it. ExecuteRun has no stream: nobody would receive its
-// events, so they are neither converted nor stamped, and it takes no checkpoints; its
-// outcome is run_finished alone, whose continuation is sealed from the history.
+// emit does what the session must know of one runtime event, converts it and journals
+// it: every run, ExecuteRun's too, may have streams attached.
 func (ss *session) emit(ev runtime.Event) error {
 	ss.observe(ev)
-	if ss.out == nil {
-		return nil
-	}
 	pe := eventToProto(ev)
 	switch e := ev.(type) {
+	case *runtime.ApprovalRequested:
+		ss.mu.Lock()
+		if slot := ss.approvals[e.ApprovalID]; slot != nil {
+			slot.event = pe.GetApprovalRequested()
+		}
+		ss.mu.Unlock()
 	case *runtime.RunStarted:
 		pe.GetRunStarted().RequestId = ss.reqID
 		if err := ss.sendEvent(pe); err != nil {
@@ -31,6 +32,9 @@ func (ss *session) emit(ev runtime.Event) error {
 		for _, m := range pe.GetStepFinished().GetNewMessages() {
 			ss.transcript.add(m)
 		}
+		ss.mu.Lock()
+		ss.usage = pe.GetStepFinished().GetUsage()
+		ss.mu.Unlock()
 		if err := ss.sendEvent(pe); err != nil {
 			return err
 		}
@@ -52,7 +56,7 @@ func (ss *session) observe(ev runtime.Event) {
 		ss.mu.Unlock()
 	case *runtime.ApprovalRequested:
 		ss.mu.Lock()
-		ss.approvals[e.ApprovalID] = newAnswerSlot[runtime.Decision](e.ToolName, e.Arguments)
+		ss.approvals[e.ApprovalID] = newAnswerSlot[runtime.Decision](e.ToolName, e.Arguments, len(ss.approvals))
 		ss.mu.Unlock()
 	case *runtime.ApprovalResolved:
 		// However the run resolved it (an interrupting steer cancels approvals it never
@@ -64,7 +68,7 @@ func (ss *session) observe(ev runtime.Event) {
 		if e.Executor == runtime.ExecutorClient {
 			ss.mu.Lock()
 			if _, pre := ss.preResults[e.CallID]; !pre {
-				ss.clientCalls[e.CallID] = newAnswerSlot[runtime.Output]("", "")
+				ss.clientCalls[e.CallID] = newAnswerSlot[runtime.Output]("", "", len(ss.clientCalls))
 			}
 			ss.mu.Unlock()
 		}
@@ -88,8 +92,7 @@ func resolvedWhy(e *runtime.ApprovalResolved) string {
 	return why
 }
 
-// checkpoint sends a continuation from which the run can resume after the step. Only a
-// streamed run takes checkpoints: its transcript is set.
+// checkpoint journals a continuation from which the run can resume after the step.
 func (ss *session) checkpoint(e *runtime.StepFinished) error {
 	ss.mu.Lock()
 	st := ss.step
@@ -151,6 +154,6 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 func (ss *session) sendFinished(rf *agentdv1.RunFinished) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.ended = true
+	ss.ended, ss.result = true, rf
 	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
 }

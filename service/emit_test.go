@@ -2,10 +2,12 @@ package service_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
-	"sync/atomic"
+	"slices"
 	"testing"
-	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
@@ -61,74 +63,48 @@ func BenchmarkExecuteRun(b *testing.B) {
 	}
 }
 
-// countingClock is a clock that counts how often it is read: the service reads it to
-// stamp an event and to seal a continuation (its expiry), and for nothing else a run
-// does.
-type countingClock struct{ n atomic.Int64 }
-
-func (c *countingClock) now() time.Time {
-	c.n.Add(1)
-	return time.Unix(1_700_000_000, 0)
-}
-
-// TestExecuteRunStampsNothingItDiscards: ExecuteRun sends no event, so its run neither
-// timestamps events nor seals a checkpoint per step; a parked run seals its one
-// continuation. The same run streamed by StartRun stamps every event, which shows the
-// clock sees what it counts.
-func TestExecuteRunStampsNothingItDiscards(t *testing.T) {
+// ExecuteRun's run is journaled like a streamed one: once it returns, AttachRun replays
+// the events a StartRun stream of the same run carries, up to the same run_finished.
+func TestExecuteRunIsJournaled(t *testing.T) {
 	size, err := workload.Lookup("small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clock countingClock
-	c := servicetest.NewClient(t, service.Config{Agents: workloadAgents(t, size), Logger: quietLog, ContinuationKey: testKey, Now: clock.now})
+	c := servicetest.NewClient(t, service.Config{Agents: workloadAgents(t, size), Logger: quietLog, ContinuationKey: testKey})
 	ctx := t.Context()
-
 	resp, err := c.ExecuteRun(ctx, workloadExecute())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The new messages are the input, then S assistant and tool messages, then the answer.
-	if got := resp.GetResult().GetReason(); got != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || len(resp.GetResult().GetNewMessages()) != 2*size.S+2 {
-		t.Fatalf("the run ended %s with %d new messages, want COMPLETED with %d", got, len(resp.GetResult().GetNewMessages()), 2*size.S+2)
+	kinds := func(recv func() (*agentdv1.RunEvent, error)) (out []string, last *agentdv1.RunEvent) {
+		for {
+			ev, err := recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
+				return out, last
+			}
+			if ev.GetAttached() == nil && ev.GetHeartbeat() == nil {
+				out = append(out, fmt.Sprintf("%d:%T", ev.GetSeq(), ev.GetKind()))
+				last = ev
+			}
+		}
 	}
-	if n := clock.n.Swap(0); n != 0 {
-		t.Errorf("a completed ExecuteRun read the clock %d times, want 0 (no event stamped, no checkpoint sealed)", n)
-	}
-
-	// Parked at its first tool call, the run seals the continuation it returns, and only
-	// that.
-	parked := workloadExecute()
-	parked.Start.Config = &agentdv1.RunConfig{ToolPolicies: []*agentdv1.ToolPolicyOverride{
-		{Tool: "echo", RequireApproval: true}, {Tool: "add", RequireApproval: true},
-	}}
-	resp, err = c.ExecuteRun(ctx, parked)
+	att, err := c.AttachRun(ctx, &agentdv1.AttachRunRequest{RunId: resp.GetRunId()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.GetResult().GetReason(); got != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT || len(resp.GetResult().GetContinuation()) == 0 {
-		t.Fatalf("the run ended %s (continuation of %d bytes), want AWAITING_INPUT with a continuation", got, len(resp.GetResult().GetContinuation()))
-	}
-	if n := clock.n.Swap(0); n != 1 {
-		t.Errorf("a parked ExecuteRun read the clock %d times, want 1 (its continuation's expiry)", n)
-	}
-
-	// Streamed, the same run stamps every event it sends.
+	replayed, fin := kinds(func() (*agentdv1.RunEvent, error) { r, err := att.Recv(); return r.GetEvent(), err })
 	stream, err := c.StartRun(ctx, &agentdv1.StartRunRequest{Start: workloadExecute().GetStart()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := 0
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			break
-		}
-		events++
+	streamed, _ := kinds(func() (*agentdv1.RunEvent, error) { r, err := stream.Recv(); return r.GetEvent(), err })
+	if !slices.Equal(replayed, streamed) || len(replayed) < size.Deltas() {
+		t.Errorf("ExecuteRun's journal holds %d events, StartRun's stream %d: want the same kinds in the same order, at least one a delta (%d)", len(replayed), len(streamed), size.Deltas())
 	}
-	if n := clock.n.Load(); n < int64(events) || events < size.Deltas() {
-		t.Errorf("StartRun sent %d events and read the clock %d times, want at least one read an event and an event a delta (%d)", events, n, size.Deltas())
+	if !proto.Equal(fin.GetRunFinished(), resp.GetResult()) {
+		t.Errorf("the journal's run_finished differs from ExecuteRun's result")
 	}
 }

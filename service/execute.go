@@ -1,23 +1,28 @@
 package service
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 )
 
-// execute runs the loop to its end, sending every event (if the RPC has a stream), and
-// returns run_finished and the status the RPC ends with.
+// execute runs the loop to its end, journaling every event, and returns run_finished
+// and the status the RPC that started the run ends with.
 func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) {
 	defer ss.cancel(nil)
 	var rf *agentdv1.RunFinished
 	for ev, err := range ss.entry.Runtime.Run(ss.ctx, req) {
 		if err != nil {
-			// Refused before it started: nothing was sent.
+			// Refused before it started: nothing was journaled.
 			return nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: err.Error()}})
 		}
 		if fin, ok := ev.(*runtime.RunFinished); ok {
@@ -37,33 +42,142 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 	return rf, nil
 }
 
-// executeStreaming runs the session with heartbeats and go_away, and returns the status
-// the RPC ends with once every event went out. A client that reads nothing for the stall
-// timeout, during the run or after it, is let go: the RPC ends RESOURCE_EXHAUSTED
-// (CLIENT_STALLED) with the run's outcome, transcript included, as a status detail.
-func (ss *session) executeStreaming(req *runtime.Request) error {
+// own runs the session to its end with heartbeats and go_away, on whichever goroutine
+// calls it, then closes its journal and hands it to the server to keep. A panic in the
+// run ends it INTERNAL instead of the process.
+func (ss *session) own(req *runtime.Request) {
+	defer ss.srv.endSession(ss)
 	stop := ss.keepAlive()
-	defer stop() // a panic in the run too: the timer must not re-arm for ever
-	flushed := false
 	defer func() {
-		if !flushed {
-			ss.out.abandon() // a panic: the sender goroutine ends now
+		stop() // a panic in the run too: the timer must not re-arm for ever
+		if p := recover(); p != nil {
+			ss.srv.log.Error("the run panicked", "run_id", ss.runID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			re := &agentdv1.RunError{Code: int32(codes.Internal), Reason: reasonInternal, Message: protoString("the run failed: a fault in agentd")}
+			ss.mu.Lock()
+			ended := ss.ended
+			ss.mu.Unlock()
+			if !ended {
+				ss.result = &agentdv1.RunFinished{Reason: agentdv1.RunEndReason_RUN_END_REASON_FAILED, Error: re}
+				ss.sendFinished(ss.result)
+			}
+			ss.status = statusError(codes.Internal, reasonInternal, re.GetMessage(), nil)
 		}
+		ss.journal.close()
+		ss.srv.retire(ss)
+		close(ss.done)
 	}()
 	rf, err := ss.execute(req)
-	stop()
-	flushed = true
-	if !ss.out.flush(ss.srv.cfg.StallTimeout) && err == nil {
-		if sendErr := ss.out.failed(); sendErr != nil {
-			return sendStatus(sendErr)
-		}
-		re := stalledError(ss.srv.cfg.StallTimeout)
-		return statusError(codes.ResourceExhausted, re.GetReason(), re.GetMessage(), nil, rf)
+	if err == nil {
+		err = runStatus(rf.GetError())
 	}
-	if err != nil {
-		return err
+	ss.result, ss.status = rf, err
+}
+
+// start runs the session on a goroutine of its own: the run belongs to the server, and
+// outlives the RPC that started it unless its on_disconnect says CANCEL.
+func (ss *session) start(req *runtime.Request) {
+	go ss.own(req)
+}
+
+// attachStarter attaches the stream that started the run, from its first event: the
+// run waits for it while it stays attached.
+func (ss *session) attachStarter(send func(frame) error) *outbox {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	o := newOutbox(ss.journal, 0, nil, send, func(error) {})
+	ss.outs[o] = struct{}{}
+	ss.primary = o
+	return o
+}
+
+// detachOut lets a stream go: its outbox sends nothing more, and the run no longer waits
+// for it.
+func (ss *session) detachOut(o *outbox) {
+	ss.mu.Lock()
+	delete(ss.outs, o)
+	if ss.primary == o {
+		ss.primary = nil
 	}
-	return runStatus(rf.GetError())
+	ss.mu.Unlock()
+	o.abandon()
+}
+
+// serveStarter sends the run's events on the stream that started it, and returns the
+// status its RPC ends with: the run's, once every event went out. A stream that goes
+// away first (its client cancelled, its connection lost, a send failed, or its client
+// read nothing for the stall timeout) is detached and the run goes on, or, under
+// ON_DISCONNECT_CANCEL, the run is cancelled and the status carries its outcome: a
+// stalled client gets RESOURCE_EXHAUSTED (CLIENT_STALLED) with the run's run_finished,
+// transcript included, as a status detail.
+func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
+	stall := ss.srv.cfg.StallTimeout
+	if o.flush(ctx, stall) {
+		<-ss.done
+		return ss.status
+	}
+	ss.detachOut(o)
+	sendErr := o.failed()
+	if ss.detach {
+		ss.srv.log.Debug("the stream that started the run went away: the run goes on", "run_id", ss.runID, "error", sendErr)
+		return goneStatus(ctx, sendErr, stall, o.cursor.Load())
+	}
+	cause := errClientStalled
+	switch {
+	case sendErr != nil:
+		cause = sendErr
+	case ctx.Err() != nil:
+		cause = context.Cause(ctx)
+	default:
+		ss.srv.log.Warn("the client read nothing for the stall timeout: ending its run", "run_id", ss.runID, "stall_timeout", stall.String())
+	}
+	ss.cancel(cause)
+	<-ss.done
+	switch {
+	case cause == errClientStalled:
+		re := stalledError(stall)
+		return statusError(codes.ResourceExhausted, re.GetReason(), re.GetMessage(), nil, ss.result)
+	case sendErr != nil:
+		return sendStatus(sendErr)
+	}
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// serveAttached sends a run's events on a stream that attached to it, and returns the
+// status its RPC ends with: OK once run_finished went out.
+func (ss *session) serveAttached(ctx context.Context, o *outbox) error {
+	defer ss.detachOut(o)
+	stall := ss.srv.cfg.StallTimeout
+	if o.flush(ctx, stall) {
+		return nil
+	}
+	err := o.failed()
+	if errors.Is(err, errEventsExpired) {
+		oldest, _ := ss.journal.bounds()
+		return expiredStatus(oldest)
+	}
+	return goneStatus(ctx, err, stall, o.cursor.Load())
+}
+
+// goneStatus is the status of a stream let go while its run goes on: it went away, a
+// send failed, or its client read nothing for stall, having been sent the events up to
+// seq sent.
+func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent int64) error {
+	switch {
+	case sendErr != nil:
+		return sendStatus(sendErr)
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return statusError(codes.ResourceExhausted, reasonClientStalled,
+		fmt.Sprintf("the client read nothing for %s while events waited for it, so this stream was let go; the run goes on: attach again with after_seq %d", stall, sent),
+		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
+}
+
+// expiredStatus refuses a cursor below what the journal keeps.
+func expiredStatus(oldest int64) error {
+	return statusError(codes.OutOfRange, reasonEventsExpired,
+		fmt.Sprintf("the run's journal keeps its events from seq %d on: attach with after_seq %d or more", oldest, oldest-1),
+		map[string]string{"oldest_seq": strconv.FormatInt(oldest, 10)})
 }
 
 // stalledError is the RunError of a run whose client read nothing for the stall timeout.

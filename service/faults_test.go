@@ -384,6 +384,9 @@ func TestFault_ClientDisappears(t *testing.T) {
 				if p.setup != nil {
 					p.setup(t, spec, hook, reached)
 				}
+				// What agentd did before runs outlived their streams; the run going on is
+				// attach_test's.
+				spec.Config = &agentdv1.RunConfig{OnDisconnect: agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL}
 				r := newFaultRig(t, hook)
 				conn := r.dial()
 				ctx, cancel := context.WithCancel(t.Context())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,14 +53,20 @@ func (ss *session) closeInput() {
 	}
 }
 
-// receive reads the client's messages until the stream ends. It is not joined: it ends
-// when the RPC does.
-func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
+// receive reads a Run stream's client messages until the stream ends; o is the stream's
+// outbox, and starter says whether the stream started the run. It is not joined: it
+// ends when the RPC does. The end of the stream that started the run may end the input
+// (a half-close: what then needs the client parks the run) or the run (a client gone,
+// under ON_DISCONNECT_CANCEL); an attached stream's end changes nothing for the run.
+func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox, starter bool) {
+	lim := rate.NewLimiter(rate.Limit(ss.srv.cfg.MessageRate), ss.srv.cfg.MessageBurst)
 	for {
 		// Acks queue like events: while the client reads nothing, read nothing from it
 		// either, so that flow control, not agentd's memory, holds what it sends.
-		if ss.out.wait(ss.ctx) != nil {
-			ss.closeInput()
+		if o.wait(ss.ctx) != nil {
+			if starter && !ss.detach {
+				ss.closeInput()
+			}
 			return
 		}
 		req, err := recv()
@@ -67,7 +74,13 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 			if !errors.Is(err, io.EOF) {
 				ss.srv.log.Debug("receive ended", "run_id", ss.runID, "error", err)
 			}
+			if !starter {
+				return
+			}
 			if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
+				if ss.detach {
+					return // the run goes on, and waits for whoever attaches
+				}
 				// The client went away (its RPC cancelled, its connection closed): that
 				// cancels the run, before the input ends, so that what waits for the
 				// client does not park it as it would after a half-close. The RPC's own
@@ -77,11 +90,11 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 			ss.closeInput()
 			return
 		}
-		if !ss.handle(req) {
+		if !ss.handle(req, lim) {
 			// Over the stream's message rate: read nothing more until the bucket has a
 			// token again, so that a client flooding the stream is held back by flow
 			// control instead of being served at the flood's pace.
-			r := ss.msgLimit.Reserve()
+			r := lim.Reserve()
 			wait := r.Delay()
 			r.Cancel() // the token is the next message's to take
 			t := time.NewTimer(wait)
@@ -94,57 +107,68 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error)) {
 	}
 }
 
-// handle acts on one client message after start. It returns false when the message was
-// refused for the stream's message rate.
-func (ss *session) handle(req *agentdv1.RunRequest) bool {
+// handle acts on one client message of a Run stream after its first. It returns false
+// when the message was refused for the stream's message rate, lim.
+func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended {
 		return true // run_finished is out: the stream carries nothing more
 	}
-	seq := req.GetClientSeq()
+	in := input{seq: req.GetClientSeq()}
 	_, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel)
-	if !(cancel && !ss.clientCancelled) && !ss.msgLimit.Allow() {
+	if !(cancel && !ss.clientCancelled) && !lim.Allow() {
 		// A client's first cancel is never refused: it ends the run, and the flood.
-		ss.ackLocked(seq, ackError(reasonRateLimited, "too many messages on this stream: at most %g a second (burst %d)", float64(ss.msgLimit.Limit()), ss.msgLimit.Burst()))
+		ss.ackLocked(in, ackError(reasonRateLimited, "too many messages on this stream: at most %g a second (burst %d)", float64(lim.Limit()), lim.Burst()))
 		return false
 	}
 	if fe := takeInvalidUTF8(req); fe != nil {
 		// Decoded with the strings made valid (Codec): refused, and the run goes on.
-		ss.ackLocked(seq, utf8Refusal(fe))
+		ss.ackLocked(in, utf8Refusal(fe))
 		return true
 	}
 	switch k := req.GetKind().(type) {
 	case *agentdv1.RunRequest_Start:
-		ss.ackLocked(seq, ackError(reasonAlreadyStarted, "the run has already started: one run per stream"))
+		ss.ackLocked(in, ackError(reasonAlreadyStarted, "the run has already started: one run per stream"))
+	case *agentdv1.RunRequest_Attach:
+		ss.ackLocked(in, ackError(reasonAlreadyAttached, "the stream already carries a run: one run per stream"))
 	case *agentdv1.RunRequest_ApprovalDecision:
-		// Validating edited arguments must not hold up the run's events.
-		ss.mu.Unlock()
-		ss.decide(seq, k.ApprovalDecision)
-		ss.mu.Lock()
+		ss.decideLocked(in, k.ApprovalDecision)
 	case *agentdv1.RunRequest_Steer:
-		ss.steerLocked(seq, k.Steer)
+		ss.steerLocked(in, k.Steer)
 	case *agentdv1.RunRequest_ToolResult:
-		ss.toolResultLocked(seq, k.ToolResult)
+		ss.toolResultLocked(in, k.ToolResult)
 	case *agentdv1.RunRequest_Cancel:
-		if refusal := ss.endingLocked(); refusal != nil {
-			ss.ackLocked(seq, refusal)
-			return true
-		}
-		ss.ackLocked(seq, nil)
-		ss.clientCancelled = true
-		reason := k.Cancel.GetReason()
-		if reason == "" {
-			ss.cancel(errClientCancel)
-		} else {
-			ss.cancel(fmt.Errorf("%w: %s", errClientCancel, reason))
-		}
+		ss.cancelLocked(in, k.Cancel)
 	case *agentdv1.RunRequest_Ping:
-		ss.ackLocked(seq, nil)
+		ss.ackLocked(in, nil)
 	default:
-		ss.ackLocked(seq, ackError(reasonEmptyMessage, "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
+		ss.ackLocked(in, ackError(reasonEmptyMessage, "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
 	}
 	return true
+}
+
+// cancelLocked acts on a client's cancel: the run ends CANCELLED.
+func (ss *session) cancelLocked(in input, c *agentdv1.Cancel) {
+	if refusal := ss.endingLocked(); refusal != nil {
+		ss.ackLocked(in, refusal)
+		return
+	}
+	ss.ackLocked(in, nil)
+	ss.clientCancelled = true
+	if reason := c.GetReason(); reason == "" {
+		ss.cancel(errClientCancel)
+	} else {
+		ss.cancel(fmt.Errorf("%w: %s", errClientCancel, reason))
+	}
+}
+
+// decideLocked acts on a decision with mu held, which it releases while edited
+// arguments are validated (decide).
+func (ss *session) decideLocked(in input, d *agentdv1.ApprovalDecision) {
+	ss.mu.Unlock()
+	defer ss.mu.Lock()
+	ss.decide(in, d)
 }
 
 // endingLocked refuses input once the run's context is done: whatever the message asks,
@@ -215,12 +239,12 @@ func (t runTools) decision(ctx context.Context, d *agentdv1.ApprovalDecision, to
 
 // decide acts on a client's approval decision. It is called without mu held: edited
 // arguments are validated outside the lock, then the approval is checked again.
-func (ss *session) decide(seq int64, d *agentdv1.ApprovalDecision) {
+func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 	ss.mu.Lock()
 	slot := ss.approvals[d.GetApprovalId()]
 	refusal := ss.approvalRefusalLocked(slot, d.GetApprovalId())
 	if refusal != nil {
-		ss.ackLocked(seq, refusal)
+		ss.ackLocked(in, refusal)
 		ss.mu.Unlock()
 		return
 	}
@@ -238,10 +262,10 @@ func (ss *session) decide(seq int64, d *agentdv1.ApprovalDecision) {
 		refusal = closed
 	}
 	if refusal != nil {
-		ss.ackLocked(seq, refusal)
+		ss.ackLocked(in, refusal)
 		return
 	}
-	ss.ackLocked(seq, nil)
+	ss.ackLocked(in, nil)
 	slot.answerLocked(rd)
 }
 
@@ -265,15 +289,15 @@ func (ss *session) approvalRefusalLocked(slot *answerSlot[runtime.Decision], id 
 // steerLocked sends a client's steer to the run's inbox, within the steer rate; the inbox
 // bounds what waits, and interrupts the step for an interrupting steer. The ack goes out
 // under mu, before any event the steer causes.
-func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
+func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 	if refusal := ss.endingLocked(); refusal != nil {
-		ss.ackLocked(seq, refusal)
+		ss.ackLocked(in, refusal)
 		return
 	}
 	var m runtime.Message
 	switch {
 	case st.GetMessage() != nil && st.GetText() != "":
-		ss.ackLocked(seq, ackError(reasonInvalidSteer, "set message or text, not both"))
+		ss.ackLocked(in, ackError(reasonInvalidSteer, "set message or text, not both"))
 		return
 	case st.GetMessage() != nil:
 		pm := st.GetMessage()
@@ -283,29 +307,29 @@ func (ss *session) steerLocked(seq int64, st *agentdv1.Steer) {
 		var fe fieldErrors
 		m = steerMessage(pm, &fe)
 		if len(fe) > 0 {
-			ss.ackLocked(seq, ackError(reasonInvalidSteer, "%s", fe.summary()))
+			ss.ackLocked(in, ackError(reasonInvalidSteer, "%s", fe.summary()))
 			return
 		}
 	case st.GetText() != "":
 		m = runtime.UserMessage(st.GetText())
 	default:
-		ss.ackLocked(seq, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
+		ss.ackLocked(in, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
 		return
 	}
 	// A token is spent only on a steer the inbox takes: one it refuses costs none.
 	res := ss.steerLimit.Reserve()
 	if !res.OK() || res.Delay() > 0 {
 		res.Cancel()
-		ss.ackLocked(seq, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
+		ss.ackLocked(in, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
 		return
 	}
 	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
-	if err := ss.inbox.Send(runtime.Steer{Seq: seq, Message: m, Interrupt: interrupt}); err != nil {
+	if err := ss.inbox.Send(runtime.Steer{Seq: in.seq, Message: m, Interrupt: interrupt}); err != nil {
 		res.Cancel()
-		ss.ackLocked(seq, steerRefusal(err))
+		ss.ackLocked(in, steerRefusal(err))
 		return
 	}
-	ss.ackLocked(seq, nil)
+	ss.ackLocked(in, nil)
 }
 
 // steerRefusal says why the run's inbox refused a steer.
@@ -347,18 +371,18 @@ func partKindName(k runtime.PartKind) string {
 }
 
 // toolResultLocked hands a client tool's result to the call that waits for it.
-func (ss *session) toolResultLocked(seq int64, tr *agentdv1.ToolResult) {
+func (ss *session) toolResultLocked(in input, tr *agentdv1.ToolResult) {
 	slot := ss.clientCalls[tr.GetToolCallId()]
 	if refusal := ss.toolResultRefusalLocked(slot, tr.GetToolCallId()); refusal != nil {
-		ss.ackLocked(seq, refusal)
+		ss.ackLocked(in, refusal)
 		return
 	}
 	out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
 	if err != nil {
-		ss.ackLocked(seq, ackError(reasonInvalidToolResult, "json: %v", err))
+		ss.ackLocked(in, ackError(reasonInvalidToolResult, "json: %v", err))
 		return
 	}
-	ss.ackLocked(seq, nil)
+	ss.ackLocked(in, nil)
 	slot.answerLocked(out)
 }
 

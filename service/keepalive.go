@@ -9,20 +9,15 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
-// keepAlive sends a heartbeat after each interval of silence, and go_away when the server
-// starts draining, until the returned stop is called; it also ends the run of a client
-// that read nothing for the stall timeout. It holds no goroutine while idle: a parked run
-// costs what its state costs, not a goroutine's stack.
+// keepAlive sends a heartbeat to the attached streams after each interval of silence,
+// and journals go_away when the server starts draining, until the returned stop is
+// called. It holds no goroutine while idle: a waiting run costs what its state costs,
+// not a goroutine's stack.
 func (ss *session) keepAlive() (stop func()) {
 	interval := ss.srv.cfg.HeartbeatInterval
-	stallCheck := ss.srv.cfg.StallTimeout / 4
 	stopped := false
 	var t *time.Timer
 	beat := func() {
-		if ss.out.stalledFor() >= ss.srv.cfg.StallTimeout {
-			ss.stall()
-			return
-		}
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
 		if stopped || ss.ended {
@@ -30,16 +25,13 @@ func (ss *session) keepAlive() (stop func()) {
 		}
 		silent := ss.srv.now().Sub(ss.lastSent)
 		if silent >= interval {
-			// Behind events the client has not read yet, a heartbeat says nothing.
-			if !ss.out.pending() {
-				ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: ss.seq}}}, false)
-			}
+			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: ss.seq}}}, false)
 			silent = 0
 		}
-		t.Reset(min(interval-silent, stallCheck))
+		t.Reset(interval - silent)
 	}
 	ss.mu.Lock()
-	t = time.AfterFunc(min(interval, stallCheck), beat)
+	t = time.AfterFunc(interval, beat)
 	ss.mu.Unlock()
 	stopDrain := context.AfterFunc(ss.srv.drainCtx, func() {
 		left := max(ss.srv.drainDeadline().Sub(ss.srv.now()), 0)
@@ -56,13 +48,4 @@ func (ss *session) keepAlive() (stop func()) {
 		t.Stop()
 		stopDrain()
 	}
-}
-
-// stall ends the run of a client that has read nothing for the stall timeout: what is
-// queued for it is dropped, and the run ends FAILED (CLIENT_STALLED) with its transcript,
-// which the RPC's status carries.
-func (ss *session) stall() {
-	ss.srv.log.Warn("the client read nothing for the stall timeout: ending its run", "run_id", ss.runID, "stall_timeout", ss.srv.cfg.StallTimeout.String())
-	ss.out.abandon()
-	ss.cancel(errClientStalled)
 }

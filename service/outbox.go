@@ -6,51 +6,55 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
 // errClientStalled is the cause of a run whose client read nothing for the stall timeout.
 var errClientStalled = errors.New("the client read nothing for too long")
 
-// outboxSize is how many events a run may have queued for its stream before it waits for
-// the client: little beyond what gRPC itself holds (64 KiB a stream), so that flow
-// control still holds the model back when the client reads slowly.
+// outboxSize is how many events a run may have journaled beyond what the stream that
+// started it has sent before it waits for that client: little beyond what gRPC itself
+// holds (64 KiB a stream), so that flow control still holds the model back when the
+// client reads slowly.
 const outboxSize = 64
 
-// outbox carries one stream's events, in order, to the one goroutine that sends them, so
-// that no lock that input handling needs (acks, cancel) is held across a Send that flow
-// control can block, and so that a stream whose client reads nothing can be let go:
-// the handler returns while that goroutine is still blocked in Send, and gRPC then ends
-// the stream, which ends the Send.
+// outbox carries a run's events to one stream: the frames of the run's journal from its
+// cursor on, in order, and before them the stream's own unnumbered frames (attached,
+// heartbeats), sent by the one goroutine that sends on the stream. No lock that input
+// handling needs (acks, cancel) is held across a Send that flow control can block, and a
+// stream whose client reads nothing can be let go: the handler returns while that
+// goroutine is still blocked in Send, and gRPC then ends the stream, which ends the Send.
 //
-// put, wait and flush may be called from any goroutine.
+// The outbox ends once it has sent the journal's last frame after the journal closed (the
+// run ended), when a send fails, when it is abandoned, and when the journal no longer
+// keeps the frame it would send next (errEventsExpired). Every method may be called from
+// any goroutine.
 type outbox struct {
-	send   func(*agentdv1.RunEvent) error
+	j      *journal
+	send   func(frame) error
 	onFail func(error) // called once, on the sender's goroutine, when a send fails
 
 	mu        sync.Mutex
-	queue     []*agentdv1.RunEvent
-	closed    bool          // nothing more is put; the sender ends once the queue is sent
-	abandoned atomic.Bool   // the client stalled: events are dropped
-	err       error         // the failed send's error
-	wake      chan struct{} // the sender's: something was put, or the outbox closed
-	// space is closed, and replaced, when the queue empties while someone waits for room:
+	side      []frame     // unnumbered frames, sent before the journal's next
+	abandoned atomic.Bool // let go: nothing more is sent
+	err       error       // why the outbox ended early: the failed send's error, or errEventsExpired
+	wake      chan struct{}
+	// space is closed, and replaced, when a frame went out while someone waited for room:
 	// the run and the stream's receive goroutine may both wait (broadcast, not a token).
 	space        chan struct{}
-	spaceWaiters int
+	spaceWaiters atomic.Int32
 	done         chan struct{} // closed when the sender returns
 
-	// queued is len(queue), for wait's check without the lock on every event.
-	queued atomic.Int32
-
+	// cursor is the seq of the last journal frame sent.
+	cursor atomic.Int64
 	// sendingSince is when the send in progress started (unix nanoseconds), 0 when none
 	// is: how long the client has read nothing.
 	sendingSince atomic.Int64
 }
 
-func newOutbox(send func(*agentdv1.RunEvent) error, onFail func(error)) *outbox {
-	o := &outbox{send: send, onFail: onFail, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
+// newOutbox starts sending j's frames after seq after, behind side.
+func newOutbox(j *journal, after int64, side []frame, send func(frame) error, onFail func(error)) *outbox {
+	o := &outbox{j: j, send: send, onFail: onFail, side: side, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
+	o.cursor.Store(after)
 	go o.run()
 	return o
 }
@@ -62,66 +66,73 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// put queues ev. It returns the error of a send that failed, after which nothing more
-// is sent.
-func (o *outbox) put(ev *agentdv1.RunEvent) error {
+// putSide queues an unnumbered frame, sent before the journal's next.
+func (o *outbox) putSide(f frame) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	switch {
-	case o.err != nil:
-		return o.err
-	case o.closed || o.abandoned.Load():
-		return nil
+	if o.err != nil || o.abandoned.Load() {
+		return
 	}
-	o.queue = append(o.queue, ev)
-	o.queued.Store(int32(len(o.queue)))
-	if len(o.queue) == 1 {
-		signal(o.wake)
-	}
-	return nil
+	o.side = append(o.side, f)
+	signal(o.wake)
 }
 
-// pending reports whether events wait to be sent.
+// behind returns how many journaled frames wait to be sent.
+func (o *outbox) behind() int64 { return o.j.last.Load() - o.cursor.Load() }
+
+// pending reports whether frames wait to be sent.
 func (o *outbox) pending() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.queue) > 0 || o.sendingSince.Load() != 0
+	return o.behind() > 0 || len(o.side) > 0 || o.sendingSince.Load() != 0
 }
 
-// wait blocks while the queue is full: the client is behind, and the run waits for it
-// (backpressure). It returns when there is room, when ctx is done (the run unwinds
-// without waiting), or with the error of a failed send.
+// wait blocks while the stream is outboxSize frames behind the journal: the client is
+// behind, and the run waits for it (backpressure). It returns when there is room, when
+// ctx is done (the run unwinds without waiting), or with the error of an outbox that
+// ended early.
 func (o *outbox) wait(ctx context.Context) error {
-	if o.queued.Load() < outboxSize {
-		return nil // the common case, once per event: a failed send shows at the next put
+	if o.behind() < outboxSize {
+		return nil // the common case, once per event: an ended outbox shows at the next wait
 	}
 	for {
 		o.mu.Lock()
-		if err := o.err; err != nil || len(o.queue) < outboxSize || o.abandoned.Load() {
+		// Counted before the check, and the sender counts its cursor before it looks at
+		// the count: either this check sees the room, or the sender sees this waiter.
+		o.spaceWaiters.Add(1)
+		if err := o.err; err != nil || o.behind() < outboxSize || o.abandoned.Load() {
+			o.spaceWaiters.Add(-1)
 			o.mu.Unlock()
 			return err
 		}
 		space := o.space
-		o.spaceWaiters++
 		o.mu.Unlock()
 		select {
 		case <-space:
 		case <-o.done:
+			o.mu.Lock()
+			err := o.err
+			o.mu.Unlock()
+			return err
 		case <-ctx.Done():
 			return nil
 		}
 	}
 }
 
-// freeSpaceLocked wakes everyone waiting for room in the queue.
-func (o *outbox) freeSpaceLocked() {
-	if o.spaceWaiters > 0 {
-		close(o.space)
-		o.space, o.spaceWaiters = make(chan struct{}), 0
+// freeSpace wakes everyone waiting for room.
+func (o *outbox) freeSpace() {
+	if o.spaceWaiters.Load() == 0 {
+		return
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	close(o.space)
+	o.space = make(chan struct{})
+	o.spaceWaiters.Store(0)
 }
 
-// failed returns the error of the send that failed, if one did.
+// failed returns why the outbox ended early, if it did.
 func (o *outbox) failed() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -137,25 +148,23 @@ func (o *outbox) stalledFor() time.Duration {
 	return time.Since(time.Unix(0, since))
 }
 
-// abandon drops what is queued and whatever is put later: the client stalled.
+// abandon lets the stream go: nothing more is sent to it.
 func (o *outbox) abandon() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.abandoned.Store(true)
-	clear(o.queue)
-	o.queue = o.queue[:0]
-	o.queued.Store(0)
-	o.freeSpaceLocked()
+	o.side = nil
 	signal(o.wake)
+	if o.spaceWaiters.Load() > 0 {
+		close(o.space)
+		o.space = make(chan struct{})
+		o.spaceWaiters.Store(0)
+	}
 }
 
-// flush closes the outbox and waits until everything queued was sent, or a send failed,
-// or the client has read nothing for stall. It reports whether everything went out.
-func (o *outbox) flush(stall time.Duration) bool {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	signal(o.wake)
+// flush waits until the outbox ends, or its client has read nothing for stall, or ctx
+// is done. It reports whether everything went out.
+func (o *outbox) flush(ctx context.Context, stall time.Duration) bool {
 	if o.abandoned.Load() {
 		return false
 	}
@@ -167,6 +176,8 @@ func (o *outbox) flush(stall time.Duration) bool {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			return o.err == nil && !o.abandoned.Load()
+		case <-ctx.Done():
+			return false
 		case <-check.C:
 			if o.stalledFor() >= stall {
 				o.abandon()
@@ -177,45 +188,72 @@ func (o *outbox) flush(stall time.Duration) bool {
 	}
 }
 
-// run sends the queued events until the outbox is closed and empty, or a send fails.
+// end records why the outbox ended early.
+func (o *outbox) end(err error) {
+	o.mu.Lock()
+	o.err = err
+	o.side = nil
+	o.mu.Unlock()
+	o.freeSpace()
+	o.onFail(err)
+}
+
+// sendOne sends f, reporting false when the outbox ended.
+func (o *outbox) sendOne(f frame) bool {
+	if o.abandoned.Load() {
+		return false
+	}
+	o.sendingSince.Store(time.Now().UnixNano())
+	err := o.send(f)
+	o.sendingSince.Store(0)
+	if err != nil {
+		o.end(err)
+		return false
+	}
+	return true
+}
+
+// run sends the side frames and the journal's frames until the outbox ends.
 func (o *outbox) run() {
 	defer close(o.done)
-	var batch []*agentdv1.RunEvent
+	var batch []frame
 	for {
 		o.mu.Lock()
-		for len(o.queue) == 0 && !o.closed && !o.abandoned.Load() {
-			o.mu.Unlock()
-			<-o.wake
-			o.mu.Lock()
-		}
-		if len(o.queue) == 0 {
-			o.mu.Unlock()
-			return
-		}
-		batch, o.queue = o.queue, batch[:0]
-		o.queued.Store(0)
-		o.freeSpaceLocked()
+		side := o.side
+		o.side = nil
 		o.mu.Unlock()
-		for i, ev := range batch {
-			if o.abandoned.Load() {
-				clear(batch)
-				break
-			}
-			o.sendingSince.Store(time.Now().UnixNano())
-			err := o.send(ev)
-			o.sendingSince.Store(0)
-			batch[i] = nil
-			if err != nil {
-				o.mu.Lock()
-				o.err = err
-				clear(o.queue)
-				o.queue = nil
-				o.queued.Store(0)
-				o.freeSpaceLocked()
-				o.mu.Unlock()
-				o.onFail(err)
+		for _, f := range side {
+			if !o.sendOne(f) {
 				return
 			}
 		}
+		if o.abandoned.Load() {
+			return
+		}
+		frames, changed, done, err := o.j.read(o.cursor.Load(), outboxSize, batch[:0])
+		if err != nil {
+			o.end(err)
+			return
+		}
+		if len(frames) == 0 {
+			if done {
+				return
+			}
+			select {
+			case <-changed:
+			case <-o.wake:
+			}
+			continue
+		}
+		for i, f := range frames {
+			ok := o.sendOne(f)
+			frames[i] = nil
+			if !ok {
+				return
+			}
+			o.cursor.Add(1)
+			o.freeSpace()
+		}
+		batch = frames
 	}
 }

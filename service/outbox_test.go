@@ -17,14 +17,32 @@ type blockingSend struct {
 	sent    []int64
 }
 
-func (b *blockingSend) send(ev *agentdv1.RunEvent) error {
+func (b *blockingSend) send(f frame) error {
 	select {
 	case <-b.release:
-		b.sent = append(b.sent, ev.GetSeq())
+		b.sent = append(b.sent, seqOf(f))
 		return nil
 	case <-time.After(time.Hour):
 		return errors.New("the stream ended")
 	}
+}
+
+// seqOf returns the seq of a frame's event.
+func seqOf(f frame) int64 {
+	ev, err := eventOf(f)
+	if err != nil {
+		panic(err)
+	}
+	return ev.GetSeq()
+}
+
+// put journals an event of seq seq.
+func put(j *journal, seq int64) {
+	f, err := marshalFrame(&agentdv1.RunEvent{Seq: seq})
+	if err != nil {
+		panic(err)
+	}
+	j.append(f)
 }
 
 // Events go out in the order they were put, and flush waits until all have.
@@ -32,16 +50,16 @@ func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
 		close(b.release)
-		o := newOutbox(b.send, func(error) {})
+		j := newJournal(1 << 30)
+		o := newOutbox(j, 0, nil, b.send, func(error) {})
 		for i := range 200 {
-			if err := o.put(&agentdv1.RunEvent{Seq: int64(i + 1)}); err != nil {
-				t.Fatal(err)
-			}
+			put(j, int64(i+1))
 			if err := o.wait(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if !o.flush(time.Minute) {
+		j.close()
+		if !o.flush(t.Context(), time.Minute) {
 			t.Fatal("flush reported a failure")
 		}
 		for i, seq := range b.sent {
@@ -60,20 +78,21 @@ func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
 func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		o := newOutbox(b.send, func(error) {})
+		j := newJournal(1 << 30)
+		o := newOutbox(j, 0, nil, b.send, func(error) {})
 		ctx, cancel := context.WithCancel(t.Context())
-		put := 0
+		n := 0
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for ; put < 10*outboxSize; put++ {
-				o.put(&agentdv1.RunEvent{Seq: int64(put + 1)})
+			for ; n < 10*outboxSize; n++ {
+				put(j, int64(n+1))
 				o.wait(ctx)
 			}
 		}()
 		synctest.Wait()
-		if put > 2*outboxSize+1 {
-			t.Errorf("%d events were queued while the client read nothing, want at most about %d", put, 2*outboxSize)
+		if n > outboxSize+1 {
+			t.Errorf("%d events were journaled while the client read nothing, want at most %d", n, outboxSize+1)
 		}
 		cancel() // the run ends: it stops waiting
 		<-done
@@ -88,17 +107,16 @@ func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
 func TestOutbox_FlushGivesUpOnAStalledClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		o := newOutbox(b.send, func(error) {})
-		o.put(&agentdv1.RunEvent{Seq: 1})
+		j := newJournal(1 << 30)
+		o := newOutbox(j, 0, nil, b.send, func(error) {})
+		put(j, 1)
+		j.close()
 		start := time.Now()
-		if o.flush(2 * time.Minute) {
+		if o.flush(t.Context(), 2*time.Minute) {
 			t.Fatal("flush reported every event sent to a client that read nothing")
 		}
 		if waited := time.Since(start); waited < 2*time.Minute || waited > 3*time.Minute {
 			t.Errorf("flush gave up after %s, want the stall timeout, 2m, or a little more", waited)
-		}
-		if err := o.put(&agentdv1.RunEvent{Seq: 2}); err != nil {
-			t.Errorf("put after the stall: %v, want the event dropped", err)
 		}
 		close(b.release) // the stream ends
 		synctest.Wait()
@@ -108,19 +126,22 @@ func TestOutbox_FlushGivesUpOnAStalledClient(t *testing.T) {
 	})
 }
 
-// A failed send is reported once, cancels nothing more than it must, and every later put
-// returns its error.
+// A failed send is reported once, and ends the outbox: a run that waits for it goes on
+// with its error.
 func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		broken := errors.New("broken pipe")
 		var failed []error
-		o := newOutbox(func(*agentdv1.RunEvent) error { return broken }, func(err error) { failed = append(failed, err) })
-		o.put(&agentdv1.RunEvent{Seq: 1})
-		synctest.Wait()
-		if err := o.put(&agentdv1.RunEvent{Seq: 2}); !errors.Is(err, broken) {
-			t.Errorf("put after the failure: %v, want %v", err, broken)
+		j := newJournal(1 << 30)
+		o := newOutbox(j, 0, nil, func(frame) error { return broken }, func(err error) { failed = append(failed, err) })
+		for i := range outboxSize + 1 {
+			put(j, int64(i+1))
 		}
-		if o.flush(time.Minute) || !errors.Is(o.failed(), broken) {
+		synctest.Wait()
+		if err := o.wait(t.Context()); !errors.Is(err, broken) {
+			t.Errorf("wait after the failure: %v, want %v", err, broken)
+		}
+		if o.flush(t.Context(), time.Minute) || !errors.Is(o.failed(), broken) {
 			t.Errorf("flush succeeded or failed() = %v", o.failed())
 		}
 		if len(failed) != 1 {
@@ -135,9 +156,10 @@ func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 func TestOutbox_EveryWaiterGoesOnWhenTheClientReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		o := newOutbox(b.send, func(error) {})
-		for i := range outboxSize + 1 { // one in flight, outboxSize queued
-			o.put(&agentdv1.RunEvent{Seq: int64(i + 1)})
+		j := newJournal(1 << 30)
+		o := newOutbox(j, 0, nil, b.send, func(error) {})
+		for i := range outboxSize + 1 { // one in flight, outboxSize behind
+			put(j, int64(i+1))
 			synctest.Wait()
 		}
 		var waiting sync.WaitGroup
@@ -147,7 +169,8 @@ func TestOutbox_EveryWaiterGoesOnWhenTheClientReads(t *testing.T) {
 		synctest.Wait()
 		close(b.release) // the client reads again
 		waiting.Wait()   // with a lost wake-up, this blocks the bubble for good
-		o.flush(time.Minute)
+		j.close()
+		o.flush(t.Context(), time.Minute)
 	})
 }
 
@@ -158,15 +181,16 @@ func TestOutbox_NoLostWakeUps(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var sent []int64
 			n := 0
-			send := func(ev *agentdv1.RunEvent) error {
+			send := func(f frame) error {
 				n++
 				if n%(seed+3) == 0 {
 					time.Sleep(time.Millisecond) // the client is slow now and then
 				}
-				sent = append(sent, ev.GetSeq())
+				sent = append(sent, seqOf(f))
 				return nil
 			}
-			o := newOutbox(send, func(error) {})
+			j := newJournal(1 << 30)
+			o := newOutbox(j, 0, nil, send, func(error) {})
 			ctx, cancel := context.WithCancel(t.Context())
 			var wg sync.WaitGroup
 			wg.Go(func() { // the receive goroutine
@@ -177,12 +201,13 @@ func TestOutbox_NoLostWakeUps(t *testing.T) {
 			})
 			const events = 5000
 			for i := range events {
-				o.put(&agentdv1.RunEvent{Seq: int64(i + 1)})
+				put(j, int64(i+1))
 				o.wait(t.Context())
 			}
 			cancel()
 			wg.Wait()
-			if !o.flush(time.Minute) {
+			j.close()
+			if !o.flush(t.Context(), time.Minute) {
 				t.Fatal("flush failed")
 			}
 			if len(sent) != events {

@@ -21,6 +21,11 @@ const (
 	reasonTooManyRuns          = "TOO_MANY_RUNS"
 	reasonTooManyCallerRuns    = "TOO_MANY_RUNS_FOR_CALLER"
 	reasonStreamBroken         = "STREAM_BROKEN"
+	reasonRunNotFound          = "RUN_NOT_FOUND"
+	reasonEventsExpired        = "EVENTS_EXPIRED"
+	reasonCursorAhead          = "CURSOR_AHEAD"
+	reasonRunFinished          = "RUN_FINISHED"
+	reasonInputKeyReused       = "INPUT_KEY_REUSED"
 	reasonInternal             = "INTERNAL" // a run reason too
 )
 
@@ -53,4 +58,5 @@ const (
 	reasonUnknownToolCall   = "UNKNOWN_TOOL_CALL"
 	reasonToolCallClosed    = "TOOL_CALL_CLOSED"
 	reasonInvalidToolResult = "INVALID_TOOL_RESULT"
+	reasonAlreadyAttached   = "ALREADY_ATTACHED"
 )

@@ -10,7 +10,8 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
-// Run implements agentdv1.AgentServiceServer: a whole conversation on one stream.
+// Run implements agentdv1.AgentServiceServer: a whole conversation on one stream, which
+// starts a run or attaches to one.
 func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) error {
 	first, err := s.recvStart(stream)
 	if err != nil {
@@ -19,24 +20,32 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		}
 		return err
 	}
-	spec := first.GetStart()
-	if spec == nil {
-		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start"}})
-	}
 	if fe := takeInvalidUTF8(first); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
-	ss, req, err := s.newSession(stream.Context(), modeRun, spec, func(ev *agentdv1.RunEvent) error {
-		return stream.Send(&agentdv1.RunResponse{Event: ev})
-	})
+	send := func(f frame) error { return sendFrame(stream.Send, f) }
+	if at := first.GetAttach(); at != nil {
+		ss, o, err := s.attach(stream.Context(), at.GetRunId(), at.GetAfterSeq(), send)
+		if err != nil {
+			return err
+		}
+		go ss.receive(stream.Recv, o, false)
+		return ss.serveAttached(stream.Context(), o)
+	}
+	spec := first.GetStart()
+	if spec == nil {
+		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
+	}
+	ss, req, err := s.newSession(stream.Context(), modeRun, spec)
 	if err != nil {
 		return err
 	}
-	defer s.endSession(ss)
-	// Client messages are read once run_started is out, so that it stays the first event
-	// and every ack follows it.
-	ss.started = func() { go ss.receive(stream.Recv) }
-	return ss.executeStreaming(req)
+	o := ss.attachStarter(send)
+	// Client messages are read once run_started is journaled, so that it stays the first
+	// event and every ack follows it.
+	ss.started = func() { go ss.receive(stream.Recv, o, true) }
+	ss.start(req)
+	return ss.serveStarter(stream.Context(), o)
 }
 
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
@@ -45,36 +54,47 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
-	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart(), func(ev *agentdv1.RunEvent) error {
-		return stream.Send(&agentdv1.StartRunResponse{Event: ev})
-	})
+	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart())
 	if err != nil {
 		return err
 	}
-	defer s.endSession(ss)
-	return ss.executeStreaming(req)
+	o := ss.attachStarter(func(f frame) error { return sendFrame(stream.Send, f) })
+	ss.start(req)
+	return ss.serveStarter(stream.Context(), o)
 }
 
 // ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
-// back. A failed run's status carries the whole outcome as a detail, so nothing is lost.
+// back, on the RPC's goroutine and bound to its context. A failed run's status carries
+// the whole outcome as a detail, so nothing is lost.
 func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (*agentdv1.ExecuteRunResponse, error) {
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
-	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart(), nil)
+	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart())
 	if err != nil {
 		return nil, err
 	}
-	defer s.endSession(ss)
-	rf, err := ss.execute(req)
-	if err != nil {
-		return nil, err
+	ss.own(req)
+	if ss.result == nil {
+		return nil, ss.status
 	}
-	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, TraceId: ss.traceID, Result: rf}
-	if err := runStatus(rf.GetError(), resp); err != nil {
+	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, TraceId: ss.traceID, Result: ss.result}
+	if err := runStatus(ss.result.GetError(), resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// AttachRun implements agentdv1.AgentServiceServer: a run's events from a cursor on.
+func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStreamingServer[agentdv1.AttachRunResponse]) error {
+	if fe := takeInvalidUTF8(in); fe != nil {
+		return invalidArgument(reasonInvalidUTF8, fe)
+	}
+	ss, o, err := s.attach(stream.Context(), in.GetRunId(), in.GetAfterSeq(), func(f frame) error { return sendFrame(stream.Send, f) })
+	if err != nil {
+		return err
+	}
+	return ss.serveAttached(stream.Context(), o)
 }
 
 // ListAgents implements agentdv1.AgentServiceServer.

@@ -303,7 +303,9 @@ func TestRun_CancelledRPCContextEndsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("slow", "go")}})
+	spec := servicetest.Input("slow", "go")
+	spec.Config = &agentdv1.RunConfig{OnDisconnect: agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL}
+	s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: spec}})
 	if _, err := s.Recv(); err != nil {
 		t.Fatal(err)
 	}

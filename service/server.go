@@ -59,6 +59,20 @@ type Config struct {
 	// it. An empty name is anonymous: no per-caller limit applies to it. Nil means every
 	// caller is anonymous.
 	Caller func(ctx context.Context) string
+	// Identity names who owns the runs an RPC starts, from its context: only that
+	// identity may attach to them or send them input, and a run of an empty identity
+	// is anyone's who knows its id. Nil means Caller.
+	Identity func(ctx context.Context) string
+	// RunRetention is how long the journal of a finished run is kept for the clients
+	// that attach to it; 0 means an hour.
+	RunRetention time.Duration
+	// MaxJournalBytes bounds the journal of one run: past it the oldest events go, and
+	// a client that attaches from before them gets OUT_OF_RANGE (EVENTS_EXPIRED); 0
+	// means 4 MiB.
+	MaxJournalBytes int
+	// MaxRetainedJournalBytes bounds the journals of the finished runs kept together:
+	// past it the oldest finished runs go before their retention time; 0 means 256 MiB.
+	MaxRetainedJournalBytes int64
 	// StartTimeout bounds how long a Run stream may stay open without its start message;
 	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
 	StartTimeout time.Duration
@@ -126,6 +140,12 @@ type Server struct {
 	drainUntil  atomic.Int64 // unix nanos when running runs are shut down
 	stopRuns    context.Context
 	stopCancel  context.CancelCauseFunc
+
+	// The runs the server keeps (runs.go): running, and finished within retention.
+	keptMu        sync.Mutex
+	kept          map[string]*session
+	finished      []*session // oldest first
+	retainedBytes int64      // of the finished runs' journals
 }
 
 // New returns a Server. Its one required field is cfg.Agents.
@@ -169,6 +189,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MessageBurst <= 0 {
 		cfg.MessageBurst = 100
 	}
+	if cfg.RunRetention <= 0 {
+		cfg.RunRetention = time.Hour
+	}
+	if cfg.MaxJournalBytes <= 0 {
+		cfg.MaxJournalBytes = 4 << 20
+	}
+	if cfg.MaxRetainedJournalBytes <= 0 {
+		cfg.MaxRetainedJournalBytes = 256 << 20
+	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
@@ -206,6 +235,7 @@ func New(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		agents: cfg.Agents,
 		codec:  newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
+		kept:   map[string]*session{},
 	}
 	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())

@@ -30,16 +30,18 @@ const (
 // errClientCancel is the cause of a run the client cancelled with a cancel message.
 var errClientCancel = errors.New("cancelled by the client")
 
-// session is one run over one RPC. The run's loop runs on the RPC's goroutine and emits
-// the events; the Run RPC's receive goroutine feeds decisions, steers, client tool
-// results and cancels into it.
+// session is one run: started by an RPC, owned by the server. The run's loop runs on a
+// goroutine of its own (on the RPC's for ExecuteRun) and journals its events; every
+// stream attached to the run (the one that started it, and any that attached since)
+// sends them from the journal through its own outbox, and the Run streams among them
+// feed decisions, steers, client tool results and cancels into it, as SendRunInput does.
 //
-// Events and acks are queued on the outbox under mu, together with every change to the
-// input state below, and the outbox's own goroutine sends them in the order they were
-// queued: an input_ack always goes out before any event its message causes, and no lock
-// is held across a Send, which flow control may block while acks and cancels must still
-// be handled. Only the run's goroutine waits for the client (outbox.wait, with mu not
-// held): that holds the model back when the client reads slowly.
+// Events and acks are journaled under mu, together with every change to the input state
+// below: an input_ack always comes before any event its message causes, on every
+// stream. No lock is held across a Send, which flow control may block while acks and
+// cancels must still be handled. Only the run's goroutine waits for a client, the one
+// that started the run while it stays attached (outbox.wait, with mu not held): that
+// holds the model back when it reads slowly.
 type session struct {
 	srv    *Server
 	mode   rpcMode
@@ -50,41 +52,55 @@ type session struct {
 	runID  string
 	thread string
 	reqID  string
-	out    *outbox // the stream's events go out through it; nil for ExecuteRun
+	// owner is the identity that started the run: only it may attach or send input.
+	owner string
+	// detach says what the run does when the stream that started it goes away: true
+	// goes on (ON_DISCONNECT_CONTINUE), false cancels.
+	detach bool
 	// caller is the key of the per-caller run limit; empty when none applies.
 	caller string
 	// stopAfter unhooks the session from the server's shutdown.
 	stopAfter func() bool
-	// started, if set, is called once run_started has been sent.
+	// started, if set, is called once run_started has been journaled.
 	started func()
 	// traceID is the run's trace id, from run_started; set on the run's goroutine.
 	traceID string
 
 	// Set up before the run starts, read-only after, but for tools.schemas (runTools).
 	tools      runTools
-	transcript *transcriptHasher // history, then each step's messages; nil for ExecuteRun
+	transcript *transcriptHasher // history, then each step's messages
 	history    *transcriptHasher // the history alone
+
+	journal *journal
+	done    chan struct{} // closed when the run has ended and its journal closed
+	result  *agentdv1.RunFinished
+	status  error // the status the RPC that started the run ends with, once done
 
 	mu              sync.Mutex
 	seq             int64
 	lastSent        time.Time
-	ended           bool // run_finished is going out: nothing more is acked
-	inputDone       bool // the client half-closed, or the RPC takes no input
+	ended           bool // run_finished is journaled: nothing more is acked
+	inputDone       bool // the starting client half-closed, or the RPC takes no input
 	inputDoneCh     chan struct{}
+	primary         *outbox              // the starting stream's, while it stays attached
+	outs            map[*outbox]struct{} // every attached stream's, primary included
 	approvals       map[string]*answerSlot[runtime.Decision]
 	clientCalls     map[string]*answerSlot[runtime.Output]
 	inbox           runtime.Inbox // the run's steers: the start's input, then the client's
 	steerLimit      *rate.Limiter
-	msgLimit        *rate.Limiter // every client message after start
 	clientCancelled bool
 	preDecisions    map[string]runtime.Decision
 	preResults      map[string]runtime.Output
 	step            runtime.StepStarted // the last step started, for checkpoints
+	usage           *agentdv1.Usage     // as of the last step finished
+	keyed           keyedInputs         // SendRunInput's inputs, by client_key
+	finishedAt      time.Time
 }
 
-// newSession checks a RunSpec and prepares its run; send, nil for ExecuteRun, sends an
-// event on the RPC's stream. Errors are gRPC statuses: nothing has been sent yet.
-func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, send func(*agentdv1.RunEvent) error) (*session, *runtime.Request, error) {
+// newSession checks a RunSpec and prepares its run, which the server then keeps: any
+// stream its owner opens may attach to it. Errors are gRPC statuses: nothing has been
+// sent yet.
+func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec) (*session, *runtime.Request, error) {
 	if s.isDraining() {
 		return nil, nil, drainingError()
 	}
@@ -122,12 +138,16 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	if hs := hooks.FromContext(ctx); len(hs) > 0 {
 		req.Hooks = runtime.Chain(s.log, hs...)
 	}
+	ss.owner = s.identity(ctx)
 	ctx, req.SpanLinks = s.runTraceContext(ctx)
+	if ss.detach {
+		// The run outlives the RPC that started it, with the RPC's values (trace,
+		// hooks, caller), not its end.
+		ctx = context.WithoutCancel(ctx)
+	}
 	ss.ctx, ss.cancel = context.WithCancelCause(ctx)
 	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { ss.cancel(context.Cause(s.stopRuns)) })
-	if send != nil {
-		ss.out = newOutbox(send, func(err error) { ss.cancel(err) })
-	}
+	s.keep(ss)
 	return ss, req, nil
 }
 
@@ -192,11 +212,14 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 		tools:        plan.tools,
 		transcript:   plan.transcript,
 		history:      plan.history,
+		detach:       mode != modeExecute && plan.onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
+		journal:      newJournal(s.cfg.MaxJournalBytes),
+		done:         make(chan struct{}),
 		inputDoneCh:  make(chan struct{}),
+		outs:         map[*outbox]struct{}{},
 		approvals:    map[string]*answerSlot[runtime.Decision]{},
 		clientCalls:  map[string]*answerSlot[runtime.Output]{},
 		steerLimit:   rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
-		msgLimit:     rate.NewLimiter(rate.Limit(s.cfg.MessageRate), s.cfg.MessageBurst),
 		preDecisions: plan.preDecisions,
 		preResults:   plan.preResults,
 	}
@@ -227,7 +250,8 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 	return &req
 }
 
-// endSession releases what a session holds.
+// endSession releases what a session holds but its journal, which the server keeps for
+// the streams that attach later.
 func (s *Server) endSession(ss *session) {
 	ss.stopAfter()
 	ss.cancel(nil)
@@ -236,14 +260,10 @@ func (s *Server) endSession(ss *session) {
 	s.runs.Done()
 }
 
-// sendLocked stamps one event and queues it for the stream; numbered events take the
-// next seq. It never blocks: the order events are queued in, under mu, is the order they
-// go out in. A failed send has cancelled the run (the client is gone): its error comes
-// back from every later call. With no stream (ExecuteRun) nothing is stamped or kept.
+// sendLocked stamps one event and journals it (numbered), or queues it on every attached
+// stream with nothing else to send (unnumbered: a heartbeat). It never blocks: the order events are journaled in,
+// under mu, is the order every stream sends them in.
 func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
-	if ss.out == nil {
-		return nil
-	}
 	now := ss.srv.now()
 	if numbered {
 		ss.seq++
@@ -252,22 +272,54 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	ev.RunId = ss.runID
 	ev.Time = timestamppb.New(now)
 	ss.lastSent = now
-	return ss.out.put(ev)
+	f, err := marshalFrame(ev)
+	if err != nil {
+		// Nothing agentd builds fails to marshal: a fault, which ends the run.
+		ss.srv.log.Error("marshaling an event failed", "run_id", ss.runID, "error", err)
+		ss.seq--
+		return err
+	}
+	if !numbered {
+		for o := range ss.outs {
+			// Behind events the client has not read yet, a heartbeat says nothing.
+			if !o.pending() {
+				o.putSide(f)
+			}
+		}
+		return nil
+	}
+	ss.journal.append(f)
+	return nil
 }
 
-// sendEvent sends one of the run's events. Called on the run's goroutine, it waits while
-// the client is behind, which holds the model back.
+// sendEvent journals one of the run's events. Called on the run's goroutine, it waits
+// while the stream that started the run is behind, which holds the model back.
 func (ss *session) sendEvent(ev *agentdv1.RunEvent) error {
 	ss.mu.Lock()
 	err := ss.sendLocked(ev, true)
+	primary := ss.primary
 	ss.mu.Unlock()
-	if err == nil && ss.out != nil {
-		err = ss.out.wait(ss.ctx)
+	if err == nil && primary != nil {
+		err = primary.wait(ss.ctx)
 	}
 	return err
 }
 
-// ackLocked answers a client message.
-func (ss *session) ackLocked(clientSeq int64, refusal *agentdv1.RunError) {
-	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: &agentdv1.InputAck{ClientSeq: clientSeq, Accepted: refusal == nil, Error: refusal}}}, true)
+// input names a client input for its ack: a message on a stream, by its client_seq, or
+// SendRunInput's, by its client_key.
+type input struct {
+	seq int64
+	key string
+}
+
+// ackLocked answers a client input, and returns the ack's seq.
+func (ss *session) ackLocked(in input, refusal *agentdv1.RunError) int64 {
+	ack := &agentdv1.InputAck{ClientSeq: in.seq, ClientKey: in.key, Accepted: refusal == nil, Error: refusal}
+	if ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: ack}}, true) != nil {
+		return 0
+	}
+	if in.key != "" {
+		ss.keyed.answered(in.key, ack, ss.seq)
+	}
+	return ss.seq
 }

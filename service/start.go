@@ -29,6 +29,8 @@ type startPlan struct {
 	clientTools []runtime.ToolSpec
 	// policy is the run's approval policy, its default filled in.
 	policy agentdv1.ApprovalPolicy
+	// onDisconnect is what the run does when the stream that started it goes away.
+	onDisconnect agentdv1.OnDisconnect
 	// tools are every tool of the run, the agent's and the client's.
 	tools runTools
 	// preDecisions and preResults are the decisions and client tool results a resume
@@ -39,8 +41,8 @@ type startPlan struct {
 	// like a steer, so it is among the run's new messages.
 	steers []runtime.Steer
 	// history is fed the start's messages: a parked run's continuation is digested from
-	// it. transcript is a copy that goes on with each step's messages, for the
-	// checkpoints of a streamed run; nil for ExecuteRun, which sends none.
+	// it. transcript is a copy that goes on with each step's messages, for the run's
+	// checkpoints.
 	history, transcript *transcriptHasher
 }
 
@@ -120,11 +122,9 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 			return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 		}
 	}
-	if in.mode != modeExecute {
-		var err error
-		if p.transcript, err = p.history.clone(); err != nil {
-			return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
-		}
+	var err error
+	if p.transcript, err = p.history.clone(); err != nil {
+		return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 	}
 	return p, nil
 }
@@ -215,6 +215,10 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMo
 	}
 	if _, ok := agentdv1.ApprovalPolicy_name[int32(p.policy)]; !ok {
 		fe.add("start.config.approval_policy", "unknown policy %d", p.policy)
+	}
+	p.onDisconnect = cfg.GetOnDisconnect()
+	if _, ok := agentdv1.OnDisconnect_name[int32(p.onDisconnect)]; !ok {
+		fe.add("start.config.on_disconnect", "unknown value %d", p.onDisconnect)
 	}
 	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == modeRun {
 		p.req.ApprovalTimeout = limits.ApprovalTimeout

@@ -318,7 +318,11 @@ func (d *daemon) shutdown(ctx context.Context, period time.Duration) error {
 }
 
 // close stops the agents' MCP servers and closes their remote hook connections.
-func (d *daemon) close() error { return d.agents.Close() }
+// close ends the runs still going (they outlive their streams) and closes the agents.
+func (d *daemon) close() error {
+	d.Shutdown(context.Background(), 0)
+	return d.agents.Close()
+}
 
 // serviceLimits returns the service's limits from the flags, with the identity its
 // per-caller limits key on: the caller's token or client certificate ([limitKey]), so
@@ -329,6 +333,9 @@ func serviceLimits(cfg config) service.Config {
 		MaxConcurrentRuns: cfg.maxRuns,
 		MaxRunsPerCaller:  cfg.maxRunsPerCaller,
 		Caller:            func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
+		// Runs belong to a bearer token or client certificate; an anonymous caller's to
+		// whoever knows the run's id. A peer address vouches for nobody.
+		Identity: func(ctx context.Context) string { return limitKey(ctx, false) },
 		// The transcript a start carries is bounded by the message size an operator allows.
 		MaxTranscriptBytes: cfg.maxMessageBytes,
 		StartTimeout:       cfg.startTimeout,

@@ -40,6 +40,20 @@ type Server struct {
 // context.Context, _ string) (net.Conn, error) { return srv.Dial(ctx) }), …).
 func (s *Server) Dial(ctx context.Context) (net.Conn, error) { return s.lis.DialContext(ctx) }
 
+// Connect opens another connection to the server, closed with t.Cleanup: a second
+// client, whose going away is its own.
+func (s *Server) Connect(t testing.TB) (*grpc.ClientConn, agentdv1.AgentServiceClient) {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, agentdv1.NewAgentServiceClient(conn)
+}
+
 // Option configures NewServer.
 type Option func(*options)
 
@@ -98,6 +112,8 @@ func NewServer(t testing.TB, cfg service.Config, opts ...Option) *Server {
 		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			t.Errorf("Serve: %v", err)
 		}
+		// Runs outlive their streams: those a test left going end now.
+		svc.Shutdown(context.Background(), 0)
 	})
 	return &Server{Service: svc, GRPC: gs, Health: cfg.Health, Conn: conn, Client: agentdv1.NewAgentServiceClient(conn), lis: lis}
 }

@@ -37,6 +37,19 @@ func Open(t testing.TB, c agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) *
 	return s
 }
 
+// Attach opens a Run stream on c with t's context whose first message attaches it to run
+// id after seq after (client_seq 1).
+func Attach(t testing.TB, c agentdv1.AgentServiceClient, id string, after int64) *Stream {
+	t.Helper()
+	rc, err := c.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Attach{Attach: &agentdv1.Attach{RunId: id, AfterSeq: after}}})
+	return s
+}
+
 // NewStream wraps a Run stream that the test opened itself (with call options or a
 // context of its own) and sends nothing: the first [Stream.Send] is client_seq 1 unless
 // messages went out on rc before.
@@ -131,21 +144,31 @@ func Render(evs []*agentdv1.RunEvent) string {
 	return b.String()
 }
 
+// Numbered returns the journaled events of evs: all but heartbeats and attached.
+func Numbered(evs []*agentdv1.RunEvent) []*agentdv1.RunEvent {
+	var out []*agentdv1.RunEvent
+	for _, ev := range evs {
+		if ev.GetHeartbeat() == nil && ev.GetAttached() == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // CheckEvents fails t unless evs keep the ordering rules of the contract: seq from 1
-// without gaps (heartbeats take none), run_started first, run_finished last, one of each,
-// every event with its run_id and time.
+// without gaps (heartbeats and attached take none), run_started first, run_finished
+// last, one of each, every event with its run_id and time.
 func CheckEvents(t testing.TB, evs []*agentdv1.RunEvent) {
 	t.Helper()
-	var numbered []*agentdv1.RunEvent
 	for _, ev := range evs {
-		if ev.GetHeartbeat() != nil {
-			if ev.GetSeq() != 0 {
-				t.Errorf("heartbeat with seq %d", ev.GetSeq())
-			}
-			continue
+		switch {
+		case ev.GetHeartbeat() != nil && ev.GetSeq() != 0:
+			t.Errorf("heartbeat with seq %d", ev.GetSeq())
+		case ev.GetAttached() != nil && ev.GetSeq() != 0:
+			t.Errorf("attached with seq %d", ev.GetSeq())
 		}
-		numbered = append(numbered, ev)
 	}
+	numbered := Numbered(evs)
 	for i, ev := range numbered {
 		if ev.GetSeq() != int64(i+1) {
 			t.Fatalf("event %d has seq %d; events:\n%s", i, ev.GetSeq(), Render(evs))

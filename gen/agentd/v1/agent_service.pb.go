@@ -100,6 +100,7 @@ type RunRequest struct {
 	//	*RunRequest_ToolResult
 	//	*RunRequest_Cancel
 	//	*RunRequest_Ping
+	//	*RunRequest_Attach
 	Kind          isRunRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -203,13 +204,23 @@ func (x *RunRequest) GetPing() *Ping {
 	return nil
 }
 
+func (x *RunRequest) GetAttach() *Attach {
+	if x != nil {
+		if x, ok := x.Kind.(*RunRequest_Attach); ok {
+			return x.Attach
+		}
+	}
+	return nil
+}
+
 type isRunRequest_Kind interface {
 	isRunRequest_Kind()
 }
 
 type RunRequest_Start struct {
-	// Starts (or resumes) the run. Must be the first message, else the stream
-	// fails with INVALID_ARGUMENT; a later start is refused in its ack.
+	// Starts (or resumes) the run. The first message must be start or
+	// attach, else the stream fails with INVALID_ARGUMENT; a later start is
+	// refused in its ack.
 	Start *RunSpec `protobuf:"bytes,2,opt,name=start,proto3,oneof"`
 }
 
@@ -239,6 +250,16 @@ type RunRequest_Ping struct {
 	Ping *Ping `protobuf:"bytes,7,opt,name=ping,proto3,oneof"`
 }
 
+type RunRequest_Attach struct {
+	// Attaches the stream to a run already going, as AttachRun does, instead
+	// of starting one: the first event is attached, then the run's events
+	// from after_seq on. As the first message only (a later one is refused in
+	// its ack); the client then sends decisions, steers, tool results, pings
+	// and a cancel as on the stream that started the run. The stream ends OK
+	// after run_finished. Half-closing it, or going away, only detaches it.
+	Attach *Attach `protobuf:"bytes,8,opt,name=attach,proto3,oneof"`
+}
+
 func (*RunRequest_Start) isRunRequest_Kind() {}
 
 func (*RunRequest_ApprovalDecision) isRunRequest_Kind() {}
@@ -251,6 +272,64 @@ func (*RunRequest_Cancel) isRunRequest_Kind() {}
 
 func (*RunRequest_Ping) isRunRequest_Kind() {}
 
+func (*RunRequest_Attach) isRunRequest_Kind() {}
+
+// Attach names a run to attach to and where to read its events from.
+type Attach struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the run ("run_…").
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The last seq the client has: events with a greater seq are sent. 0 sends
+	// the whole journal.
+	AfterSeq      int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attach) Reset() {
+	*x = Attach{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attach) ProtoMessage() {}
+
+func (x *Attach) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attach.ProtoReflect.Descriptor instead.
+func (*Attach) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Attach) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Attach) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
 // RunResponse is one server message on a Run stream.
 type RunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -262,7 +341,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +353,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +366,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RunResponse) GetEvent() *RunEvent {
@@ -309,7 +388,7 @@ type StartRunRequest struct {
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +400,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +413,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartRunRequest) GetStart() *RunSpec {
@@ -355,7 +434,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +446,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +459,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartRunResponse) GetEvent() *RunEvent {
@@ -402,7 +481,7 @@ type ExecuteRunRequest struct {
 
 func (x *ExecuteRunRequest) Reset() {
 	*x = ExecuteRunRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +493,7 @@ func (x *ExecuteRunRequest) String() string {
 func (*ExecuteRunRequest) ProtoMessage() {}
 
 func (x *ExecuteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +506,7 @@ func (x *ExecuteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRunRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecuteRunRequest) GetStart() *RunSpec {
@@ -455,7 +534,7 @@ type ExecuteRunResponse struct {
 
 func (x *ExecuteRunResponse) Reset() {
 	*x = ExecuteRunResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +546,7 @@ func (x *ExecuteRunResponse) String() string {
 func (*ExecuteRunResponse) ProtoMessage() {}
 
 func (x *ExecuteRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +559,7 @@ func (x *ExecuteRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRunResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecuteRunResponse) GetRunId() string {
@@ -511,6 +590,307 @@ func (x *ExecuteRunResponse) GetResult() *RunFinished {
 	return nil
 }
 
+// AttachRunRequest attaches to a run already going, or finished and kept.
+type AttachRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the run ("run_…").
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The last seq the client has: events with a greater seq are sent. 0 sends
+	// the whole journal.
+	AfterSeq      int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachRunRequest) Reset() {
+	*x = AttachRunRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRunRequest) ProtoMessage() {}
+
+func (x *AttachRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRunRequest.ProtoReflect.Descriptor instead.
+func (*AttachRunRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AttachRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AttachRunRequest) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+// AttachRunResponse is one event of an AttachRun stream.
+type AttachRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event.
+	Event         *RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachRunResponse) Reset() {
+	*x = AttachRunResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRunResponse) ProtoMessage() {}
+
+func (x *AttachRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRunResponse.ProtoReflect.Descriptor instead.
+func (*AttachRunResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AttachRunResponse) GetEvent() *RunEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// SendRunInputRequest gives a run one client input.
+type SendRunInputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the run ("run_…").
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The client's key for this input, unique per run: a retry with the same
+	// key (after a lost answer) is answered with the first one's ack, and acts
+	// once. Required, at most 128 bytes.
+	ClientKey string `protobuf:"bytes,2,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
+	// The input.
+	//
+	// Types that are valid to be assigned to Input:
+	//
+	//	*SendRunInputRequest_ApprovalDecision
+	//	*SendRunInputRequest_Steer
+	//	*SendRunInputRequest_ToolResult
+	//	*SendRunInputRequest_Cancel
+	Input         isSendRunInputRequest_Input `protobuf_oneof:"input"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendRunInputRequest) Reset() {
+	*x = SendRunInputRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendRunInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendRunInputRequest) ProtoMessage() {}
+
+func (x *SendRunInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendRunInputRequest.ProtoReflect.Descriptor instead.
+func (*SendRunInputRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SendRunInputRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SendRunInputRequest) GetClientKey() string {
+	if x != nil {
+		return x.ClientKey
+	}
+	return ""
+}
+
+func (x *SendRunInputRequest) GetInput() isSendRunInputRequest_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *SendRunInputRequest) GetApprovalDecision() *ApprovalDecision {
+	if x != nil {
+		if x, ok := x.Input.(*SendRunInputRequest_ApprovalDecision); ok {
+			return x.ApprovalDecision
+		}
+	}
+	return nil
+}
+
+func (x *SendRunInputRequest) GetSteer() *Steer {
+	if x != nil {
+		if x, ok := x.Input.(*SendRunInputRequest_Steer); ok {
+			return x.Steer
+		}
+	}
+	return nil
+}
+
+func (x *SendRunInputRequest) GetToolResult() *ToolResult {
+	if x != nil {
+		if x, ok := x.Input.(*SendRunInputRequest_ToolResult); ok {
+			return x.ToolResult
+		}
+	}
+	return nil
+}
+
+func (x *SendRunInputRequest) GetCancel() *Cancel {
+	if x != nil {
+		if x, ok := x.Input.(*SendRunInputRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isSendRunInputRequest_Input interface {
+	isSendRunInputRequest_Input()
+}
+
+type SendRunInputRequest_ApprovalDecision struct {
+	// Answers an approval_requested event.
+	ApprovalDecision *ApprovalDecision `protobuf:"bytes,3,opt,name=approval_decision,json=approvalDecision,proto3,oneof"`
+}
+
+type SendRunInputRequest_Steer struct {
+	// Adds user input while the run goes on. Its steer_applied carries
+	// client_seq 0.
+	Steer *Steer `protobuf:"bytes,4,opt,name=steer,proto3,oneof"`
+}
+
+type SendRunInputRequest_ToolResult struct {
+	// The result of a client tool call announced by tool_execution_started.
+	ToolResult *ToolResult `protobuf:"bytes,5,opt,name=tool_result,json=toolResult,proto3,oneof"`
+}
+
+type SendRunInputRequest_Cancel struct {
+	// Ends the run: it finishes CANCELLED.
+	Cancel *Cancel `protobuf:"bytes,6,opt,name=cancel,proto3,oneof"`
+}
+
+func (*SendRunInputRequest_ApprovalDecision) isSendRunInputRequest_Input() {}
+
+func (*SendRunInputRequest_Steer) isSendRunInputRequest_Input() {}
+
+func (*SendRunInputRequest_ToolResult) isSendRunInputRequest_Input() {}
+
+func (*SendRunInputRequest_Cancel) isSendRunInputRequest_Input() {}
+
+// SendRunInputResponse is the run's answer to an input.
+type SendRunInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The input's ack, as every client attached to the run saw it: accepted,
+	// or why not. Its client_key is the request's.
+	Ack *InputAck `protobuf:"bytes,1,opt,name=ack,proto3" json:"ack,omitempty"`
+	// seq of the ack in the run's journal: events the input causes come after
+	// it.
+	Seq           int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendRunInputResponse) Reset() {
+	*x = SendRunInputResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendRunInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendRunInputResponse) ProtoMessage() {}
+
+func (x *SendRunInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendRunInputResponse.ProtoReflect.Descriptor instead.
+func (*SendRunInputResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SendRunInputResponse) GetAck() *InputAck {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
+
+func (x *SendRunInputResponse) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // ListAgentsRequest asks for the agents this server offers.
 type ListAgentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -520,7 +900,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +912,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +925,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 // ListAgentsResponse lists the agents this server offers.
@@ -559,7 +939,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +951,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +964,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -615,7 +995,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +1007,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +1020,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Agent) GetName() string {
@@ -715,7 +1095,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +1107,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +1120,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolInfo) GetSpec() *ToolSpec {
@@ -803,7 +1183,7 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16agentd/v1/events.proto\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe3\x02\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16agentd/v1/events.proto\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\"\x90\x03\n" +
 	"\n" +
 	"RunRequest\x12\x1d\n" +
 	"\n" +
@@ -814,8 +1194,12 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\vtool_result\x18\x05 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\n" +
 	"toolResult\x12+\n" +
 	"\x06cancel\x18\x06 \x01(\v2\x11.agentd.v1.CancelH\x00R\x06cancel\x12%\n" +
-	"\x04ping\x18\a \x01(\v2\x0f.agentd.v1.PingH\x00R\x04pingB\x06\n" +
-	"\x04kind\"8\n" +
+	"\x04ping\x18\a \x01(\v2\x0f.agentd.v1.PingH\x00R\x04ping\x12+\n" +
+	"\x06attach\x18\b \x01(\v2\x11.agentd.v1.AttachH\x00R\x06attachB\x06\n" +
+	"\x04kind\"<\n" +
+	"\x06Attach\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\"8\n" +
 	"\vRunResponse\x12)\n" +
 	"\x05event\x18\x01 \x01(\v2\x13.agentd.v1.RunEventR\x05event\";\n" +
 	"\x0fStartRunRequest\x12(\n" +
@@ -828,7 +1212,25 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x19\n" +
 	"\btrace_id\x18\x03 \x01(\tR\atraceId\x12.\n" +
-	"\x06result\x18\x04 \x01(\v2\x16.agentd.v1.RunFinishedR\x06result\"\x13\n" +
+	"\x06result\x18\x04 \x01(\v2\x16.agentd.v1.RunFinishedR\x06result\"F\n" +
+	"\x10AttachRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\">\n" +
+	"\x11AttachRunResponse\x12)\n" +
+	"\x05event\x18\x01 \x01(\v2\x13.agentd.v1.RunEventR\x05event\"\xb1\x02\n" +
+	"\x13SendRunInputRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"client_key\x18\x02 \x01(\tR\tclientKey\x12J\n" +
+	"\x11approval_decision\x18\x03 \x01(\v2\x1b.agentd.v1.ApprovalDecisionH\x00R\x10approvalDecision\x12(\n" +
+	"\x05steer\x18\x04 \x01(\v2\x10.agentd.v1.SteerH\x00R\x05steer\x128\n" +
+	"\vtool_result\x18\x05 \x01(\v2\x15.agentd.v1.ToolResultH\x00R\n" +
+	"toolResult\x12+\n" +
+	"\x06cancel\x18\x06 \x01(\v2\x11.agentd.v1.CancelH\x00R\x06cancelB\a\n" +
+	"\x05input\"O\n" +
+	"\x14SendRunInputResponse\x12%\n" +
+	"\x03ack\x18\x01 \x01(\v2\x13.agentd.v1.InputAckR\x03ack\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\x13\n" +
 	"\x11ListAgentsRequest\">\n" +
 	"\x12ListAgentsResponse\x12(\n" +
 	"\x06agents\x18\x01 \x03(\v2\x10.agentd.v1.AgentR\x06agents\"\xd1\x01\n" +
@@ -852,14 +1254,16 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x19TOOL_APPROVAL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_APPROVAL_AUTO\x10\x01\x12\x15\n" +
 	"\x11TOOL_APPROVAL_ASK\x10\x02\x12\x18\n" +
-	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xa5\x02\n" +
+	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xc0\x03\n" +
 	"\fAgentService\x128\n" +
 	"\x03Run\x12\x15.agentd.v1.RunRequest\x1a\x16.agentd.v1.RunResponse(\x010\x01\x12E\n" +
 	"\bStartRun\x12\x1a.agentd.v1.StartRunRequest\x1a\x1b.agentd.v1.StartRunResponse0\x01\x12I\n" +
 	"\n" +
 	"ExecuteRun\x12\x1c.agentd.v1.ExecuteRunRequest\x1a\x1d.agentd.v1.ExecuteRunResponse\x12I\n" +
 	"\n" +
-	"ListAgents\x12\x1c.agentd.v1.ListAgentsRequest\x1a\x1d.agentd.v1.ListAgentsResponseB\x98\x01\n" +
+	"ListAgents\x12\x1c.agentd.v1.ListAgentsRequest\x1a\x1d.agentd.v1.ListAgentsResponse\x12H\n" +
+	"\tAttachRun\x12\x1b.agentd.v1.AttachRunRequest\x1a\x1c.agentd.v1.AttachRunResponse0\x01\x12O\n" +
+	"\fSendRunInput\x12\x1e.agentd.v1.SendRunInputRequest\x1a\x1f.agentd.v1.SendRunInputResponseB\x98\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -876,60 +1280,77 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
-	(ToolApproval)(0),           // 0: agentd.v1.ToolApproval
-	(*RunRequest)(nil),          // 1: agentd.v1.RunRequest
-	(*RunResponse)(nil),         // 2: agentd.v1.RunResponse
-	(*StartRunRequest)(nil),     // 3: agentd.v1.StartRunRequest
-	(*StartRunResponse)(nil),    // 4: agentd.v1.StartRunResponse
-	(*ExecuteRunRequest)(nil),   // 5: agentd.v1.ExecuteRunRequest
-	(*ExecuteRunResponse)(nil),  // 6: agentd.v1.ExecuteRunResponse
-	(*ListAgentsRequest)(nil),   // 7: agentd.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),  // 8: agentd.v1.ListAgentsResponse
-	(*Agent)(nil),               // 9: agentd.v1.Agent
-	(*ToolInfo)(nil),            // 10: agentd.v1.ToolInfo
-	(*RunSpec)(nil),             // 11: agentd.v1.RunSpec
-	(*ApprovalDecision)(nil),    // 12: agentd.v1.ApprovalDecision
-	(*Steer)(nil),               // 13: agentd.v1.Steer
-	(*ToolResult)(nil),          // 14: agentd.v1.ToolResult
-	(*Cancel)(nil),              // 15: agentd.v1.Cancel
-	(*Ping)(nil),                // 16: agentd.v1.Ping
-	(*RunEvent)(nil),            // 17: agentd.v1.RunEvent
-	(*RunFinished)(nil),         // 18: agentd.v1.RunFinished
-	(*ToolSpec)(nil),            // 19: agentd.v1.ToolSpec
-	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
+	(ToolApproval)(0),            // 0: agentd.v1.ToolApproval
+	(*RunRequest)(nil),           // 1: agentd.v1.RunRequest
+	(*Attach)(nil),               // 2: agentd.v1.Attach
+	(*RunResponse)(nil),          // 3: agentd.v1.RunResponse
+	(*StartRunRequest)(nil),      // 4: agentd.v1.StartRunRequest
+	(*StartRunResponse)(nil),     // 5: agentd.v1.StartRunResponse
+	(*ExecuteRunRequest)(nil),    // 6: agentd.v1.ExecuteRunRequest
+	(*ExecuteRunResponse)(nil),   // 7: agentd.v1.ExecuteRunResponse
+	(*AttachRunRequest)(nil),     // 8: agentd.v1.AttachRunRequest
+	(*AttachRunResponse)(nil),    // 9: agentd.v1.AttachRunResponse
+	(*SendRunInputRequest)(nil),  // 10: agentd.v1.SendRunInputRequest
+	(*SendRunInputResponse)(nil), // 11: agentd.v1.SendRunInputResponse
+	(*ListAgentsRequest)(nil),    // 12: agentd.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),   // 13: agentd.v1.ListAgentsResponse
+	(*Agent)(nil),                // 14: agentd.v1.Agent
+	(*ToolInfo)(nil),             // 15: agentd.v1.ToolInfo
+	(*RunSpec)(nil),              // 16: agentd.v1.RunSpec
+	(*ApprovalDecision)(nil),     // 17: agentd.v1.ApprovalDecision
+	(*Steer)(nil),                // 18: agentd.v1.Steer
+	(*ToolResult)(nil),           // 19: agentd.v1.ToolResult
+	(*Cancel)(nil),               // 20: agentd.v1.Cancel
+	(*Ping)(nil),                 // 21: agentd.v1.Ping
+	(*RunEvent)(nil),             // 22: agentd.v1.RunEvent
+	(*RunFinished)(nil),          // 23: agentd.v1.RunFinished
+	(*InputAck)(nil),             // 24: agentd.v1.InputAck
+	(*ToolSpec)(nil),             // 25: agentd.v1.ToolSpec
+	(*durationpb.Duration)(nil),  // 26: google.protobuf.Duration
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	11, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
-	12, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	13, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
-	14, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
-	15, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
-	16, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
-	17, // 6: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
-	11, // 7: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
-	17, // 8: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
-	11, // 9: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
-	18, // 10: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
-	9,  // 11: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
-	10, // 12: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
-	19, // 13: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
-	20, // 14: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
-	0,  // 15: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
-	1,  // 16: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
-	3,  // 17: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
-	5,  // 18: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
-	7,  // 19: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
-	2,  // 20: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
-	4,  // 21: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
-	6,  // 22: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
-	8,  // 23: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
+	17, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	18, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
+	19, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
+	20, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
+	21, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
+	2,  // 6: agentd.v1.RunRequest.attach:type_name -> agentd.v1.Attach
+	22, // 7: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
+	16, // 8: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
+	22, // 9: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
+	16, // 10: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
+	23, // 11: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
+	22, // 12: agentd.v1.AttachRunResponse.event:type_name -> agentd.v1.RunEvent
+	17, // 13: agentd.v1.SendRunInputRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	18, // 14: agentd.v1.SendRunInputRequest.steer:type_name -> agentd.v1.Steer
+	19, // 15: agentd.v1.SendRunInputRequest.tool_result:type_name -> agentd.v1.ToolResult
+	20, // 16: agentd.v1.SendRunInputRequest.cancel:type_name -> agentd.v1.Cancel
+	24, // 17: agentd.v1.SendRunInputResponse.ack:type_name -> agentd.v1.InputAck
+	14, // 18: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
+	15, // 19: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
+	25, // 20: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
+	26, // 21: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
+	0,  // 22: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
+	1,  // 23: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
+	4,  // 24: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
+	6,  // 25: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
+	12, // 26: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
+	8,  // 27: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
+	10, // 28: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
+	3,  // 29: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
+	5,  // 30: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
+	7,  // 31: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
+	13, // 32: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
+	9,  // 33: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
+	11, // 34: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
+	29, // [29:35] is the sub-list for method output_type
+	23, // [23:29] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -947,6 +1368,13 @@ func file_agentd_v1_agent_service_proto_init() {
 		(*RunRequest_ToolResult)(nil),
 		(*RunRequest_Cancel)(nil),
 		(*RunRequest_Ping)(nil),
+		(*RunRequest_Attach)(nil),
+	}
+	file_agentd_v1_agent_service_proto_msgTypes[9].OneofWrappers = []any{
+		(*SendRunInputRequest_ApprovalDecision)(nil),
+		(*SendRunInputRequest_Steer)(nil),
+		(*SendRunInputRequest_ToolResult)(nil),
+		(*SendRunInputRequest_Cancel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -954,7 +1382,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

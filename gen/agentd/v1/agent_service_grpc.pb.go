@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_Run_FullMethodName        = "/agentd.v1.AgentService/Run"
-	AgentService_StartRun_FullMethodName   = "/agentd.v1.AgentService/StartRun"
-	AgentService_ExecuteRun_FullMethodName = "/agentd.v1.AgentService/ExecuteRun"
-	AgentService_ListAgents_FullMethodName = "/agentd.v1.AgentService/ListAgents"
+	AgentService_Run_FullMethodName          = "/agentd.v1.AgentService/Run"
+	AgentService_StartRun_FullMethodName     = "/agentd.v1.AgentService/StartRun"
+	AgentService_ExecuteRun_FullMethodName   = "/agentd.v1.AgentService/ExecuteRun"
+	AgentService_ListAgents_FullMethodName   = "/agentd.v1.AgentService/ListAgents"
+	AgentService_AttachRun_FullMethodName    = "/agentd.v1.AgentService/AttachRun"
+	AgentService_SendRunInput_FullMethodName = "/agentd.v1.AgentService/SendRunInput"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -34,10 +36,25 @@ const (
 // without calling a tool, a limit is reached, or the run is cancelled,
 // stopped or parked.
 //
-// agentd keeps nothing between runs. A client continues a conversation by
-// sending the transcript back in RunSpec.messages, and resumes a parked run
-// (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
-// by sending RunSpec.continuation with its decisions and tool results.
+// A client continues a conversation by sending the transcript back in
+// RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+// or RUN_END_REASON_SHUTDOWN) on any replica by sending
+// RunSpec.continuation with its decisions and tool results.
+//
+// A run belongs to the server, not to the stream that started it. Every
+// event of a run is kept in the run's journal, under its seq, before any
+// client sees it; a client that went away attaches again with the last seq
+// it saw (AttachRun, or a Run stream whose first message is attach) and
+// reads on from there, and any number of clients may watch one run. A run
+// goes on when the stream that started it goes away, unless its
+// RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+// results and cancel may come on any Run stream attached to it, or from
+// SendRunInput. A run, and its journal, can be seen only by the caller that
+// started it: the same bearer token or client certificate, or any caller
+// when the run's was anonymous. The journal of a finished run is kept for
+// the server's retention time (an hour unless configured) within a bound on
+// memory; a resume from a continuation starts a new run, with a new run_id
+// and its own seq from 1 (its run_started says resumed).
 //
 // Errors: a status error before any run_started event means the stream was
 // refused (bad first message, unauthenticated, resource exhausted, server
@@ -86,6 +103,18 @@ const (
 //     ErrorInfo.metadata["limit"] holds that number.
 //   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
 //     ended; its run_finished may not have reached the client.
+//   - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+//     run this server does not have (never had, or no longer keeps), or one
+//     the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+//   - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+//     journal still keeps, or an attached client fell that far behind;
+//     ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+//   - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+//     ErrorInfo.metadata["last_seq"] holds it.
+//   - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+//     finished: it acts on nothing more.
+//   - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+//     used for a different input of the same run.
 //   - INTERNAL — (INTERNAL) a fault in agentd.
 //
 // Refusals that never reach the handlers carry no ErrorInfo: those of the
@@ -115,6 +144,21 @@ type AgentServiceClient interface {
 	// ListAgents lists the agents this server offers, with their tools and
 	// policies.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
+	// AttachRun streams a run's events from after_seq on: first an attached
+	// event (seq 0) with the run's state and what it waits for, then every
+	// event with a seq above after_seq, live until run_finished, after which
+	// the RPC ends OK whatever the run's outcome (run_finished says it). The
+	// events are the same, byte for byte, as every other client of the run
+	// receives. Nothing is sent back on it: answer with SendRunInput, or
+	// attach with a Run stream instead.
+	AttachRun(ctx context.Context, in *AttachRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AttachRunResponse], error)
+	// SendRunInput gives a running run a decision, a steer, a client tool
+	// result or a cancel, as a message on its Run stream would, from any
+	// client the run's caller allows. It is idempotent on client_key: the
+	// same key again returns the first answer and does nothing more. Its
+	// input_ack is journaled, so every client attached to the run sees it
+	// before any event the input causes.
+	SendRunInput(ctx context.Context, in *SendRunInputRequest, opts ...grpc.CallOption) (*SendRunInputResponse, error)
 }
 
 type agentServiceClient struct {
@@ -177,6 +221,35 @@ func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsReque
 	return out, nil
 }
 
+func (c *agentServiceClient) AttachRun(ctx context.Context, in *AttachRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AttachRunResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[2], AgentService_AttachRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AttachRunRequest, AttachRunResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_AttachRunClient = grpc.ServerStreamingClient[AttachRunResponse]
+
+func (c *agentServiceClient) SendRunInput(ctx context.Context, in *SendRunInputRequest, opts ...grpc.CallOption) (*SendRunInputResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendRunInputResponse)
+	err := c.cc.Invoke(ctx, AgentService_SendRunInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -186,10 +259,25 @@ func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsReque
 // without calling a tool, a limit is reached, or the run is cancelled,
 // stopped or parked.
 //
-// agentd keeps nothing between runs. A client continues a conversation by
-// sending the transcript back in RunSpec.messages, and resumes a parked run
-// (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
-// by sending RunSpec.continuation with its decisions and tool results.
+// A client continues a conversation by sending the transcript back in
+// RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+// or RUN_END_REASON_SHUTDOWN) on any replica by sending
+// RunSpec.continuation with its decisions and tool results.
+//
+// A run belongs to the server, not to the stream that started it. Every
+// event of a run is kept in the run's journal, under its seq, before any
+// client sees it; a client that went away attaches again with the last seq
+// it saw (AttachRun, or a Run stream whose first message is attach) and
+// reads on from there, and any number of clients may watch one run. A run
+// goes on when the stream that started it goes away, unless its
+// RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+// results and cancel may come on any Run stream attached to it, or from
+// SendRunInput. A run, and its journal, can be seen only by the caller that
+// started it: the same bearer token or client certificate, or any caller
+// when the run's was anonymous. The journal of a finished run is kept for
+// the server's retention time (an hour unless configured) within a bound on
+// memory; a resume from a continuation starts a new run, with a new run_id
+// and its own seq from 1 (its run_started says resumed).
 //
 // Errors: a status error before any run_started event means the stream was
 // refused (bad first message, unauthenticated, resource exhausted, server
@@ -238,6 +326,18 @@ func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsReque
 //     ErrorInfo.metadata["limit"] holds that number.
 //   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
 //     ended; its run_finished may not have reached the client.
+//   - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+//     run this server does not have (never had, or no longer keeps), or one
+//     the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+//   - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+//     journal still keeps, or an attached client fell that far behind;
+//     ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+//   - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+//     ErrorInfo.metadata["last_seq"] holds it.
+//   - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+//     finished: it acts on nothing more.
+//   - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+//     used for a different input of the same run.
 //   - INTERNAL — (INTERNAL) a fault in agentd.
 //
 // Refusals that never reach the handlers carry no ErrorInfo: those of the
@@ -267,6 +367,21 @@ type AgentServiceServer interface {
 	// ListAgents lists the agents this server offers, with their tools and
 	// policies.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
+	// AttachRun streams a run's events from after_seq on: first an attached
+	// event (seq 0) with the run's state and what it waits for, then every
+	// event with a seq above after_seq, live until run_finished, after which
+	// the RPC ends OK whatever the run's outcome (run_finished says it). The
+	// events are the same, byte for byte, as every other client of the run
+	// receives. Nothing is sent back on it: answer with SendRunInput, or
+	// attach with a Run stream instead.
+	AttachRun(*AttachRunRequest, grpc.ServerStreamingServer[AttachRunResponse]) error
+	// SendRunInput gives a running run a decision, a steer, a client tool
+	// result or a cancel, as a message on its Run stream would, from any
+	// client the run's caller allows. It is idempotent on client_key: the
+	// same key again returns the first answer and does nothing more. Its
+	// input_ack is journaled, so every client attached to the run sees it
+	// before any event the input causes.
+	SendRunInput(context.Context, *SendRunInputRequest) (*SendRunInputResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -288,6 +403,12 @@ func (UnimplementedAgentServiceServer) ExecuteRun(context.Context, *ExecuteRunRe
 }
 func (UnimplementedAgentServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
+}
+func (UnimplementedAgentServiceServer) AttachRun(*AttachRunRequest, grpc.ServerStreamingServer[AttachRunResponse]) error {
+	return status.Error(codes.Unimplemented, "method AttachRun not implemented")
+}
+func (UnimplementedAgentServiceServer) SendRunInput(context.Context, *SendRunInputRequest) (*SendRunInputResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendRunInput not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -364,6 +485,35 @@ func _AgentService_ListAgents_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_AttachRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AttachRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).AttachRun(m, &grpc.GenericServerStream[AttachRunRequest, AttachRunResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_AttachRunServer = grpc.ServerStreamingServer[AttachRunResponse]
+
+func _AgentService_SendRunInput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendRunInputRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SendRunInput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SendRunInput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SendRunInput(ctx, req.(*SendRunInputRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -379,6 +529,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListAgents",
 			Handler:    _AgentService_ListAgents_Handler,
 		},
+		{
+			MethodName: "SendRunInput",
+			Handler:    _AgentService_SendRunInput_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -390,6 +544,11 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "StartRun",
 			Handler:       _AgentService_StartRun_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "AttachRun",
+			Handler:       _AgentService_AttachRun_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -24,6 +24,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RunState is where a run stands.
+type RunState int32
+
+const (
+	// Not set.
+	RunState_RUN_STATE_UNSPECIFIED RunState = 0
+	// The run is working: calling the model, running tools.
+	RunState_RUN_STATE_RUNNING RunState = 1
+	// The run waits for a client: pending_approvals or
+	// pending_client_tool_call_ids say for what.
+	RunState_RUN_STATE_WAITING RunState = 2
+	// The run has finished: run_finished is its last event.
+	RunState_RUN_STATE_FINISHED RunState = 3
+)
+
+// Enum value maps for RunState.
+var (
+	RunState_name = map[int32]string{
+		0: "RUN_STATE_UNSPECIFIED",
+		1: "RUN_STATE_RUNNING",
+		2: "RUN_STATE_WAITING",
+		3: "RUN_STATE_FINISHED",
+	}
+	RunState_value = map[string]int32{
+		"RUN_STATE_UNSPECIFIED": 0,
+		"RUN_STATE_RUNNING":     1,
+		"RUN_STATE_WAITING":     2,
+		"RUN_STATE_FINISHED":    3,
+	}
+)
+
+func (x RunState) Enum() *RunState {
+	p := new(RunState)
+	*p = x
+	return p
+}
+
+func (x RunState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunState) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_events_proto_enumTypes[0].Descriptor()
+}
+
+func (RunState) Type() protoreflect.EnumType {
+	return &file_agentd_v1_events_proto_enumTypes[0]
+}
+
+func (x RunState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunState.Descriptor instead.
+func (RunState) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{0}
+}
+
 // MessageKind is the kind of a streamed block of an assistant message.
 type MessageKind int32
 
@@ -61,11 +119,11 @@ func (x MessageKind) String() string {
 }
 
 func (MessageKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_events_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_events_proto_enumTypes[1].Descriptor()
 }
 
 func (MessageKind) Type() protoreflect.EnumType {
-	return &file_agentd_v1_events_proto_enumTypes[0]
+	return &file_agentd_v1_events_proto_enumTypes[1]
 }
 
 func (x MessageKind) Number() protoreflect.EnumNumber {
@@ -74,7 +132,7 @@ func (x MessageKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageKind.Descriptor instead.
 func (MessageKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
 // DecidedBy says who decided an approval request.
@@ -126,11 +184,11 @@ func (x DecidedBy) String() string {
 }
 
 func (DecidedBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_events_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_events_proto_enumTypes[2].Descriptor()
 }
 
 func (DecidedBy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_events_proto_enumTypes[1]
+	return &file_agentd_v1_events_proto_enumTypes[2]
 }
 
 func (x DecidedBy) Number() protoreflect.EnumNumber {
@@ -139,7 +197,7 @@ func (x DecidedBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecidedBy.Descriptor instead.
 func (DecidedBy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 // FinishReason is why a model call stopped producing output.
@@ -195,11 +253,11 @@ func (x FinishReason) String() string {
 }
 
 func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_events_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_events_proto_enumTypes[3].Descriptor()
 }
 
 func (FinishReason) Type() protoreflect.EnumType {
-	return &file_agentd_v1_events_proto_enumTypes[2]
+	return &file_agentd_v1_events_proto_enumTypes[3]
 }
 
 func (x FinishReason) Number() protoreflect.EnumNumber {
@@ -208,7 +266,7 @@ func (x FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishReason.Descriptor instead.
 func (FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 // RunEndReason is why a run ended.
@@ -271,11 +329,11 @@ func (x RunEndReason) String() string {
 }
 
 func (RunEndReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_events_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_events_proto_enumTypes[4].Descriptor()
 }
 
 func (RunEndReason) Type() protoreflect.EnumType {
-	return &file_agentd_v1_events_proto_enumTypes[3]
+	return &file_agentd_v1_events_proto_enumTypes[4]
 }
 
 func (x RunEndReason) Number() protoreflect.EnumNumber {
@@ -284,14 +342,15 @@ func (x RunEndReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunEndReason.Descriptor instead.
 func (RunEndReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 // RunEvent is one thing that happened in a run.
 //
 // Ordering guarantees, which clients may rely on:
-//   - seq starts at 1 and grows by one per event, with no gaps. Heartbeats
-//     are the exception: they carry seq 0 and the last seq sent.
+//   - seq starts at 1 and grows by one per event, with no gaps, the same for
+//     every client of the run. Heartbeats and attached are the exception:
+//     they carry seq 0, are not journaled, and differ between clients.
 //   - The first event is run_started and the last is run_finished, exactly
 //     one of each. Status errors before run_started mean no run exists.
 //   - Every client message on a Run stream after start is answered by an
@@ -309,7 +368,8 @@ func (RunEndReason) EnumDescriptor() ([]byte, []int) {
 //   - Clients ignore event kinds they do not know: new kinds may be added.
 type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Position of the event in the run, from 1 with no gaps; 0 for heartbeats.
+	// Position of the event in the run, from 1 with no gaps; 0 for heartbeat
+	// and attached.
 	Seq int64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Id of the run ("run_…").
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -341,6 +401,7 @@ type RunEvent struct {
 	//	*RunEvent_GoAway
 	//	*RunEvent_HookEvent
 	//	*RunEvent_RunFinished
+	//	*RunEvent_Attached
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -602,6 +663,15 @@ func (x *RunEvent) GetRunFinished() *RunFinished {
 	return nil
 }
 
+func (x *RunEvent) GetAttached() *Attached {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_Attached); ok {
+			return x.Attached
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -716,6 +786,12 @@ type RunEvent_RunFinished struct {
 	RunFinished *RunFinished `protobuf:"bytes,31,opt,name=run_finished,json=runFinished,proto3,oneof"`
 }
 
+type RunEvent_Attached struct {
+	// The first event of an attachment (AttachRun, or a Run stream's
+	// attach): where the run stands. Its seq is 0, as a heartbeat's.
+	Attached *Attached `protobuf:"bytes,32,opt,name=attached,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_StepStarted) isRunEvent_Kind() {}
@@ -760,6 +836,129 @@ func (*RunEvent_HookEvent) isRunEvent_Kind() {}
 
 func (*RunEvent_RunFinished) isRunEvent_Kind() {}
 
+func (*RunEvent_Attached) isRunEvent_Kind() {}
+
+// Attached opens an attachment to a run: what the run is, where it stands
+// and what it waits for, as of the event with seq last_seq. The events from
+// the attachment's after_seq on follow it.
+type Attached struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the conversation.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// Name of the agent running.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Where the run stands.
+	State RunState `protobuf:"varint,3,opt,name=state,proto3,enum=agentd.v1.RunState" json:"state,omitempty"`
+	// seq of the run's last event so far.
+	LastSeq int64 `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// The oldest seq the journal still keeps: an attachment whose after_seq is
+	// below oldest_seq - 1 is refused (EVENTS_EXPIRED).
+	OldestSeq int64 `protobuf:"varint,5,opt,name=oldest_seq,json=oldestSeq,proto3" json:"oldest_seq,omitempty"`
+	// The approvals that wait for a decision, as approval_requested said.
+	PendingApprovals []*ApprovalRequested `protobuf:"bytes,6,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
+	// Ids of the client tool calls that wait for a result.
+	PendingClientToolCallIds []string `protobuf:"bytes,7,rep,name=pending_client_tool_call_ids,json=pendingClientToolCallIds,proto3" json:"pending_client_tool_call_ids,omitempty"`
+	// Usage of the run as of its last finished step.
+	Usage *Usage `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The client's request_id of the run's start.
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attached) Reset() {
+	*x = Attached{}
+	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attached) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attached) ProtoMessage() {}
+
+func (x *Attached) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attached.ProtoReflect.Descriptor instead.
+func (*Attached) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Attached) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *Attached) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *Attached) GetState() RunState {
+	if x != nil {
+		return x.State
+	}
+	return RunState_RUN_STATE_UNSPECIFIED
+}
+
+func (x *Attached) GetLastSeq() int64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *Attached) GetOldestSeq() int64 {
+	if x != nil {
+		return x.OldestSeq
+	}
+	return 0
+}
+
+func (x *Attached) GetPendingApprovals() []*ApprovalRequested {
+	if x != nil {
+		return x.PendingApprovals
+	}
+	return nil
+}
+
+func (x *Attached) GetPendingClientToolCallIds() []string {
+	if x != nil {
+		return x.PendingClientToolCallIds
+	}
+	return nil
+}
+
+func (x *Attached) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Attached) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // RunStarted opens a run.
 type RunStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -783,7 +982,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +994,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +1007,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RunStarted) GetRunId() string {
@@ -878,7 +1077,7 @@ type StepStarted struct {
 
 func (x *StepStarted) Reset() {
 	*x = StepStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1089,7 @@ func (x *StepStarted) String() string {
 func (*StepStarted) ProtoMessage() {}
 
 func (x *StepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1102,7 @@ func (x *StepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStarted.ProtoReflect.Descriptor instead.
 func (*StepStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StepStarted) GetStepId() string {
@@ -964,7 +1163,7 @@ type MessageStarted struct {
 
 func (x *MessageStarted) Reset() {
 	*x = MessageStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1175,7 @@ func (x *MessageStarted) String() string {
 func (*MessageStarted) ProtoMessage() {}
 
 func (x *MessageStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1188,7 @@ func (x *MessageStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStarted.ProtoReflect.Descriptor instead.
 func (*MessageStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MessageStarted) GetMessageId() string {
@@ -1048,7 +1247,7 @@ type MessageFinished struct {
 
 func (x *MessageFinished) Reset() {
 	*x = MessageFinished{}
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1259,7 @@ func (x *MessageFinished) String() string {
 func (*MessageFinished) ProtoMessage() {}
 
 func (x *MessageFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1272,7 @@ func (x *MessageFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageFinished.ProtoReflect.Descriptor instead.
 func (*MessageFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MessageFinished) GetMessageId() string {
@@ -1125,7 +1324,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1336,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1349,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TextDelta) GetMessageId() string {
@@ -1181,7 +1380,7 @@ type ReasoningDelta struct {
 
 func (x *ReasoningDelta) Reset() {
 	*x = ReasoningDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1392,7 @@ func (x *ReasoningDelta) String() string {
 func (*ReasoningDelta) ProtoMessage() {}
 
 func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1405,7 @@ func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
 func (*ReasoningDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReasoningDelta) GetMessageId() string {
@@ -1244,7 +1443,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1455,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1468,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolCallStarted) GetToolCallId() string {
@@ -1322,7 +1521,7 @@ type ToolCallArgsDelta struct {
 
 func (x *ToolCallArgsDelta) Reset() {
 	*x = ToolCallArgsDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1533,7 @@ func (x *ToolCallArgsDelta) String() string {
 func (*ToolCallArgsDelta) ProtoMessage() {}
 
 func (x *ToolCallArgsDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1546,7 @@ func (x *ToolCallArgsDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallArgsDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallArgsDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolCallArgsDelta) GetToolCallId() string {
@@ -1378,7 +1577,7 @@ type ToolCallArgsDone struct {
 
 func (x *ToolCallArgsDone) Reset() {
 	*x = ToolCallArgsDone{}
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1589,7 @@ func (x *ToolCallArgsDone) String() string {
 func (*ToolCallArgsDone) ProtoMessage() {}
 
 func (x *ToolCallArgsDone) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1602,7 @@ func (x *ToolCallArgsDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallArgsDone.ProtoReflect.Descriptor instead.
 func (*ToolCallArgsDone) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolCallArgsDone) GetToolCallId() string {
@@ -1446,7 +1645,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1657,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1670,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -1545,7 +1744,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1756,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1769,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -1636,7 +1835,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1847,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1860,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolExecutionStarted) GetToolCallId() string {
@@ -1725,7 +1924,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1936,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1949,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolCallResult) GetToolCallId() string {
@@ -1845,7 +2044,7 @@ type ToolCallsCancelled struct {
 
 func (x *ToolCallsCancelled) Reset() {
 	*x = ToolCallsCancelled{}
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2056,7 @@ func (x *ToolCallsCancelled) String() string {
 func (*ToolCallsCancelled) ProtoMessage() {}
 
 func (x *ToolCallsCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2069,7 @@ func (x *ToolCallsCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallsCancelled.ProtoReflect.Descriptor instead.
 func (*ToolCallsCancelled) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolCallsCancelled) GetToolCallIds() []string {
@@ -1908,7 +2107,7 @@ type SteerApplied struct {
 
 func (x *SteerApplied) Reset() {
 	*x = SteerApplied{}
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2119,7 @@ func (x *SteerApplied) String() string {
 func (*SteerApplied) ProtoMessage() {}
 
 func (x *SteerApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2132,7 @@ func (x *SteerApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerApplied.ProtoReflect.Descriptor instead.
 func (*SteerApplied) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SteerApplied) GetClientSeq() int64 {
@@ -1993,7 +2192,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2204,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2217,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepFinished) GetStepId() string {
@@ -2049,10 +2248,10 @@ func (x *StepFinished) GetNewMessages() []*Message {
 	return nil
 }
 
-// InputAck answers a client message.
+// InputAck answers a client message, on a stream or from SendRunInput.
 type InputAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// client_seq of the message.
+	// client_seq of the message; 0 for SendRunInput.
 	ClientSeq int64 `protobuf:"varint,1,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
 	// Whether the message was accepted. Accepted means it takes effect: a
 	// decision is applied, a tool result used, a steer applied (where the run
@@ -2088,14 +2287,18 @@ type InputAck struct {
 	//   - TOOL_CALL_CLOSED — the client tool call no longer waits for a result
 	//     (it timed out, or the run parked).
 	//   - INVALID_TOOL_RESULT — the result's json output cannot be used.
-	Error         *RunError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	//   - ALREADY_ATTACHED — an attach after the first message: one run per
+	//     stream.
+	Error *RunError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// SendRunInput's client_key; empty for a message on a stream.
+	ClientKey     string `protobuf:"bytes,4,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InputAck) Reset() {
 	*x = InputAck{}
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2310,7 @@ func (x *InputAck) String() string {
 func (*InputAck) ProtoMessage() {}
 
 func (x *InputAck) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2323,7 @@ func (x *InputAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAck.ProtoReflect.Descriptor instead.
 func (*InputAck) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InputAck) GetClientSeq() int64 {
@@ -2144,6 +2347,13 @@ func (x *InputAck) GetError() *RunError {
 	return nil
 }
 
+func (x *InputAck) GetClientKey() string {
+	if x != nil {
+		return x.ClientKey
+	}
+	return ""
+}
+
 // Checkpoint marks a resumable point of the run.
 type Checkpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2158,7 +2368,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2380,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2393,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Checkpoint) GetContinuation() []byte {
@@ -2211,7 +2421,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2433,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2446,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Heartbeat) GetLastSeq() int64 {
@@ -2259,7 +2469,7 @@ type GoAway struct {
 
 func (x *GoAway) Reset() {
 	*x = GoAway{}
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2481,7 @@ func (x *GoAway) String() string {
 func (*GoAway) ProtoMessage() {}
 
 func (x *GoAway) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2494,7 @@ func (x *GoAway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GoAway.ProtoReflect.Descriptor instead.
 func (*GoAway) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GoAway) GetTimeLeft() *durationpb.Duration {
@@ -2308,7 +2518,7 @@ type HookEvent struct {
 
 func (x *HookEvent) Reset() {
 	*x = HookEvent{}
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2530,7 @@ func (x *HookEvent) String() string {
 func (*HookEvent) ProtoMessage() {}
 
 func (x *HookEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2543,7 @@ func (x *HookEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookEvent.ProtoReflect.Descriptor instead.
 func (*HookEvent) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HookEvent) GetName() string {
@@ -2385,7 +2595,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2607,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2620,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunError) GetCode() int32 {
@@ -2476,7 +2686,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2698,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2711,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunFinished) GetReason() RunEndReason {
@@ -2564,7 +2774,7 @@ var File_agentd_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\f\n" +
+	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\f\n" +
 	"\bRunEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12.\n" +
@@ -2596,8 +2806,21 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\ago_away\x18\x1d \x01(\v2\x11.agentd.v1.GoAwayH\x00R\x06goAway\x125\n" +
 	"\n" +
 	"hook_event\x18\x1e \x01(\v2\x14.agentd.v1.HookEventH\x00R\thookEvent\x12;\n" +
-	"\frun_finished\x18\x1f \x01(\v2\x16.agentd.v1.RunFinishedH\x00R\vrunFinishedB\x06\n" +
-	"\x04kind\"\xc0\x01\n" +
+	"\frun_finished\x18\x1f \x01(\v2\x16.agentd.v1.RunFinishedH\x00R\vrunFinished\x121\n" +
+	"\battached\x18  \x01(\v2\x13.agentd.v1.AttachedH\x00R\battachedB\x06\n" +
+	"\x04kind\"\xf4\x02\n" +
+	"\bAttached\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12)\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x13.agentd.v1.RunStateR\x05state\x12\x19\n" +
+	"\blast_seq\x18\x04 \x01(\x03R\alastSeq\x12\x1d\n" +
+	"\n" +
+	"oldest_seq\x18\x05 \x01(\x03R\toldestSeq\x12I\n" +
+	"\x11pending_approvals\x18\x06 \x03(\v2\x1c.agentd.v1.ApprovalRequestedR\x10pendingApprovals\x12>\n" +
+	"\x1cpending_client_tool_call_ids\x18\a \x03(\tR\x18pendingClientToolCallIds\x12&\n" +
+	"\x05usage\x18\b \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestId\"\xc0\x01\n" +
 	"\n" +
 	"RunStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
@@ -2705,12 +2928,14 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12<\n" +
 	"\rfinish_reason\x18\x02 \x01(\x0e2\x17.agentd.v1.FinishReasonR\ffinishReason\x12&\n" +
 	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x125\n" +
-	"\fnew_messages\x18\x04 \x03(\v2\x12.agentd.v1.MessageR\vnewMessages\"p\n" +
+	"\fnew_messages\x18\x04 \x03(\v2\x12.agentd.v1.MessageR\vnewMessages\"\x8f\x01\n" +
 	"\bInputAck\x12\x1d\n" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12)\n" +
-	"\x05error\x18\x03 \x01(\v2\x13.agentd.v1.RunErrorR\x05error\"I\n" +
+	"\x05error\x18\x03 \x01(\v2\x13.agentd.v1.RunErrorR\x05error\x12\x1d\n" +
+	"\n" +
+	"client_key\x18\x04 \x01(\tR\tclientKey\"I\n" +
 	"\n" +
 	"Checkpoint\x12\"\n" +
 	"\fcontinuation\x18\x01 \x01(\fR\fcontinuation\x12\x17\n" +
@@ -2736,7 +2961,12 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x1cpending_client_tool_call_ids\x18\x06 \x03(\tR\x18pendingClientToolCallIds\x12\"\n" +
 	"\fcontinuation\x18\a \x01(\fR\fcontinuation\x12\x1d\n" +
 	"\n" +
-	"final_text\x18\b \x01(\tR\tfinalText*^\n" +
+	"final_text\x18\b \x01(\tR\tfinalText*k\n" +
+	"\bRunState\x12\x19\n" +
+	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RUN_STATE_RUNNING\x10\x01\x12\x15\n" +
+	"\x11RUN_STATE_WAITING\x10\x02\x12\x16\n" +
+	"\x12RUN_STATE_FINISHED\x10\x03*^\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_KIND_TEXT\x10\x01\x12\x1a\n" +
@@ -2780,100 +3010,106 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_events_proto_rawDescData
 }
 
-var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_agentd_v1_events_proto_goTypes = []any{
-	(MessageKind)(0),              // 0: agentd.v1.MessageKind
-	(DecidedBy)(0),                // 1: agentd.v1.DecidedBy
-	(FinishReason)(0),             // 2: agentd.v1.FinishReason
-	(RunEndReason)(0),             // 3: agentd.v1.RunEndReason
-	(*RunEvent)(nil),              // 4: agentd.v1.RunEvent
-	(*RunStarted)(nil),            // 5: agentd.v1.RunStarted
-	(*StepStarted)(nil),           // 6: agentd.v1.StepStarted
-	(*MessageStarted)(nil),        // 7: agentd.v1.MessageStarted
-	(*MessageFinished)(nil),       // 8: agentd.v1.MessageFinished
-	(*TextDelta)(nil),             // 9: agentd.v1.TextDelta
-	(*ReasoningDelta)(nil),        // 10: agentd.v1.ReasoningDelta
-	(*ToolCallStarted)(nil),       // 11: agentd.v1.ToolCallStarted
-	(*ToolCallArgsDelta)(nil),     // 12: agentd.v1.ToolCallArgsDelta
-	(*ToolCallArgsDone)(nil),      // 13: agentd.v1.ToolCallArgsDone
-	(*ApprovalRequested)(nil),     // 14: agentd.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 15: agentd.v1.ApprovalResolved
-	(*ToolExecutionStarted)(nil),  // 16: agentd.v1.ToolExecutionStarted
-	(*ToolCallResult)(nil),        // 17: agentd.v1.ToolCallResult
-	(*ToolCallsCancelled)(nil),    // 18: agentd.v1.ToolCallsCancelled
-	(*SteerApplied)(nil),          // 19: agentd.v1.SteerApplied
-	(*StepFinished)(nil),          // 20: agentd.v1.StepFinished
-	(*InputAck)(nil),              // 21: agentd.v1.InputAck
-	(*Checkpoint)(nil),            // 22: agentd.v1.Checkpoint
-	(*Heartbeat)(nil),             // 23: agentd.v1.Heartbeat
-	(*GoAway)(nil),                // 24: agentd.v1.GoAway
-	(*HookEvent)(nil),             // 25: agentd.v1.HookEvent
-	(*RunError)(nil),              // 26: agentd.v1.RunError
-	(*RunFinished)(nil),           // 27: agentd.v1.RunFinished
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(Role)(0),                     // 29: agentd.v1.Role
-	(Executor)(0),                 // 30: agentd.v1.Executor
-	(ApprovalOutcome)(0),          // 31: agentd.v1.ApprovalOutcome
-	(*structpb.Value)(nil),        // 32: google.protobuf.Value
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(*MediaPart)(nil),             // 34: agentd.v1.MediaPart
-	(*Usage)(nil),                 // 35: agentd.v1.Usage
-	(*Message)(nil),               // 36: agentd.v1.Message
+	(RunState)(0),                 // 0: agentd.v1.RunState
+	(MessageKind)(0),              // 1: agentd.v1.MessageKind
+	(DecidedBy)(0),                // 2: agentd.v1.DecidedBy
+	(FinishReason)(0),             // 3: agentd.v1.FinishReason
+	(RunEndReason)(0),             // 4: agentd.v1.RunEndReason
+	(*RunEvent)(nil),              // 5: agentd.v1.RunEvent
+	(*Attached)(nil),              // 6: agentd.v1.Attached
+	(*RunStarted)(nil),            // 7: agentd.v1.RunStarted
+	(*StepStarted)(nil),           // 8: agentd.v1.StepStarted
+	(*MessageStarted)(nil),        // 9: agentd.v1.MessageStarted
+	(*MessageFinished)(nil),       // 10: agentd.v1.MessageFinished
+	(*TextDelta)(nil),             // 11: agentd.v1.TextDelta
+	(*ReasoningDelta)(nil),        // 12: agentd.v1.ReasoningDelta
+	(*ToolCallStarted)(nil),       // 13: agentd.v1.ToolCallStarted
+	(*ToolCallArgsDelta)(nil),     // 14: agentd.v1.ToolCallArgsDelta
+	(*ToolCallArgsDone)(nil),      // 15: agentd.v1.ToolCallArgsDone
+	(*ApprovalRequested)(nil),     // 16: agentd.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 17: agentd.v1.ApprovalResolved
+	(*ToolExecutionStarted)(nil),  // 18: agentd.v1.ToolExecutionStarted
+	(*ToolCallResult)(nil),        // 19: agentd.v1.ToolCallResult
+	(*ToolCallsCancelled)(nil),    // 20: agentd.v1.ToolCallsCancelled
+	(*SteerApplied)(nil),          // 21: agentd.v1.SteerApplied
+	(*StepFinished)(nil),          // 22: agentd.v1.StepFinished
+	(*InputAck)(nil),              // 23: agentd.v1.InputAck
+	(*Checkpoint)(nil),            // 24: agentd.v1.Checkpoint
+	(*Heartbeat)(nil),             // 25: agentd.v1.Heartbeat
+	(*GoAway)(nil),                // 26: agentd.v1.GoAway
+	(*HookEvent)(nil),             // 27: agentd.v1.HookEvent
+	(*RunError)(nil),              // 28: agentd.v1.RunError
+	(*RunFinished)(nil),           // 29: agentd.v1.RunFinished
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*Usage)(nil),                 // 31: agentd.v1.Usage
+	(Role)(0),                     // 32: agentd.v1.Role
+	(Executor)(0),                 // 33: agentd.v1.Executor
+	(ApprovalOutcome)(0),          // 34: agentd.v1.ApprovalOutcome
+	(*structpb.Value)(nil),        // 35: google.protobuf.Value
+	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
+	(*MediaPart)(nil),             // 37: agentd.v1.MediaPart
+	(*Message)(nil),               // 38: agentd.v1.Message
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	28, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	5,  // 1: agentd.v1.RunEvent.run_started:type_name -> agentd.v1.RunStarted
-	6,  // 2: agentd.v1.RunEvent.step_started:type_name -> agentd.v1.StepStarted
-	7,  // 3: agentd.v1.RunEvent.message_started:type_name -> agentd.v1.MessageStarted
-	8,  // 4: agentd.v1.RunEvent.message_finished:type_name -> agentd.v1.MessageFinished
-	9,  // 5: agentd.v1.RunEvent.text_delta:type_name -> agentd.v1.TextDelta
-	10, // 6: agentd.v1.RunEvent.reasoning_delta:type_name -> agentd.v1.ReasoningDelta
-	11, // 7: agentd.v1.RunEvent.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	12, // 8: agentd.v1.RunEvent.tool_call_args_delta:type_name -> agentd.v1.ToolCallArgsDelta
-	13, // 9: agentd.v1.RunEvent.tool_call_args_done:type_name -> agentd.v1.ToolCallArgsDone
-	14, // 10: agentd.v1.RunEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
-	15, // 11: agentd.v1.RunEvent.approval_resolved:type_name -> agentd.v1.ApprovalResolved
-	16, // 12: agentd.v1.RunEvent.tool_execution_started:type_name -> agentd.v1.ToolExecutionStarted
-	17, // 13: agentd.v1.RunEvent.tool_call_result:type_name -> agentd.v1.ToolCallResult
-	18, // 14: agentd.v1.RunEvent.tool_calls_cancelled:type_name -> agentd.v1.ToolCallsCancelled
-	19, // 15: agentd.v1.RunEvent.steer_applied:type_name -> agentd.v1.SteerApplied
-	20, // 16: agentd.v1.RunEvent.step_finished:type_name -> agentd.v1.StepFinished
-	21, // 17: agentd.v1.RunEvent.input_ack:type_name -> agentd.v1.InputAck
-	22, // 18: agentd.v1.RunEvent.checkpoint:type_name -> agentd.v1.Checkpoint
-	23, // 19: agentd.v1.RunEvent.heartbeat:type_name -> agentd.v1.Heartbeat
-	24, // 20: agentd.v1.RunEvent.go_away:type_name -> agentd.v1.GoAway
-	25, // 21: agentd.v1.RunEvent.hook_event:type_name -> agentd.v1.HookEvent
-	27, // 22: agentd.v1.RunEvent.run_finished:type_name -> agentd.v1.RunFinished
-	29, // 23: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
-	0,  // 24: agentd.v1.MessageStarted.kind:type_name -> agentd.v1.MessageKind
-	29, // 25: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
-	0,  // 26: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
-	30, // 27: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
-	28, // 28: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 29: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
-	1,  // 30: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
-	30, // 31: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
-	28, // 32: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
-	32, // 33: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
-	33, // 34: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
-	34, // 35: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
-	2,  // 36: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
-	35, // 37: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
-	36, // 38: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
-	26, // 39: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
-	33, // 40: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
-	32, // 41: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
-	3,  // 42: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
-	26, // 43: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
-	36, // 44: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
-	35, // 45: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
-	14, // 46: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	30, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	7,  // 1: agentd.v1.RunEvent.run_started:type_name -> agentd.v1.RunStarted
+	8,  // 2: agentd.v1.RunEvent.step_started:type_name -> agentd.v1.StepStarted
+	9,  // 3: agentd.v1.RunEvent.message_started:type_name -> agentd.v1.MessageStarted
+	10, // 4: agentd.v1.RunEvent.message_finished:type_name -> agentd.v1.MessageFinished
+	11, // 5: agentd.v1.RunEvent.text_delta:type_name -> agentd.v1.TextDelta
+	12, // 6: agentd.v1.RunEvent.reasoning_delta:type_name -> agentd.v1.ReasoningDelta
+	13, // 7: agentd.v1.RunEvent.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	14, // 8: agentd.v1.RunEvent.tool_call_args_delta:type_name -> agentd.v1.ToolCallArgsDelta
+	15, // 9: agentd.v1.RunEvent.tool_call_args_done:type_name -> agentd.v1.ToolCallArgsDone
+	16, // 10: agentd.v1.RunEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
+	17, // 11: agentd.v1.RunEvent.approval_resolved:type_name -> agentd.v1.ApprovalResolved
+	18, // 12: agentd.v1.RunEvent.tool_execution_started:type_name -> agentd.v1.ToolExecutionStarted
+	19, // 13: agentd.v1.RunEvent.tool_call_result:type_name -> agentd.v1.ToolCallResult
+	20, // 14: agentd.v1.RunEvent.tool_calls_cancelled:type_name -> agentd.v1.ToolCallsCancelled
+	21, // 15: agentd.v1.RunEvent.steer_applied:type_name -> agentd.v1.SteerApplied
+	22, // 16: agentd.v1.RunEvent.step_finished:type_name -> agentd.v1.StepFinished
+	23, // 17: agentd.v1.RunEvent.input_ack:type_name -> agentd.v1.InputAck
+	24, // 18: agentd.v1.RunEvent.checkpoint:type_name -> agentd.v1.Checkpoint
+	25, // 19: agentd.v1.RunEvent.heartbeat:type_name -> agentd.v1.Heartbeat
+	26, // 20: agentd.v1.RunEvent.go_away:type_name -> agentd.v1.GoAway
+	27, // 21: agentd.v1.RunEvent.hook_event:type_name -> agentd.v1.HookEvent
+	29, // 22: agentd.v1.RunEvent.run_finished:type_name -> agentd.v1.RunFinished
+	6,  // 23: agentd.v1.RunEvent.attached:type_name -> agentd.v1.Attached
+	0,  // 24: agentd.v1.Attached.state:type_name -> agentd.v1.RunState
+	16, // 25: agentd.v1.Attached.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	31, // 26: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
+	32, // 27: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
+	1,  // 28: agentd.v1.MessageStarted.kind:type_name -> agentd.v1.MessageKind
+	32, // 29: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
+	1,  // 30: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
+	33, // 31: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
+	30, // 32: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
+	34, // 33: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
+	2,  // 34: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
+	33, // 35: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
+	30, // 36: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
+	35, // 37: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
+	36, // 38: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
+	37, // 39: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
+	3,  // 40: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
+	31, // 41: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
+	38, // 42: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
+	28, // 43: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
+	36, // 44: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
+	35, // 45: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
+	4,  // 46: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
+	28, // 47: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
+	38, // 48: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
+	31, // 49: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
+	16, // 50: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -2906,8 +3142,9 @@ func file_agentd_v1_events_proto_init() {
 		(*RunEvent_GoAway)(nil),
 		(*RunEvent_HookEvent)(nil),
 		(*RunEvent_RunFinished)(nil),
+		(*RunEvent_Attached)(nil),
 	}
-	file_agentd_v1_events_proto_msgTypes[13].OneofWrappers = []any{
+	file_agentd_v1_events_proto_msgTypes[14].OneofWrappers = []any{
 		(*ToolCallResult_Text)(nil),
 		(*ToolCallResult_Json)(nil),
 	}
@@ -2916,8 +3153,8 @@ func file_agentd_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   24,
+			NumEnums:      5,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

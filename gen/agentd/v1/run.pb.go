@@ -23,6 +23,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OnDisconnect says what a run does when the stream that started it goes
+// away. A half-close is not a disconnect: the client still reads, and what
+// then needs it parks the run (AWAITING_INPUT).
+type OnDisconnect int32
+
+const (
+	// ON_DISCONNECT_CONTINUE.
+	OnDisconnect_ON_DISCONNECT_UNSPECIFIED OnDisconnect = 0
+	// The run goes on without the stream: anyone the run's caller allows
+	// attaches to it (AttachRun, or a Run stream whose first message is
+	// attach) and answers what it waits for, there or with SendRunInput. What
+	// waits for an answer waits its own timeout (approval_timeout, a client
+	// tool's timeout).
+	OnDisconnect_ON_DISCONNECT_CONTINUE OnDisconnect = 1
+	// The run is cancelled, as agentd did before runs outlived their streams.
+	OnDisconnect_ON_DISCONNECT_CANCEL OnDisconnect = 2
+)
+
+// Enum value maps for OnDisconnect.
+var (
+	OnDisconnect_name = map[int32]string{
+		0: "ON_DISCONNECT_UNSPECIFIED",
+		1: "ON_DISCONNECT_CONTINUE",
+		2: "ON_DISCONNECT_CANCEL",
+	}
+	OnDisconnect_value = map[string]int32{
+		"ON_DISCONNECT_UNSPECIFIED": 0,
+		"ON_DISCONNECT_CONTINUE":    1,
+		"ON_DISCONNECT_CANCEL":      2,
+	}
+)
+
+func (x OnDisconnect) Enum() *OnDisconnect {
+	p := new(OnDisconnect)
+	*p = x
+	return p
+}
+
+func (x OnDisconnect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnDisconnect) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_run_proto_enumTypes[0].Descriptor()
+}
+
+func (OnDisconnect) Type() protoreflect.EnumType {
+	return &file_agentd_v1_run_proto_enumTypes[0]
+}
+
+func (x OnDisconnect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnDisconnect.Descriptor instead.
+func (OnDisconnect) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{0}
+}
+
 // ApprovalPolicy says how tool calls that need an approval are decided.
 type ApprovalPolicy int32
 
@@ -72,11 +131,11 @@ func (x ApprovalPolicy) String() string {
 }
 
 func (ApprovalPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[1].Descriptor()
 }
 
 func (ApprovalPolicy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[0]
+	return &file_agentd_v1_run_proto_enumTypes[1]
 }
 
 func (x ApprovalPolicy) Number() protoreflect.EnumNumber {
@@ -85,7 +144,7 @@ func (x ApprovalPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalPolicy.Descriptor instead.
 func (ApprovalPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{1}
 }
 
 // ApprovalOutcome is how an approval request ended.
@@ -133,11 +192,11 @@ func (x ApprovalOutcome) String() string {
 }
 
 func (ApprovalOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[2].Descriptor()
 }
 
 func (ApprovalOutcome) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[1]
+	return &file_agentd_v1_run_proto_enumTypes[2]
 }
 
 func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
@@ -146,7 +205,7 @@ func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalOutcome.Descriptor instead.
 func (ApprovalOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 // SteerMode says when a steer takes effect.
@@ -189,11 +248,11 @@ func (x SteerMode) String() string {
 }
 
 func (SteerMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[3].Descriptor()
 }
 
 func (SteerMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[2]
+	return &file_agentd_v1_run_proto_enumTypes[3]
 }
 
 func (x SteerMode) Number() protoreflect.EnumNumber {
@@ -202,7 +261,7 @@ func (x SteerMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SteerMode.Descriptor instead.
 func (SteerMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 // RunSpec starts a run, or resumes a parked one. It is the `start` of all
@@ -379,7 +438,12 @@ type RunConfig struct {
 	// than the server's maximum (24 hours unless configured) is refused.
 	ApprovalTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=approval_timeout,json=approvalTimeout,proto3" json:"approval_timeout,omitempty"`
 	// Tighter policies for single tools in this run.
-	ToolPolicies  []*ToolPolicyOverride `protobuf:"bytes,5,rep,name=tool_policies,json=toolPolicies,proto3" json:"tool_policies,omitempty"`
+	ToolPolicies []*ToolPolicyOverride `protobuf:"bytes,5,rep,name=tool_policies,json=toolPolicies,proto3" json:"tool_policies,omitempty"`
+	// What happens to the run when the stream that started it goes away (its
+	// RPC cancelled, its connection lost, its client too slow to read). Unset
+	// means ON_DISCONNECT_CONTINUE. ExecuteRun's run is bound to its RPC
+	// whatever this says.
+	OnDisconnect  OnDisconnect `protobuf:"varint,6,opt,name=on_disconnect,json=onDisconnect,proto3,enum=agentd.v1.OnDisconnect" json:"on_disconnect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -447,6 +511,13 @@ func (x *RunConfig) GetToolPolicies() []*ToolPolicyOverride {
 		return x.ToolPolicies
 	}
 	return nil
+}
+
+func (x *RunConfig) GetOnDisconnect() OnDisconnect {
+	if x != nil {
+		return x.OnDisconnect
+	}
+	return OnDisconnect_ON_DISCONNECT_UNSPECIFIED
 }
 
 // ToolPolicyOverride tightens the policy of one tool for a run.
@@ -880,13 +951,14 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\tdecisions\x18\t \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\tdecisions\x128\n" +
 	"\ftool_results\x18\n" +
 	" \x03(\v2\x15.agentd.v1.ToolResultR\vtoolResults\x123\n" +
-	"\bmetadata\x18\v \x01(\v2\x17.google.protobuf.StructR\bmetadata\"\x8c\x02\n" +
+	"\bmetadata\x18\v \x01(\v2\x17.google.protobuf.StructR\bmetadata\"\xca\x02\n" +
 	"\tRunConfig\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n" +
 	"\tmax_steps\x18\x02 \x01(\x05R\bmaxSteps\x12B\n" +
 	"\x0fapproval_policy\x18\x03 \x01(\x0e2\x19.agentd.v1.ApprovalPolicyR\x0eapprovalPolicy\x12D\n" +
 	"\x10approval_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12B\n" +
-	"\rtool_policies\x18\x05 \x03(\v2\x1d.agentd.v1.ToolPolicyOverrideR\ftoolPolicies\"o\n" +
+	"\rtool_policies\x18\x05 \x03(\v2\x1d.agentd.v1.ToolPolicyOverrideR\ftoolPolicies\x12<\n" +
+	"\ron_disconnect\x18\x06 \x01(\x0e2\x17.agentd.v1.OnDisconnectR\fonDisconnect\"o\n" +
 	"\x12ToolPolicyOverride\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12)\n" +
@@ -912,7 +984,11 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\x06output\" \n" +
 	"\x06Cancel\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x06\n" +
-	"\x04Ping*\xaa\x01\n" +
+	"\x04Ping*c\n" +
+	"\fOnDisconnect\x12\x1d\n" +
+	"\x19ON_DISCONNECT_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16ON_DISCONNECT_CONTINUE\x10\x01\x12\x18\n" +
+	"\x14ON_DISCONNECT_CANCEL\x10\x02*\xaa\x01\n" +
 	"\x0eApprovalPolicy\x12\x1f\n" +
 	"\x1bAPPROVAL_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13APPROVAL_POLICY_ASK\x10\x01\x12\x1d\n" +
@@ -944,48 +1020,50 @@ func file_agentd_v1_run_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_run_proto_rawDescData
 }
 
-var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_agentd_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_v1_run_proto_goTypes = []any{
-	(ApprovalPolicy)(0),         // 0: agentd.v1.ApprovalPolicy
-	(ApprovalOutcome)(0),        // 1: agentd.v1.ApprovalOutcome
-	(SteerMode)(0),              // 2: agentd.v1.SteerMode
-	(*RunSpec)(nil),             // 3: agentd.v1.RunSpec
-	(*RunConfig)(nil),           // 4: agentd.v1.RunConfig
-	(*ToolPolicyOverride)(nil),  // 5: agentd.v1.ToolPolicyOverride
-	(*ApprovalDecision)(nil),    // 6: agentd.v1.ApprovalDecision
-	(*Steer)(nil),               // 7: agentd.v1.Steer
-	(*ToolResult)(nil),          // 8: agentd.v1.ToolResult
-	(*Cancel)(nil),              // 9: agentd.v1.Cancel
-	(*Ping)(nil),                // 10: agentd.v1.Ping
-	(*Message)(nil),             // 11: agentd.v1.Message
-	(*ClientTool)(nil),          // 12: agentd.v1.ClientTool
-	(*structpb.Struct)(nil),     // 13: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
-	(*structpb.Value)(nil),      // 15: google.protobuf.Value
-	(*MediaPart)(nil),           // 16: agentd.v1.MediaPart
+	(OnDisconnect)(0),           // 0: agentd.v1.OnDisconnect
+	(ApprovalPolicy)(0),         // 1: agentd.v1.ApprovalPolicy
+	(ApprovalOutcome)(0),        // 2: agentd.v1.ApprovalOutcome
+	(SteerMode)(0),              // 3: agentd.v1.SteerMode
+	(*RunSpec)(nil),             // 4: agentd.v1.RunSpec
+	(*RunConfig)(nil),           // 5: agentd.v1.RunConfig
+	(*ToolPolicyOverride)(nil),  // 6: agentd.v1.ToolPolicyOverride
+	(*ApprovalDecision)(nil),    // 7: agentd.v1.ApprovalDecision
+	(*Steer)(nil),               // 8: agentd.v1.Steer
+	(*ToolResult)(nil),          // 9: agentd.v1.ToolResult
+	(*Cancel)(nil),              // 10: agentd.v1.Cancel
+	(*Ping)(nil),                // 11: agentd.v1.Ping
+	(*Message)(nil),             // 12: agentd.v1.Message
+	(*ClientTool)(nil),          // 13: agentd.v1.ClientTool
+	(*structpb.Struct)(nil),     // 14: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
+	(*structpb.Value)(nil),      // 16: google.protobuf.Value
+	(*MediaPart)(nil),           // 17: agentd.v1.MediaPart
 }
 var file_agentd_v1_run_proto_depIdxs = []int32{
-	11, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
-	12, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
-	4,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
-	6,  // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
-	8,  // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
-	13, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
-	0,  // 6: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
-	14, // 7: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
-	5,  // 8: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
-	1,  // 9: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
-	15, // 10: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
-	11, // 11: agentd.v1.Steer.message:type_name -> agentd.v1.Message
-	2,  // 12: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
-	15, // 13: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
-	16, // 14: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
+	13, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
+	5,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
+	7,  // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
+	9,  // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
+	14, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
+	1,  // 6: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
+	15, // 7: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
+	6,  // 8: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
+	0,  // 9: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
+	2,  // 10: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
+	16, // 11: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
+	12, // 12: agentd.v1.Steer.message:type_name -> agentd.v1.Message
+	3,  // 13: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
+	16, // 14: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
+	17, // 15: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_run_proto_init() }
@@ -1003,7 +1081,7 @@ func file_agentd_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_run_proto_rawDesc), len(file_agentd_v1_run_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -30,6 +30,28 @@ class Agent(_message.Message):
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., model: _Optional[str] = ..., model_override_allowed: bool = ..., max_steps: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ...) -> None: ...
 
+class Attach(_message.Message):
+    __slots__ = ["after_seq", "run_id"]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class AttachRunRequest(_message.Message):
+    __slots__ = ["after_seq", "run_id"]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class AttachRunResponse(_message.Message):
+    __slots__ = ["event"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: _events_pb2.RunEvent
+    def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
+
 class ExecuteRunRequest(_message.Message):
     __slots__ = ["start"]
     START_FIELD_NUMBER: _ClassVar[int]
@@ -59,8 +81,9 @@ class ListAgentsResponse(_message.Message):
     def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ["approval_decision", "cancel", "client_seq", "ping", "start", "steer", "tool_result"]
+    __slots__ = ["approval_decision", "attach", "cancel", "client_seq", "ping", "start", "steer", "tool_result"]
     APPROVAL_DECISION_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEQ_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
@@ -68,19 +91,44 @@ class RunRequest(_message.Message):
     STEER_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     approval_decision: _run_pb2.ApprovalDecision
+    attach: Attach
     cancel: _run_pb2.Cancel
     client_seq: int
     ping: _run_pb2.Ping
     start: _run_pb2.RunSpec
     steer: _run_pb2.Steer
     tool_result: _run_pb2.ToolResult
-    def __init__(self, client_seq: _Optional[int] = ..., start: _Optional[_Union[_run_pb2.RunSpec, _Mapping]] = ..., approval_decision: _Optional[_Union[_run_pb2.ApprovalDecision, _Mapping]] = ..., steer: _Optional[_Union[_run_pb2.Steer, _Mapping]] = ..., tool_result: _Optional[_Union[_run_pb2.ToolResult, _Mapping]] = ..., cancel: _Optional[_Union[_run_pb2.Cancel, _Mapping]] = ..., ping: _Optional[_Union[_run_pb2.Ping, _Mapping]] = ...) -> None: ...
+    def __init__(self, client_seq: _Optional[int] = ..., start: _Optional[_Union[_run_pb2.RunSpec, _Mapping]] = ..., approval_decision: _Optional[_Union[_run_pb2.ApprovalDecision, _Mapping]] = ..., steer: _Optional[_Union[_run_pb2.Steer, _Mapping]] = ..., tool_result: _Optional[_Union[_run_pb2.ToolResult, _Mapping]] = ..., cancel: _Optional[_Union[_run_pb2.Cancel, _Mapping]] = ..., ping: _Optional[_Union[_run_pb2.Ping, _Mapping]] = ..., attach: _Optional[_Union[Attach, _Mapping]] = ...) -> None: ...
 
 class RunResponse(_message.Message):
     __slots__ = ["event"]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     event: _events_pb2.RunEvent
     def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
+
+class SendRunInputRequest(_message.Message):
+    __slots__ = ["approval_decision", "cancel", "client_key", "run_id", "steer", "tool_result"]
+    APPROVAL_DECISION_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    approval_decision: _run_pb2.ApprovalDecision
+    cancel: _run_pb2.Cancel
+    client_key: str
+    run_id: str
+    steer: _run_pb2.Steer
+    tool_result: _run_pb2.ToolResult
+    def __init__(self, run_id: _Optional[str] = ..., client_key: _Optional[str] = ..., approval_decision: _Optional[_Union[_run_pb2.ApprovalDecision, _Mapping]] = ..., steer: _Optional[_Union[_run_pb2.Steer, _Mapping]] = ..., tool_result: _Optional[_Union[_run_pb2.ToolResult, _Mapping]] = ..., cancel: _Optional[_Union[_run_pb2.Cancel, _Mapping]] = ...) -> None: ...
+
+class SendRunInputResponse(_message.Message):
+    __slots__ = ["ack", "seq"]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ack: _events_pb2.InputAck
+    seq: int
+    def __init__(self, ack: _Optional[_Union[_events_pb2.InputAck, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
     __slots__ = ["start"]

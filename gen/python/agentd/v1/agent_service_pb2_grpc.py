@@ -11,10 +11,25 @@ class AgentServiceStub(object):
     without calling a tool, a limit is reached, or the run is cancelled,
     stopped or parked.
 
-    agentd keeps nothing between runs. A client continues a conversation by
-    sending the transcript back in RunSpec.messages, and resumes a parked run
-    (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
-    by sending RunSpec.continuation with its decisions and tool results.
+    A client continues a conversation by sending the transcript back in
+    RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+    or RUN_END_REASON_SHUTDOWN) on any replica by sending
+    RunSpec.continuation with its decisions and tool results.
+
+    A run belongs to the server, not to the stream that started it. Every
+    event of a run is kept in the run's journal, under its seq, before any
+    client sees it; a client that went away attaches again with the last seq
+    it saw (AttachRun, or a Run stream whose first message is attach) and
+    reads on from there, and any number of clients may watch one run. A run
+    goes on when the stream that started it goes away, unless its
+    RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+    results and cancel may come on any Run stream attached to it, or from
+    SendRunInput. A run, and its journal, can be seen only by the caller that
+    started it: the same bearer token or client certificate, or any caller
+    when the run's was anonymous. The journal of a finished run is kept for
+    the server's retention time (an hour unless configured) within a bound on
+    memory; a resume from a continuation starts a new run, with a new run_id
+    and its own seq from 1 (its run_started says resumed).
 
     Errors: a status error before any run_started event means the stream was
     refused (bad first message, unauthenticated, resource exhausted, server
@@ -63,6 +78,18 @@ class AgentServiceStub(object):
     ErrorInfo.metadata["limit"] holds that number.
     - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
     ended; its run_finished may not have reached the client.
+    - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+    run this server does not have (never had, or no longer keeps), or one
+    the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+    - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+    journal still keeps, or an attached client fell that far behind;
+    ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+    - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+    ErrorInfo.metadata["last_seq"] holds it.
+    - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+    finished: it acts on nothing more.
+    - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+    used for a different input of the same run.
     - INTERNAL — (INTERNAL) a fault in agentd.
 
     Refusals that never reach the handlers carry no ErrorInfo: those of the
@@ -98,6 +125,16 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListAgentsResponse.FromString,
                 )
+        self.AttachRun = channel.unary_stream(
+                '/agentd.v1.AgentService/AttachRun',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.AttachRunRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.AttachRunResponse.FromString,
+                )
+        self.SendRunInput = channel.unary_unary(
+                '/agentd.v1.AgentService/SendRunInput',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -106,10 +143,25 @@ class AgentServiceServicer(object):
     without calling a tool, a limit is reached, or the run is cancelled,
     stopped or parked.
 
-    agentd keeps nothing between runs. A client continues a conversation by
-    sending the transcript back in RunSpec.messages, and resumes a parked run
-    (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
-    by sending RunSpec.continuation with its decisions and tool results.
+    A client continues a conversation by sending the transcript back in
+    RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+    or RUN_END_REASON_SHUTDOWN) on any replica by sending
+    RunSpec.continuation with its decisions and tool results.
+
+    A run belongs to the server, not to the stream that started it. Every
+    event of a run is kept in the run's journal, under its seq, before any
+    client sees it; a client that went away attaches again with the last seq
+    it saw (AttachRun, or a Run stream whose first message is attach) and
+    reads on from there, and any number of clients may watch one run. A run
+    goes on when the stream that started it goes away, unless its
+    RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+    results and cancel may come on any Run stream attached to it, or from
+    SendRunInput. A run, and its journal, can be seen only by the caller that
+    started it: the same bearer token or client certificate, or any caller
+    when the run's was anonymous. The journal of a finished run is kept for
+    the server's retention time (an hour unless configured) within a bound on
+    memory; a resume from a continuation starts a new run, with a new run_id
+    and its own seq from 1 (its run_started says resumed).
 
     Errors: a status error before any run_started event means the stream was
     refused (bad first message, unauthenticated, resource exhausted, server
@@ -158,6 +210,18 @@ class AgentServiceServicer(object):
     ErrorInfo.metadata["limit"] holds that number.
     - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
     ended; its run_finished may not have reached the client.
+    - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+    run this server does not have (never had, or no longer keeps), or one
+    the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+    - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+    journal still keeps, or an attached client fell that far behind;
+    ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+    - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+    ErrorInfo.metadata["last_seq"] holds it.
+    - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+    finished: it acts on nothing more.
+    - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+    used for a different input of the same run.
     - INTERNAL — (INTERNAL) a fault in agentd.
 
     Refusals that never reach the handlers carry no ErrorInfo: those of the
@@ -208,6 +272,31 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AttachRun(self, request, context):
+        """AttachRun streams a run's events from after_seq on: first an attached
+        event (seq 0) with the run's state and what it waits for, then every
+        event with a seq above after_seq, live until run_finished, after which
+        the RPC ends OK whatever the run's outcome (run_finished says it). The
+        events are the same, byte for byte, as every other client of the run
+        receives. Nothing is sent back on it: answer with SendRunInput, or
+        attach with a Run stream instead.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendRunInput(self, request, context):
+        """SendRunInput gives a running run a decision, a steer, a client tool
+        result or a cancel, as a message on its Run stream would, from any
+        client the run's caller allows. It is idempotent on client_key: the
+        same key again returns the first answer and does nothing more. Its
+        input_ack is journaled, so every client attached to the run sees it
+        before any event the input causes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -231,6 +320,16 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListAgentsRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.ListAgentsResponse.SerializeToString,
             ),
+            'AttachRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.AttachRun,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.AttachRunRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.AttachRunResponse.SerializeToString,
+            ),
+            'SendRunInput': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendRunInput,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'agentd.v1.AgentService', rpc_method_handlers)
@@ -244,10 +343,25 @@ class AgentService(object):
     without calling a tool, a limit is reached, or the run is cancelled,
     stopped or parked.
 
-    agentd keeps nothing between runs. A client continues a conversation by
-    sending the transcript back in RunSpec.messages, and resumes a parked run
-    (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
-    by sending RunSpec.continuation with its decisions and tool results.
+    A client continues a conversation by sending the transcript back in
+    RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+    or RUN_END_REASON_SHUTDOWN) on any replica by sending
+    RunSpec.continuation with its decisions and tool results.
+
+    A run belongs to the server, not to the stream that started it. Every
+    event of a run is kept in the run's journal, under its seq, before any
+    client sees it; a client that went away attaches again with the last seq
+    it saw (AttachRun, or a Run stream whose first message is attach) and
+    reads on from there, and any number of clients may watch one run. A run
+    goes on when the stream that started it goes away, unless its
+    RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+    results and cancel may come on any Run stream attached to it, or from
+    SendRunInput. A run, and its journal, can be seen only by the caller that
+    started it: the same bearer token or client certificate, or any caller
+    when the run's was anonymous. The journal of a finished run is kept for
+    the server's retention time (an hour unless configured) within a bound on
+    memory; a resume from a continuation starts a new run, with a new run_id
+    and its own seq from 1 (its run_started says resumed).
 
     Errors: a status error before any run_started event means the stream was
     refused (bad first message, unauthenticated, resource exhausted, server
@@ -296,6 +410,18 @@ class AgentService(object):
     ErrorInfo.metadata["limit"] holds that number.
     - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
     ended; its run_finished may not have reached the client.
+    - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+    run this server does not have (never had, or no longer keeps), or one
+    the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+    - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+    journal still keeps, or an attached client fell that far behind;
+    ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+    - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+    ErrorInfo.metadata["last_seq"] holds it.
+    - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+    finished: it acts on nothing more.
+    - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+    used for a different input of the same run.
     - INTERNAL — (INTERNAL) a fault in agentd.
 
     Refusals that never reach the handlers carry no ErrorInfo: those of the
@@ -370,5 +496,39 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListAgents',
             agentd_dot_v1_dot_agent__service__pb2.ListAgentsRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.ListAgentsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AttachRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/AttachRun',
+            agentd_dot_v1_dot_agent__service__pb2.AttachRunRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.AttachRunResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SendRunInput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/SendRunInput',
+            agentd_dot_v1_dot_agent__service__pb2.SendRunInputRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.SendRunInputResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

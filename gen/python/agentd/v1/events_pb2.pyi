@@ -34,6 +34,10 @@ RUN_END_REASON_MAX_STEPS: RunEndReason
 RUN_END_REASON_SHUTDOWN: RunEndReason
 RUN_END_REASON_STOPPED: RunEndReason
 RUN_END_REASON_UNSPECIFIED: RunEndReason
+RUN_STATE_FINISHED: RunState
+RUN_STATE_RUNNING: RunState
+RUN_STATE_UNSPECIFIED: RunState
+RUN_STATE_WAITING: RunState
 
 class ApprovalRequested(_message.Message):
     __slots__ = ["approval_id", "arguments_json", "editable", "expires_at", "reason", "tool_call_id", "tool_name"]
@@ -69,6 +73,28 @@ class ApprovalResolved(_message.Message):
     tool_call_id: str
     def __init__(self, approval_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., outcome: _Optional[_Union[_run_pb2.ApprovalOutcome, str]] = ..., decided_by: _Optional[_Union[DecidedBy, str]] = ..., arguments_json: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class Attached(_message.Message):
+    __slots__ = ["agent", "last_seq", "oldest_seq", "pending_approvals", "pending_client_tool_call_ids", "request_id", "state", "thread_id", "usage"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PENDING_APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CLIENT_TOOL_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    agent: str
+    last_seq: int
+    oldest_seq: int
+    pending_approvals: _containers.RepeatedCompositeFieldContainer[ApprovalRequested]
+    pending_client_tool_call_ids: _containers.RepeatedScalarFieldContainer[str]
+    request_id: str
+    state: RunState
+    thread_id: str
+    usage: _transcript_pb2.Usage
+    def __init__(self, thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., last_seq: _Optional[int] = ..., oldest_seq: _Optional[int] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
 class Checkpoint(_message.Message):
     __slots__ = ["continuation", "step_id"]
     CONTINUATION_FIELD_NUMBER: _ClassVar[int]
@@ -98,14 +124,16 @@ class HookEvent(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class InputAck(_message.Message):
-    __slots__ = ["accepted", "client_seq", "error"]
+    __slots__ = ["accepted", "client_key", "client_seq", "error"]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEQ_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
+    client_key: str
     client_seq: int
     error: RunError
-    def __init__(self, client_seq: _Optional[int] = ..., accepted: bool = ..., error: _Optional[_Union[RunError, _Mapping]] = ...) -> None: ...
+    def __init__(self, client_seq: _Optional[int] = ..., accepted: bool = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., client_key: _Optional[str] = ...) -> None: ...
 
 class MessageFinished(_message.Message):
     __slots__ = ["kind", "message_id", "partial", "reasoning_state", "role"]
@@ -156,9 +184,10 @@ class RunError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ["approval_requested", "approval_resolved", "checkpoint", "go_away", "heartbeat", "hook_event", "input_ack", "message_finished", "message_started", "reasoning_delta", "run_finished", "run_id", "run_started", "seq", "steer_applied", "step_finished", "step_started", "text_delta", "time", "tool_call_args_delta", "tool_call_args_done", "tool_call_result", "tool_call_started", "tool_calls_cancelled", "tool_execution_started"]
+    __slots__ = ["approval_requested", "approval_resolved", "attached", "checkpoint", "go_away", "heartbeat", "hook_event", "input_ack", "message_finished", "message_started", "reasoning_delta", "run_finished", "run_id", "run_started", "seq", "steer_applied", "step_finished", "step_started", "text_delta", "time", "tool_call_args_delta", "tool_call_args_done", "tool_call_result", "tool_call_started", "tool_calls_cancelled", "tool_execution_started"]
     APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     GO_AWAY_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +213,7 @@ class RunEvent(_message.Message):
     TOOL_EXECUTION_STARTED_FIELD_NUMBER: _ClassVar[int]
     approval_requested: ApprovalRequested
     approval_resolved: ApprovalResolved
+    attached: Attached
     checkpoint: Checkpoint
     go_away: GoAway
     heartbeat: Heartbeat
@@ -207,7 +237,7 @@ class RunEvent(_message.Message):
     tool_call_started: ToolCallStarted
     tool_calls_cancelled: ToolCallsCancelled
     tool_execution_started: ToolExecutionStarted
-    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., step_started: _Optional[_Union[StepStarted, _Mapping]] = ..., message_started: _Optional[_Union[MessageStarted, _Mapping]] = ..., message_finished: _Optional[_Union[MessageFinished, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., reasoning_delta: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_args_delta: _Optional[_Union[ToolCallArgsDelta, _Mapping]] = ..., tool_call_args_done: _Optional[_Union[ToolCallArgsDone, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_resolved: _Optional[_Union[ApprovalResolved, _Mapping]] = ..., tool_execution_started: _Optional[_Union[ToolExecutionStarted, _Mapping]] = ..., tool_call_result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., tool_calls_cancelled: _Optional[_Union[ToolCallsCancelled, _Mapping]] = ..., steer_applied: _Optional[_Union[SteerApplied, _Mapping]] = ..., step_finished: _Optional[_Union[StepFinished, _Mapping]] = ..., input_ack: _Optional[_Union[InputAck, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., go_away: _Optional[_Union[GoAway, _Mapping]] = ..., hook_event: _Optional[_Union[HookEvent, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., step_started: _Optional[_Union[StepStarted, _Mapping]] = ..., message_started: _Optional[_Union[MessageStarted, _Mapping]] = ..., message_finished: _Optional[_Union[MessageFinished, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., reasoning_delta: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_args_delta: _Optional[_Union[ToolCallArgsDelta, _Mapping]] = ..., tool_call_args_done: _Optional[_Union[ToolCallArgsDone, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_resolved: _Optional[_Union[ApprovalResolved, _Mapping]] = ..., tool_execution_started: _Optional[_Union[ToolExecutionStarted, _Mapping]] = ..., tool_call_result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., tool_calls_cancelled: _Optional[_Union[ToolCallsCancelled, _Mapping]] = ..., steer_applied: _Optional[_Union[SteerApplied, _Mapping]] = ..., step_finished: _Optional[_Union[StepFinished, _Mapping]] = ..., input_ack: _Optional[_Union[InputAck, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., go_away: _Optional[_Union[GoAway, _Mapping]] = ..., hook_event: _Optional[_Union[HookEvent, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., attached: _Optional[_Union[Attached, _Mapping]] = ...) -> None: ...
 
 class RunFinished(_message.Message):
     __slots__ = ["continuation", "error", "final_text", "new_messages", "pending_approvals", "pending_client_tool_call_ids", "reason", "usage"]
@@ -362,6 +392,9 @@ class ToolExecutionStarted(_message.Message):
     name: str
     tool_call_id: str
     def __init__(self, tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., executor: _Optional[_Union[_transcript_pb2.Executor, str]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class MessageKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -18,6 +18,9 @@ APPROVAL_POLICY_AUTO_DENY: ApprovalPolicy
 APPROVAL_POLICY_INTERRUPT: ApprovalPolicy
 APPROVAL_POLICY_UNSPECIFIED: ApprovalPolicy
 DESCRIPTOR: _descriptor.FileDescriptor
+ON_DISCONNECT_CANCEL: OnDisconnect
+ON_DISCONNECT_CONTINUE: OnDisconnect
+ON_DISCONNECT_UNSPECIFIED: OnDisconnect
 STEER_MODE_INTERRUPT: SteerMode
 STEER_MODE_NEXT_STEP: SteerMode
 STEER_MODE_UNSPECIFIED: SteerMode
@@ -45,18 +48,20 @@ class Ping(_message.Message):
     def __init__(self) -> None: ...
 
 class RunConfig(_message.Message):
-    __slots__ = ["approval_policy", "approval_timeout", "max_steps", "model", "tool_policies"]
+    __slots__ = ["approval_policy", "approval_timeout", "max_steps", "model", "on_disconnect", "tool_policies"]
     APPROVAL_POLICY_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    ON_DISCONNECT_FIELD_NUMBER: _ClassVar[int]
     TOOL_POLICIES_FIELD_NUMBER: _ClassVar[int]
     approval_policy: ApprovalPolicy
     approval_timeout: _duration_pb2.Duration
     max_steps: int
     model: str
+    on_disconnect: OnDisconnect
     tool_policies: _containers.RepeatedCompositeFieldContainer[ToolPolicyOverride]
-    def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ..., on_disconnect: _Optional[_Union[OnDisconnect, str]] = ...) -> None: ...
 
 class RunSpec(_message.Message):
     __slots__ = ["agent", "client_tools", "config", "continuation", "decisions", "input", "messages", "metadata", "request_id", "thread_id", "tool_results"]
@@ -117,6 +122,9 @@ class ToolResult(_message.Message):
     text: str
     tool_call_id: str
     def __init__(self, tool_call_id: _Optional[str] = ..., text: _Optional[str] = ..., json: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., is_error: bool = ..., media: _Optional[_Iterable[_Union[_transcript_pb2.MediaPart, _Mapping]]] = ...) -> None: ...
+
+class OnDisconnect(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class ApprovalPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -5,7 +5,7 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { ApprovalDecision, Cancel, Ping, RunSpec, Steer, ToolResult } from "./run_pb.js";
-import type { RunEvent, RunFinished } from "./events_pb.js";
+import type { InputAck, RunEvent, RunFinished } from "./events_pb.js";
 import type { ToolSpec } from "./transcript_pb.js";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 
@@ -36,8 +36,9 @@ export declare type RunRequest = Message<"agentd.v1.RunRequest"> & {
    */
   kind: {
     /**
-     * Starts (or resumes) the run. Must be the first message, else the stream
-     * fails with INVALID_ARGUMENT; a later start is refused in its ack.
+     * Starts (or resumes) the run. The first message must be start or
+     * attach, else the stream fails with INVALID_ARGUMENT; a later start is
+     * refused in its ack.
      *
      * @generated from field: agentd.v1.RunSpec start = 2;
      */
@@ -84,6 +85,19 @@ export declare type RunRequest = Message<"agentd.v1.RunRequest"> & {
      */
     value: Ping;
     case: "ping";
+  } | {
+    /**
+     * Attaches the stream to a run already going, as AttachRun does, instead
+     * of starting one: the first event is attached, then the run's events
+     * from after_seq on. As the first message only (a later one is refused in
+     * its ack); the client then sends decisions, steers, tool results, pings
+     * and a cancel as on the stream that started the run. The stream ends OK
+     * after run_finished. Half-closing it, or going away, only detaches it.
+     *
+     * @generated from field: agentd.v1.Attach attach = 8;
+     */
+    value: Attach;
+    case: "attach";
   } | { case: undefined; value?: undefined };
 };
 
@@ -92,6 +106,34 @@ export declare type RunRequest = Message<"agentd.v1.RunRequest"> & {
  * Use `create(RunRequestSchema)` to create a new message.
  */
 export declare const RunRequestSchema: GenMessage<RunRequest>;
+
+/**
+ * Attach names a run to attach to and where to read its events from.
+ *
+ * @generated from message agentd.v1.Attach
+ */
+export declare type Attach = Message<"agentd.v1.Attach"> & {
+  /**
+   * Id of the run ("run_…").
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The last seq the client has: events with a greater seq are sent. 0 sends
+   * the whole journal.
+   *
+   * @generated from field: int64 after_seq = 2;
+   */
+  afterSeq: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.Attach.
+ * Use `create(AttachSchema)` to create a new message.
+ */
+export declare const AttachSchema: GenMessage<Attach>;
 
 /**
  * RunResponse is one server message on a Run stream.
@@ -216,6 +258,152 @@ export declare type ExecuteRunResponse = Message<"agentd.v1.ExecuteRunResponse">
  * Use `create(ExecuteRunResponseSchema)` to create a new message.
  */
 export declare const ExecuteRunResponseSchema: GenMessage<ExecuteRunResponse>;
+
+/**
+ * AttachRunRequest attaches to a run already going, or finished and kept.
+ *
+ * @generated from message agentd.v1.AttachRunRequest
+ */
+export declare type AttachRunRequest = Message<"agentd.v1.AttachRunRequest"> & {
+  /**
+   * Id of the run ("run_…").
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The last seq the client has: events with a greater seq are sent. 0 sends
+   * the whole journal.
+   *
+   * @generated from field: int64 after_seq = 2;
+   */
+  afterSeq: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.AttachRunRequest.
+ * Use `create(AttachRunRequestSchema)` to create a new message.
+ */
+export declare const AttachRunRequestSchema: GenMessage<AttachRunRequest>;
+
+/**
+ * AttachRunResponse is one event of an AttachRun stream.
+ *
+ * @generated from message agentd.v1.AttachRunResponse
+ */
+export declare type AttachRunResponse = Message<"agentd.v1.AttachRunResponse"> & {
+  /**
+   * The event.
+   *
+   * @generated from field: agentd.v1.RunEvent event = 1;
+   */
+  event?: RunEvent | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.AttachRunResponse.
+ * Use `create(AttachRunResponseSchema)` to create a new message.
+ */
+export declare const AttachRunResponseSchema: GenMessage<AttachRunResponse>;
+
+/**
+ * SendRunInputRequest gives a run one client input.
+ *
+ * @generated from message agentd.v1.SendRunInputRequest
+ */
+export declare type SendRunInputRequest = Message<"agentd.v1.SendRunInputRequest"> & {
+  /**
+   * Id of the run ("run_…").
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The client's key for this input, unique per run: a retry with the same
+   * key (after a lost answer) is answered with the first one's ack, and acts
+   * once. Required, at most 128 bytes.
+   *
+   * @generated from field: string client_key = 2;
+   */
+  clientKey: string;
+
+  /**
+   * The input.
+   *
+   * @generated from oneof agentd.v1.SendRunInputRequest.input
+   */
+  input: {
+    /**
+     * Answers an approval_requested event.
+     *
+     * @generated from field: agentd.v1.ApprovalDecision approval_decision = 3;
+     */
+    value: ApprovalDecision;
+    case: "approvalDecision";
+  } | {
+    /**
+     * Adds user input while the run goes on. Its steer_applied carries
+     * client_seq 0.
+     *
+     * @generated from field: agentd.v1.Steer steer = 4;
+     */
+    value: Steer;
+    case: "steer";
+  } | {
+    /**
+     * The result of a client tool call announced by tool_execution_started.
+     *
+     * @generated from field: agentd.v1.ToolResult tool_result = 5;
+     */
+    value: ToolResult;
+    case: "toolResult";
+  } | {
+    /**
+     * Ends the run: it finishes CANCELLED.
+     *
+     * @generated from field: agentd.v1.Cancel cancel = 6;
+     */
+    value: Cancel;
+    case: "cancel";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.v1.SendRunInputRequest.
+ * Use `create(SendRunInputRequestSchema)` to create a new message.
+ */
+export declare const SendRunInputRequestSchema: GenMessage<SendRunInputRequest>;
+
+/**
+ * SendRunInputResponse is the run's answer to an input.
+ *
+ * @generated from message agentd.v1.SendRunInputResponse
+ */
+export declare type SendRunInputResponse = Message<"agentd.v1.SendRunInputResponse"> & {
+  /**
+   * The input's ack, as every client attached to the run saw it: accepted,
+   * or why not. Its client_key is the request's.
+   *
+   * @generated from field: agentd.v1.InputAck ack = 1;
+   */
+  ack?: InputAck | undefined;
+
+  /**
+   * seq of the ack in the run's journal: events the input causes come after
+   * it.
+   *
+   * @generated from field: int64 seq = 2;
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.SendRunInputResponse.
+ * Use `create(SendRunInputResponseSchema)` to create a new message.
+ */
+export declare const SendRunInputResponseSchema: GenMessage<SendRunInputResponse>;
 
 /**
  * ListAgentsRequest asks for the agents this server offers.
@@ -430,10 +618,25 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  * without calling a tool, a limit is reached, or the run is cancelled,
  * stopped or parked.
  *
- * agentd keeps nothing between runs. A client continues a conversation by
- * sending the transcript back in RunSpec.messages, and resumes a parked run
- * (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
- * by sending RunSpec.continuation with its decisions and tool results.
+ * A client continues a conversation by sending the transcript back in
+ * RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+ * or RUN_END_REASON_SHUTDOWN) on any replica by sending
+ * RunSpec.continuation with its decisions and tool results.
+ *
+ * A run belongs to the server, not to the stream that started it. Every
+ * event of a run is kept in the run's journal, under its seq, before any
+ * client sees it; a client that went away attaches again with the last seq
+ * it saw (AttachRun, or a Run stream whose first message is attach) and
+ * reads on from there, and any number of clients may watch one run. A run
+ * goes on when the stream that started it goes away, unless its
+ * RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+ * results and cancel may come on any Run stream attached to it, or from
+ * SendRunInput. A run, and its journal, can be seen only by the caller that
+ * started it: the same bearer token or client certificate, or any caller
+ * when the run's was anonymous. The journal of a finished run is kept for
+ * the server's retention time (an hour unless configured) within a bound on
+ * memory; a resume from a continuation starts a new run, with a new run_id
+ * and its own seq from 1 (its run_started says resumed).
  *
  * Errors: a status error before any run_started event means the stream was
  * refused (bad first message, unauthenticated, resource exhausted, server
@@ -482,6 +685,18 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  *     ErrorInfo.metadata["limit"] holds that number.
  *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
  *     ended; its run_finished may not have reached the client.
+ *   - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+ *     run this server does not have (never had, or no longer keeps), or one
+ *     the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+ *   - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+ *     journal still keeps, or an attached client fell that far behind;
+ *     ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+ *   - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+ *     ErrorInfo.metadata["last_seq"] holds it.
+ *   - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+ *     finished: it acts on nothing more.
+ *   - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+ *     used for a different input of the same run.
  *   - INTERNAL — (INTERNAL) a fault in agentd.
  *
  * Refusals that never reach the handlers carry no ErrorInfo: those of the
@@ -545,6 +760,37 @@ export declare const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ListAgentsRequestSchema;
     output: typeof ListAgentsResponseSchema;
+  },
+  /**
+   * AttachRun streams a run's events from after_seq on: first an attached
+   * event (seq 0) with the run's state and what it waits for, then every
+   * event with a seq above after_seq, live until run_finished, after which
+   * the RPC ends OK whatever the run's outcome (run_finished says it). The
+   * events are the same, byte for byte, as every other client of the run
+   * receives. Nothing is sent back on it: answer with SendRunInput, or
+   * attach with a Run stream instead.
+   *
+   * @generated from rpc agentd.v1.AgentService.AttachRun
+   */
+  attachRun: {
+    methodKind: "server_streaming";
+    input: typeof AttachRunRequestSchema;
+    output: typeof AttachRunResponseSchema;
+  },
+  /**
+   * SendRunInput gives a running run a decision, a steer, a client tool
+   * result or a cancel, as a message on its Run stream would, from any
+   * client the run's caller allows. It is idempotent on client_key: the
+   * same key again returns the first answer and does nothing more. Its
+   * input_ack is journaled, so every client attached to the run sees it
+   * before any event the input causes.
+   *
+   * @generated from rpc agentd.v1.AgentService.SendRunInput
+   */
+  sendRunInput: {
+    methodKind: "unary";
+    input: typeof SendRunInputRequestSchema;
+    output: typeof SendRunInputResponseSchema;
   },
 }>;
 

@@ -12,7 +12,7 @@ import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIp4CCgpSdW5SZXF1ZXN0EhIKCmNsaWVudF9zZXEYASABKAMSIwoFc3RhcnQYAiABKAsyEi5hZ2VudGQudjEuUnVuU3BlY0gAEjgKEWFwcHJvdmFsX2RlY2lzaW9uGAMgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb25IABIhCgVzdGVlchgEIAEoCzIQLmFnZW50ZC52MS5TdGVlckgAEiwKC3Rvb2xfcmVzdWx0GAUgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIjCgZjYW5jZWwYBiABKAsyES5hZ2VudGQudjEuQ2FuY2VsSAASHwoEcGluZxgHIAEoCzIPLmFnZW50ZC52MS5QaW5nSABCBgoEa2luZCIxCgtSdW5SZXNwb25zZRIiCgVldmVudBgBIAEoCzITLmFnZW50ZC52MS5SdW5FdmVudCI0Cg9TdGFydFJ1blJlcXVlc3QSIQoFc3RhcnQYASABKAsyEi5hZ2VudGQudjEuUnVuU3BlYyI2ChBTdGFydFJ1blJlc3BvbnNlEiIKBWV2ZW50GAEgASgLMhMuYWdlbnRkLnYxLlJ1bkV2ZW50IjYKEUV4ZWN1dGVSdW5SZXF1ZXN0EiEKBXN0YXJ0GAEgASgLMhIuYWdlbnRkLnYxLlJ1blNwZWMicQoSRXhlY3V0ZVJ1blJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSEAoIdHJhY2VfaWQYAyABKAkSJgoGcmVzdWx0GAQgASgLMhYuYWdlbnRkLnYxLlJ1bkZpbmlzaGVkIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5hZ2VudGQudjEuQWdlbnQikAEKBUFnZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDQoFbW9kZWwYAyABKAkSHgoWbW9kZWxfb3ZlcnJpZGVfYWxsb3dlZBgEIAEoCBIRCgltYXhfc3RlcHMYBSABKAUSIgoFdG9vbHMYBiADKAsyEy5hZ2VudGQudjEuVG9vbEluZm8i6QEKCFRvb2xJbmZvEiEKBHNwZWMYASABKAsyEy5hZ2VudGQudjEuVG9vbFNwZWMSDgoGc291cmNlGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSGQoRcmVxdWlyZXNfYXBwcm92YWwYBCABKAgSFQoNY29tcGxldGVzX3J1bhgFIAEoCBIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHBhcmFsbGVsGAcgASgIEikKCGFwcHJvdmFsGAggASgOMhcuYWdlbnRkLnYxLlRvb2xBcHByb3ZhbCp2CgxUb29sQXBwcm92YWwSHQoZVE9PTF9BUFBST1ZBTF9VTlNQRUNJRklFRBAAEhYKElRPT0xfQVBQUk9WQUxfQVVUTxABEhUKEVRPT0xfQVBQUk9WQUxfQVNLEAISGAoUVE9PTF9BUFBST1ZBTF9BTFdBWVMQAzKlAgoMQWdlbnRTZXJ2aWNlEjgKA1J1bhIVLmFnZW50ZC52MS5SdW5SZXF1ZXN0GhYuYWdlbnRkLnYxLlJ1blJlc3BvbnNlKAEwARJFCghTdGFydFJ1bhIaLmFnZW50ZC52MS5TdGFydFJ1blJlcXVlc3QaGy5hZ2VudGQudjEuU3RhcnRSdW5SZXNwb25zZTABEkkKCkV4ZWN1dGVSdW4SHC5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlcXVlc3QaHS5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlc3BvbnNlEkkKCkxpc3RBZ2VudHMSHC5hZ2VudGQudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdEFnZW50c1Jlc3BvbnNlQpgBCg1jb20uYWdlbnRkLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWi9naXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_events, file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCgpSdW5SZXF1ZXN0EhIKCmNsaWVudF9zZXEYASABKAMSIwoFc3RhcnQYAiABKAsyEi5hZ2VudGQudjEuUnVuU3BlY0gAEjgKEWFwcHJvdmFsX2RlY2lzaW9uGAMgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb25IABIhCgVzdGVlchgEIAEoCzIQLmFnZW50ZC52MS5TdGVlckgAEiwKC3Rvb2xfcmVzdWx0GAUgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIjCgZjYW5jZWwYBiABKAsyES5hZ2VudGQudjEuQ2FuY2VsSAASHwoEcGluZxgHIAEoCzIPLmFnZW50ZC52MS5QaW5nSAASIwoGYXR0YWNoGAggASgLMhEuYWdlbnRkLnYxLkF0dGFjaEgAQgYKBGtpbmQiKwoGQXR0YWNoEg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiMQoLUnVuUmVzcG9uc2USIgoFZXZlbnQYASABKAsyEy5hZ2VudGQudjEuUnVuRXZlbnQiNAoPU3RhcnRSdW5SZXF1ZXN0EiEKBXN0YXJ0GAEgASgLMhIuYWdlbnRkLnYxLlJ1blNwZWMiNgoQU3RhcnRSdW5SZXNwb25zZRIiCgVldmVudBgBIAEoCzITLmFnZW50ZC52MS5SdW5FdmVudCI2ChFFeGVjdXRlUnVuUmVxdWVzdBIhCgVzdGFydBgBIAEoCzISLmFnZW50ZC52MS5SdW5TcGVjInEKEkV4ZWN1dGVSdW5SZXNwb25zZRIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiYKBnJlc3VsdBgEIAEoCzIWLmFnZW50ZC52MS5SdW5GaW5pc2hlZCI1ChBBdHRhY2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiNwoRQXR0YWNoUnVuUmVzcG9uc2USIgoFZXZlbnQYASABKAsyEy5hZ2VudGQudjEuUnVuRXZlbnQi8gEKE1NlbmRSdW5JbnB1dFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhIKCmNsaWVudF9rZXkYAiABKAkSOAoRYXBwcm92YWxfZGVjaXNpb24YAyABKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbkgAEiEKBXN0ZWVyGAQgASgLMhAuYWdlbnRkLnYxLlN0ZWVySAASLAoLdG9vbF9yZXN1bHQYBSABKAsyFS5hZ2VudGQudjEuVG9vbFJlc3VsdEgAEiMKBmNhbmNlbBgGIAEoCzIRLmFnZW50ZC52MS5DYW5jZWxIAEIHCgVpbnB1dCJFChRTZW5kUnVuSW5wdXRSZXNwb25zZRIgCgNhY2sYASABKAsyEy5hZ2VudGQudjEuSW5wdXRBY2sSCwoDc2VxGAIgASgDIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5hZ2VudGQudjEuQWdlbnQikAEKBUFnZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDQoFbW9kZWwYAyABKAkSHgoWbW9kZWxfb3ZlcnJpZGVfYWxsb3dlZBgEIAEoCBIRCgltYXhfc3RlcHMYBSABKAUSIgoFdG9vbHMYBiADKAsyEy5hZ2VudGQudjEuVG9vbEluZm8i6QEKCFRvb2xJbmZvEiEKBHNwZWMYASABKAsyEy5hZ2VudGQudjEuVG9vbFNwZWMSDgoGc291cmNlGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSGQoRcmVxdWlyZXNfYXBwcm92YWwYBCABKAgSFQoNY29tcGxldGVzX3J1bhgFIAEoCBIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHBhcmFsbGVsGAcgASgIEikKCGFwcHJvdmFsGAggASgOMhcuYWdlbnRkLnYxLlRvb2xBcHByb3ZhbCp2CgxUb29sQXBwcm92YWwSHQoZVE9PTF9BUFBST1ZBTF9VTlNQRUNJRklFRBAAEhYKElRPT0xfQVBQUk9WQUxfQVVUTxABEhUKEVRPT0xfQVBQUk9WQUxfQVNLEAISGAoUVE9PTF9BUFBST1ZBTF9BTFdBWVMQAzLAAwoMQWdlbnRTZXJ2aWNlEjgKA1J1bhIVLmFnZW50ZC52MS5SdW5SZXF1ZXN0GhYuYWdlbnRkLnYxLlJ1blJlc3BvbnNlKAEwARJFCghTdGFydFJ1bhIaLmFnZW50ZC52MS5TdGFydFJ1blJlcXVlc3QaGy5hZ2VudGQudjEuU3RhcnRSdW5SZXNwb25zZTABEkkKCkV4ZWN1dGVSdW4SHC5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlcXVlc3QaHS5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlc3BvbnNlEkkKCkxpc3RBZ2VudHMSHC5hZ2VudGQudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkgKCUF0dGFjaFJ1bhIbLmFnZW50ZC52MS5BdHRhY2hSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkF0dGFjaFJ1blJlc3BvbnNlMAESTwoMU2VuZFJ1bklucHV0Eh4uYWdlbnRkLnYxLlNlbmRSdW5JbnB1dFJlcXVlc3QaHy5hZ2VudGQudjEuU2VuZFJ1bklucHV0UmVzcG9uc2VCmAEKDWNvbS5hZ2VudGQudjFCEUFnZW50U2VydmljZVByb3RvUAFaL2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_events, file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration]);
 
 /**
  * Describes the message agentd.v1.RunRequest.
@@ -22,67 +22,102 @@ export const RunRequestSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 0);
 
 /**
+ * Describes the message agentd.v1.Attach.
+ * Use `create(AttachSchema)` to create a new message.
+ */
+export const AttachSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 1);
+
+/**
  * Describes the message agentd.v1.RunResponse.
  * Use `create(RunResponseSchema)` to create a new message.
  */
 export const RunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 1);
+  messageDesc(file_agentd_v1_agent_service, 2);
 
 /**
  * Describes the message agentd.v1.StartRunRequest.
  * Use `create(StartRunRequestSchema)` to create a new message.
  */
 export const StartRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 2);
+  messageDesc(file_agentd_v1_agent_service, 3);
 
 /**
  * Describes the message agentd.v1.StartRunResponse.
  * Use `create(StartRunResponseSchema)` to create a new message.
  */
 export const StartRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 3);
+  messageDesc(file_agentd_v1_agent_service, 4);
 
 /**
  * Describes the message agentd.v1.ExecuteRunRequest.
  * Use `create(ExecuteRunRequestSchema)` to create a new message.
  */
 export const ExecuteRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 4);
+  messageDesc(file_agentd_v1_agent_service, 5);
 
 /**
  * Describes the message agentd.v1.ExecuteRunResponse.
  * Use `create(ExecuteRunResponseSchema)` to create a new message.
  */
 export const ExecuteRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 5);
+  messageDesc(file_agentd_v1_agent_service, 6);
+
+/**
+ * Describes the message agentd.v1.AttachRunRequest.
+ * Use `create(AttachRunRequestSchema)` to create a new message.
+ */
+export const AttachRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 7);
+
+/**
+ * Describes the message agentd.v1.AttachRunResponse.
+ * Use `create(AttachRunResponseSchema)` to create a new message.
+ */
+export const AttachRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 8);
+
+/**
+ * Describes the message agentd.v1.SendRunInputRequest.
+ * Use `create(SendRunInputRequestSchema)` to create a new message.
+ */
+export const SendRunInputRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 9);
+
+/**
+ * Describes the message agentd.v1.SendRunInputResponse.
+ * Use `create(SendRunInputResponseSchema)` to create a new message.
+ */
+export const SendRunInputResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 10);
 
 /**
  * Describes the message agentd.v1.ListAgentsRequest.
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 6);
+  messageDesc(file_agentd_v1_agent_service, 11);
 
 /**
  * Describes the message agentd.v1.ListAgentsResponse.
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 7);
+  messageDesc(file_agentd_v1_agent_service, 12);
 
 /**
  * Describes the message agentd.v1.Agent.
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 8);
+  messageDesc(file_agentd_v1_agent_service, 13);
 
 /**
  * Describes the message agentd.v1.ToolInfo.
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 9);
+  messageDesc(file_agentd_v1_agent_service, 14);
 
 /**
  * Describes the enum agentd.v1.ToolApproval.
@@ -104,10 +139,25 @@ export const ToolApproval = /*@__PURE__*/
  * without calling a tool, a limit is reached, or the run is cancelled,
  * stopped or parked.
  *
- * agentd keeps nothing between runs. A client continues a conversation by
- * sending the transcript back in RunSpec.messages, and resumes a parked run
- * (RUN_END_REASON_AWAITING_INPUT or RUN_END_REASON_SHUTDOWN) on any replica
- * by sending RunSpec.continuation with its decisions and tool results.
+ * A client continues a conversation by sending the transcript back in
+ * RunSpec.messages, and resumes a parked run (RUN_END_REASON_AWAITING_INPUT
+ * or RUN_END_REASON_SHUTDOWN) on any replica by sending
+ * RunSpec.continuation with its decisions and tool results.
+ *
+ * A run belongs to the server, not to the stream that started it. Every
+ * event of a run is kept in the run's journal, under its seq, before any
+ * client sees it; a client that went away attaches again with the last seq
+ * it saw (AttachRun, or a Run stream whose first message is attach) and
+ * reads on from there, and any number of clients may watch one run. A run
+ * goes on when the stream that started it goes away, unless its
+ * RunConfig.on_disconnect says CANCEL. Its decisions, steers, client tool
+ * results and cancel may come on any Run stream attached to it, or from
+ * SendRunInput. A run, and its journal, can be seen only by the caller that
+ * started it: the same bearer token or client certificate, or any caller
+ * when the run's was anonymous. The journal of a finished run is kept for
+ * the server's retention time (an hour unless configured) within a bound on
+ * memory; a resume from a continuation starts a new run, with a new run_id
+ * and its own seq from 1 (its run_started says resumed).
  *
  * Errors: a status error before any run_started event means the stream was
  * refused (bad first message, unauthenticated, resource exhausted, server
@@ -156,6 +206,18 @@ export const ToolApproval = /*@__PURE__*/
  *     ErrorInfo.metadata["limit"] holds that number.
  *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
  *     ended; its run_finished may not have reached the client.
+ *   - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
+ *     run this server does not have (never had, or no longer keeps), or one
+ *     the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
+ *   - EVENTS_EXPIRED — (OUT_OF_RANGE) after_seq is below what the run's
+ *     journal still keeps, or an attached client fell that far behind;
+ *     ErrorInfo.metadata["oldest_seq"] holds the oldest seq kept.
+ *   - CURSOR_AHEAD — (OUT_OF_RANGE) after_seq is past the run's last event;
+ *     ErrorInfo.metadata["last_seq"] holds it.
+ *   - RUN_FINISHED — (FAILED_PRECONDITION) SendRunInput names a run that has
+ *     finished: it acts on nothing more.
+ *   - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
+ *     used for a different input of the same run.
  *   - INTERNAL — (INTERNAL) a fault in agentd.
  *
  * Refusals that never reach the handlers carry no ErrorInfo: those of the

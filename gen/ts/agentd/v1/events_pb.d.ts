@@ -17,8 +17,9 @@ export declare const file_agentd_v1_events: GenFile;
  * RunEvent is one thing that happened in a run.
  *
  * Ordering guarantees, which clients may rely on:
- *   - seq starts at 1 and grows by one per event, with no gaps. Heartbeats
- *     are the exception: they carry seq 0 and the last seq sent.
+ *   - seq starts at 1 and grows by one per event, with no gaps, the same for
+ *     every client of the run. Heartbeats and attached are the exception:
+ *     they carry seq 0, are not journaled, and differ between clients.
  *   - The first event is run_started and the last is run_finished, exactly
  *     one of each. Status errors before run_started mean no run exists.
  *   - Every client message on a Run stream after start is answered by an
@@ -39,7 +40,8 @@ export declare const file_agentd_v1_events: GenFile;
  */
 export declare type RunEvent = Message<"agentd.v1.RunEvent"> & {
   /**
-   * Position of the event in the run, from 1 with no gaps; 0 for heartbeats.
+   * Position of the event in the run, from 1 with no gaps; 0 for heartbeat
+   * and attached.
    *
    * @generated from field: int64 seq = 1;
    */
@@ -240,6 +242,15 @@ export declare type RunEvent = Message<"agentd.v1.RunEvent"> & {
      */
     value: RunFinished;
     case: "runFinished";
+  } | {
+    /**
+     * The first event of an attachment (AttachRun, or a Run stream's
+     * attach): where the run stands. Its seq is 0, as a heartbeat's.
+     *
+     * @generated from field: agentd.v1.Attached attached = 32;
+     */
+    value: Attached;
+    case: "attached";
   } | { case: undefined; value?: undefined };
 };
 
@@ -248,6 +259,85 @@ export declare type RunEvent = Message<"agentd.v1.RunEvent"> & {
  * Use `create(RunEventSchema)` to create a new message.
  */
 export declare const RunEventSchema: GenMessage<RunEvent>;
+
+/**
+ * Attached opens an attachment to a run: what the run is, where it stands
+ * and what it waits for, as of the event with seq last_seq. The events from
+ * the attachment's after_seq on follow it.
+ *
+ * @generated from message agentd.v1.Attached
+ */
+export declare type Attached = Message<"agentd.v1.Attached"> & {
+  /**
+   * Id of the conversation.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * Name of the agent running.
+   *
+   * @generated from field: string agent = 2;
+   */
+  agent: string;
+
+  /**
+   * Where the run stands.
+   *
+   * @generated from field: agentd.v1.RunState state = 3;
+   */
+  state: RunState;
+
+  /**
+   * seq of the run's last event so far.
+   *
+   * @generated from field: int64 last_seq = 4;
+   */
+  lastSeq: bigint;
+
+  /**
+   * The oldest seq the journal still keeps: an attachment whose after_seq is
+   * below oldest_seq - 1 is refused (EVENTS_EXPIRED).
+   *
+   * @generated from field: int64 oldest_seq = 5;
+   */
+  oldestSeq: bigint;
+
+  /**
+   * The approvals that wait for a decision, as approval_requested said.
+   *
+   * @generated from field: repeated agentd.v1.ApprovalRequested pending_approvals = 6;
+   */
+  pendingApprovals: ApprovalRequested[];
+
+  /**
+   * Ids of the client tool calls that wait for a result.
+   *
+   * @generated from field: repeated string pending_client_tool_call_ids = 7;
+   */
+  pendingClientToolCallIds: string[];
+
+  /**
+   * Usage of the run as of its last finished step.
+   *
+   * @generated from field: agentd.v1.Usage usage = 8;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * The client's request_id of the run's start.
+   *
+   * @generated from field: string request_id = 9;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message agentd.v1.Attached.
+ * Use `create(AttachedSchema)` to create a new message.
+ */
+export declare const AttachedSchema: GenMessage<Attached>;
 
 /**
  * RunStarted opens a run.
@@ -992,13 +1082,13 @@ export declare type StepFinished = Message<"agentd.v1.StepFinished"> & {
 export declare const StepFinishedSchema: GenMessage<StepFinished>;
 
 /**
- * InputAck answers a client message.
+ * InputAck answers a client message, on a stream or from SendRunInput.
  *
  * @generated from message agentd.v1.InputAck
  */
 export declare type InputAck = Message<"agentd.v1.InputAck"> & {
   /**
-   * client_seq of the message.
+   * client_seq of the message; 0 for SendRunInput.
    *
    * @generated from field: int64 client_seq = 1;
    */
@@ -1044,10 +1134,19 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
    *   - TOOL_CALL_CLOSED — the client tool call no longer waits for a result
    *     (it timed out, or the run parked).
    *   - INVALID_TOOL_RESULT — the result's json output cannot be used.
+   *   - ALREADY_ATTACHED — an attach after the first message: one run per
+   *     stream.
    *
    * @generated from field: agentd.v1.RunError error = 3;
    */
   error?: RunError | undefined;
+
+  /**
+   * SendRunInput's client_key; empty for a message on a stream.
+   *
+   * @generated from field: string client_key = 4;
+   */
+  clientKey: string;
 };
 
 /**
@@ -1291,6 +1390,47 @@ export declare type RunFinished = Message<"agentd.v1.RunFinished"> & {
  * Use `create(RunFinishedSchema)` to create a new message.
  */
 export declare const RunFinishedSchema: GenMessage<RunFinished>;
+
+/**
+ * RunState is where a run stands.
+ *
+ * @generated from enum agentd.v1.RunState
+ */
+export enum RunState {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: RUN_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The run is working: calling the model, running tools.
+   *
+   * @generated from enum value: RUN_STATE_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * The run waits for a client: pending_approvals or
+   * pending_client_tool_call_ids say for what.
+   *
+   * @generated from enum value: RUN_STATE_WAITING = 2;
+   */
+  WAITING = 2,
+
+  /**
+   * The run has finished: run_finished is its last event.
+   *
+   * @generated from enum value: RUN_STATE_FINISHED = 3;
+   */
+  FINISHED = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.RunState.
+ */
+export declare const RunStateSchema: GenEnum<RunState>;
 
 /**
  * MessageKind is the kind of a streamed block of an assistant message.

@@ -11,7 +11,7 @@ import { file_google_protobuf_duration, file_google_protobuf_struct, file_google
  * Describes the file agentd/v1/events.proto.
  */
 export const file_agentd_v1_events = /*@__PURE__*/
-  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi0QkKCFJ1bkV2ZW50EgsKA3NlcRgBIAEoAxIOCgZydW5faWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoLcnVuX3N0YXJ0ZWQYCiABKAsyFS5hZ2VudGQudjEuUnVuU3RhcnRlZEgAEi4KDHN0ZXBfc3RhcnRlZBgLIAEoCzIWLmFnZW50ZC52MS5TdGVwU3RhcnRlZEgAEjQKD21lc3NhZ2Vfc3RhcnRlZBgMIAEoCzIZLmFnZW50ZC52MS5NZXNzYWdlU3RhcnRlZEgAEjYKEG1lc3NhZ2VfZmluaXNoZWQYDSABKAsyGi5hZ2VudGQudjEuTWVzc2FnZUZpbmlzaGVkSAASKgoKdGV4dF9kZWx0YRgOIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABI0Cg9yZWFzb25pbmdfZGVsdGEYDyABKAsyGS5hZ2VudGQudjEuUmVhc29uaW5nRGVsdGFIABI3ChF0b29sX2NhbGxfc3RhcnRlZBgQIAEoCzIaLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI8ChR0b29sX2NhbGxfYXJnc19kZWx0YRgRIAEoCzIcLmFnZW50ZC52MS5Ub29sQ2FsbEFyZ3NEZWx0YUgAEjoKE3Rvb2xfY2FsbF9hcmdzX2RvbmUYEiABKAsyGy5hZ2VudGQudjEuVG9vbENhbGxBcmdzRG9uZUgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgTIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBQgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABJBChZ0b29sX2V4ZWN1dGlvbl9zdGFydGVkGBUgASgLMh8uYWdlbnRkLnYxLlRvb2xFeGVjdXRpb25TdGFydGVkSAASNQoQdG9vbF9jYWxsX3Jlc3VsdBgWIAEoCzIZLmFnZW50ZC52MS5Ub29sQ2FsbFJlc3VsdEgAEj0KFHRvb2xfY2FsbHNfY2FuY2VsbGVkGBcgASgLMh0uYWdlbnRkLnYxLlRvb2xDYWxsc0NhbmNlbGxlZEgAEjAKDXN0ZWVyX2FwcGxpZWQYGCABKAsyFy5hZ2VudGQudjEuU3RlZXJBcHBsaWVkSAASMAoNc3RlcF9maW5pc2hlZBgZIAEoCzIXLmFnZW50ZC52MS5TdGVwRmluaXNoZWRIABIoCglpbnB1dF9hY2sYGiABKAsyEy5hZ2VudGQudjEuSW5wdXRBY2tIABIrCgpjaGVja3BvaW50GBsgASgLMhUuYWdlbnRkLnYxLkNoZWNrcG9pbnRIABIpCgloZWFydGJlYXQYHCABKAsyFC5hZ2VudGQudjEuSGVhcnRiZWF0SAASJAoHZ29fYXdheRgdIAEoCzIRLmFnZW50ZC52MS5Hb0F3YXlIABIqCgpob29rX2V2ZW50GB4gASgLMhQuYWdlbnRkLnYxLkhvb2tFdmVudEgAEi4KDHJ1bl9maW5pc2hlZBgfIAEoCzIWLmFnZW50ZC52MS5SdW5GaW5pc2hlZEgAQgYKBGtpbmQihAEKClJ1blN0YXJ0ZWQSDgoGcnVuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRINCgVhZ2VudBgDIAEoCRINCgVtb2RlbBgEIAEoCRIQCgh0cmFjZV9pZBgFIAEoCRIPCgdyZXN1bWVkGAYgASgIEhIKCnJlcXVlc3RfaWQYByABKAkiUgoLU3RlcFN0YXJ0ZWQSDwoHc3RlcF9pZBgBIAEoCRINCgVpbmRleBgCIAEoBRIMCgR0dXJuGAMgASgFEhUKDWluZGV4X2luX3R1cm4YBCABKAUilQEKDk1lc3NhZ2VTdGFydGVkEhIKCm1lc3NhZ2VfaWQYASABKAkSHQoEcm9sZRgCIAEoDjIPLmFnZW50ZC52MS5Sb2xlEiQKBGtpbmQYAyABKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQSDwoHc3RlcF9pZBgEIAEoCRIZChFwYXJlbnRfbWVzc2FnZV9pZBgFIAEoCSKUAQoPTWVzc2FnZUZpbmlzaGVkEhIKCm1lc3NhZ2VfaWQYASABKAkSHQoEcm9sZRgCIAEoDjIPLmFnZW50ZC52MS5Sb2xlEiQKBGtpbmQYAyABKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQSFwoPcmVhc29uaW5nX3N0YXRlGAQgASgMEg8KB3BhcnRpYWwYBSABKAgiLgoJVGV4dERlbHRhEhIKCm1lc3NhZ2VfaWQYASABKAkSDQoFZGVsdGEYAiABKAkiMwoOUmVhc29uaW5nRGVsdGESEgoKbWVzc2FnZV9pZBgBIAEoCRINCgVkZWx0YRgCIAEoCSKBAQoPVG9vbENhbGxTdGFydGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSJQoIZXhlY3V0b3IYBCABKA4yEy5hZ2VudGQudjEuRXhlY3V0b3ISDwoHc3RlcF9pZBgFIAEoCSI4ChFUb29sQ2FsbEFyZ3NEZWx0YRIUCgx0b29sX2NhbGxfaWQYASABKAkSDQoFZGVsdGEYAiABKAkiQAoQVG9vbENhbGxBcmdzRG9uZRIUCgx0b29sX2NhbGxfaWQYASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkiuwEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSFgoOYXJndW1lbnRzX2pzb24YBCABKAkSEAoIZWRpdGFibGUYBSABKAgSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAcgASgJIrwBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIrCgdvdXRjb21lGAMgASgOMhouYWdlbnRkLnYxLkFwcHJvdmFsT3V0Y29tZRIoCgpkZWNpZGVkX2J5GAQgASgOMhQuYWdlbnRkLnYxLkRlY2lkZWRCeRIWCg5hcmd1bWVudHNfanNvbhgFIAEoCRIOCgZyZWFzb24YBiABKAkipwEKFFRvb2xFeGVjdXRpb25TdGFydGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJEiUKCGV4ZWN1dG9yGAQgASgOMhMuYWdlbnRkLnYxLkV4ZWN1dG9yEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLaAQoOVG9vbENhbGxSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoEdGV4dBgDIAEoCUgAEiYKBGpzb24YBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVIABIQCghpc19lcnJvchgFIAEoCBIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVtZWRpYRgHIAMoCzIULmFnZW50ZC52MS5NZWRpYVBhcnRCCAoGb3V0cHV0IjsKElRvb2xDYWxsc0NhbmNlbGxlZBIVCg10b29sX2NhbGxfaWRzGAEgAygJEg4KBnJlYXNvbhgCIAEoCSJtCgxTdGVlckFwcGxpZWQSEgoKY2xpZW50X3NlcRgBIAEoAxIPCgdzdGVwX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDwoHZHJvcHBlZBgEIAEoCBITCgtkcm9wX3JlYXNvbhgFIAEoCSKaAQoMU3RlcEZpbmlzaGVkEg8KB3N0ZXBfaWQYASABKAkSLgoNZmluaXNoX3JlYXNvbhgCIAEoDjIXLmFnZW50ZC52MS5GaW5pc2hSZWFzb24SHwoFdXNhZ2UYAyABKAsyEC5hZ2VudGQudjEuVXNhZ2USKAoMbmV3X21lc3NhZ2VzGAQgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2UiVAoISW5wdXRBY2sSEgoKY2xpZW50X3NlcRgBIAEoAxIQCghhY2NlcHRlZBgCIAEoCBIiCgVlcnJvchgDIAEoCzITLmFnZW50ZC52MS5SdW5FcnJvciIzCgpDaGVja3BvaW50EhQKDGNvbnRpbnVhdGlvbhgBIAEoDBIPCgdzdGVwX2lkGAIgASgJIh0KCUhlYXJ0YmVhdBIQCghsYXN0X3NlcRgBIAEoAyI2CgZHb0F3YXkSLAoJdGltZV9sZWZ0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkAKCUhvb2tFdmVudBIMCgRuYW1lGAEgASgJEiUKBXZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkwKCFJ1bkVycm9yEgwKBGNvZGUYASABKAUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEQoJcmV0cnlhYmxlGAQgASgIIq4CCgtSdW5GaW5pc2hlZBInCgZyZWFzb24YASABKA4yFy5hZ2VudGQudjEuUnVuRW5kUmVhc29uEiIKBWVycm9yGAIgASgLMhMuYWdlbnRkLnYxLlJ1bkVycm9yEigKDG5ld19tZXNzYWdlcxgDIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEh8KBXVzYWdlGAQgASgLMhAuYWdlbnRkLnYxLlVzYWdlEjcKEXBlbmRpbmdfYXBwcm92YWxzGAUgAygLMhwuYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdGVkEiQKHHBlbmRpbmdfY2xpZW50X3Rvb2xfY2FsbF9pZHMYBiADKAkSFAoMY29udGludWF0aW9uGAcgASgMEhIKCmZpbmFsX3RleHQYCCABKAkqXgoLTWVzc2FnZUtpbmQSHAoYTUVTU0FHRV9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRTUVTU0FHRV9LSU5EX1RFWFQQARIaChZNRVNTQUdFX0tJTkRfUkVBU09OSU5HEAIqmgEKCURlY2lkZWRCeRIaChZERUNJREVEX0JZX1VOU1BFQ0lGSUVEEAASFQoRREVDSURFRF9CWV9DTElFTlQQARIVChFERUNJREVEX0JZX1BPTElDWRACEhMKD0RFQ0lERURfQllfSE9PSxADEhYKEkRFQ0lERURfQllfVElNRU9VVBAEEhYKEkRFQ0lERURfQllfUlVOX0VORBAFKtcBCgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhwKGEZJTklTSF9SRUFTT05fVE9PTF9DQUxMUxACEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAMSIAocRklOSVNIX1JFQVNPTl9DT05URU5UX0ZJTFRFUhAEEh0KGUZJTklTSF9SRUFTT05fSU5URVJSVVBURUQQBRIXChNGSU5JU0hfUkVBU09OX0VSUk9SEAYq/wEKDFJ1bkVuZFJlYXNvbhIeChpSVU5fRU5EX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFJVTl9FTkRfUkVBU09OX0NPTVBMRVRFRBABEiEKHVJVTl9FTkRfUkVBU09OX0FXQUlUSU5HX0lOUFVUEAISHAoYUlVOX0VORF9SRUFTT05fQ0FOQ0VMTEVEEAMSHAoYUlVOX0VORF9SRUFTT05fTUFYX1NURVBTEAQSGgoWUlVOX0VORF9SRUFTT05fU1RPUFBFRBAFEhkKFVJVTl9FTkRfUkVBU09OX0ZBSUxFRBAGEhsKF1JVTl9FTkRfUkVBU09OX1NIVVRET1dOEAdCkgEKDWNvbS5hZ2VudGQudjFCC0V2ZW50c1Byb3RvUAFaL2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi+gkKCFJ1bkV2ZW50EgsKA3NlcRgBIAEoAxIOCgZydW5faWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoLcnVuX3N0YXJ0ZWQYCiABKAsyFS5hZ2VudGQudjEuUnVuU3RhcnRlZEgAEi4KDHN0ZXBfc3RhcnRlZBgLIAEoCzIWLmFnZW50ZC52MS5TdGVwU3RhcnRlZEgAEjQKD21lc3NhZ2Vfc3RhcnRlZBgMIAEoCzIZLmFnZW50ZC52MS5NZXNzYWdlU3RhcnRlZEgAEjYKEG1lc3NhZ2VfZmluaXNoZWQYDSABKAsyGi5hZ2VudGQudjEuTWVzc2FnZUZpbmlzaGVkSAASKgoKdGV4dF9kZWx0YRgOIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABI0Cg9yZWFzb25pbmdfZGVsdGEYDyABKAsyGS5hZ2VudGQudjEuUmVhc29uaW5nRGVsdGFIABI3ChF0b29sX2NhbGxfc3RhcnRlZBgQIAEoCzIaLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI8ChR0b29sX2NhbGxfYXJnc19kZWx0YRgRIAEoCzIcLmFnZW50ZC52MS5Ub29sQ2FsbEFyZ3NEZWx0YUgAEjoKE3Rvb2xfY2FsbF9hcmdzX2RvbmUYEiABKAsyGy5hZ2VudGQudjEuVG9vbENhbGxBcmdzRG9uZUgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgTIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBQgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABJBChZ0b29sX2V4ZWN1dGlvbl9zdGFydGVkGBUgASgLMh8uYWdlbnRkLnYxLlRvb2xFeGVjdXRpb25TdGFydGVkSAASNQoQdG9vbF9jYWxsX3Jlc3VsdBgWIAEoCzIZLmFnZW50ZC52MS5Ub29sQ2FsbFJlc3VsdEgAEj0KFHRvb2xfY2FsbHNfY2FuY2VsbGVkGBcgASgLMh0uYWdlbnRkLnYxLlRvb2xDYWxsc0NhbmNlbGxlZEgAEjAKDXN0ZWVyX2FwcGxpZWQYGCABKAsyFy5hZ2VudGQudjEuU3RlZXJBcHBsaWVkSAASMAoNc3RlcF9maW5pc2hlZBgZIAEoCzIXLmFnZW50ZC52MS5TdGVwRmluaXNoZWRIABIoCglpbnB1dF9hY2sYGiABKAsyEy5hZ2VudGQudjEuSW5wdXRBY2tIABIrCgpjaGVja3BvaW50GBsgASgLMhUuYWdlbnRkLnYxLkNoZWNrcG9pbnRIABIpCgloZWFydGJlYXQYHCABKAsyFC5hZ2VudGQudjEuSGVhcnRiZWF0SAASJAoHZ29fYXdheRgdIAEoCzIRLmFnZW50ZC52MS5Hb0F3YXlIABIqCgpob29rX2V2ZW50GB4gASgLMhQuYWdlbnRkLnYxLkhvb2tFdmVudEgAEi4KDHJ1bl9maW5pc2hlZBgfIAEoCzIWLmFnZW50ZC52MS5SdW5GaW5pc2hlZEgAEicKCGF0dGFjaGVkGCAgASgLMhMuYWdlbnRkLnYxLkF0dGFjaGVkSABCBgoEa2luZCKKAgoIQXR0YWNoZWQSEQoJdGhyZWFkX2lkGAEgASgJEg0KBWFnZW50GAIgASgJEiIKBXN0YXRlGAMgASgOMhMuYWdlbnRkLnYxLlJ1blN0YXRlEhAKCGxhc3Rfc2VxGAQgASgDEhIKCm9sZGVzdF9zZXEYBSABKAMSNwoRcGVuZGluZ19hcHByb3ZhbHMYBiADKAsyHC5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0ZWQSJAoccGVuZGluZ19jbGllbnRfdG9vbF9jYWxsX2lkcxgHIAMoCRIfCgV1c2FnZRgIIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRISCgpyZXF1ZXN0X2lkGAkgASgJIoQBCgpSdW5TdGFydGVkEg4KBnJ1bl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSDQoFbW9kZWwYBCABKAkSEAoIdHJhY2VfaWQYBSABKAkSDwoHcmVzdW1lZBgGIAEoCBISCgpyZXF1ZXN0X2lkGAcgASgJIlIKC1N0ZXBTdGFydGVkEg8KB3N0ZXBfaWQYASABKAkSDQoFaW5kZXgYAiABKAUSDAoEdHVybhgDIAEoBRIVCg1pbmRleF9pbl90dXJuGAQgASgFIpUBCg5NZXNzYWdlU3RhcnRlZBISCgptZXNzYWdlX2lkGAEgASgJEh0KBHJvbGUYAiABKA4yDy5hZ2VudGQudjEuUm9sZRIkCgRraW5kGAMgASgOMhYuYWdlbnRkLnYxLk1lc3NhZ2VLaW5kEg8KB3N0ZXBfaWQYBCABKAkSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkilAEKD01lc3NhZ2VGaW5pc2hlZBISCgptZXNzYWdlX2lkGAEgASgJEh0KBHJvbGUYAiABKA4yDy5hZ2VudGQudjEuUm9sZRIkCgRraW5kGAMgASgOMhYuYWdlbnRkLnYxLk1lc3NhZ2VLaW5kEhcKD3JlYXNvbmluZ19zdGF0ZRgEIAEoDBIPCgdwYXJ0aWFsGAUgASgIIi4KCVRleHREZWx0YRISCgptZXNzYWdlX2lkGAEgASgJEg0KBWRlbHRhGAIgASgJIjMKDlJlYXNvbmluZ0RlbHRhEhIKCm1lc3NhZ2VfaWQYASABKAkSDQoFZGVsdGEYAiABKAkigQEKD1Rvb2xDYWxsU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEiUKCGV4ZWN1dG9yGAQgASgOMhMuYWdlbnRkLnYxLkV4ZWN1dG9yEg8KB3N0ZXBfaWQYBSABKAkiOAoRVG9vbENhbGxBcmdzRGVsdGESFAoMdG9vbF9jYWxsX2lkGAEgASgJEg0KBWRlbHRhGAIgASgJIkAKEFRvb2xDYWxsQXJnc0RvbmUSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhYKDmFyZ3VtZW50c19qc29uGAIgASgJIrsBChFBcHByb3ZhbFJlcXVlc3RlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhYKDmFyZ3VtZW50c19qc29uGAQgASgJEhAKCGVkaXRhYmxlGAUgASgIEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgHIAEoCSK8AQoQQXBwcm92YWxSZXNvbHZlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSKwoHb3V0Y29tZRgDIAEoDjIaLmFnZW50ZC52MS5BcHByb3ZhbE91dGNvbWUSKAoKZGVjaWRlZF9ieRgEIAEoDjIULmFnZW50ZC52MS5EZWNpZGVkQnkSFgoOYXJndW1lbnRzX2pzb24YBSABKAkSDgoGcmVhc29uGAYgASgJIqcBChRUb29sRXhlY3V0aW9uU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIWCg5hcmd1bWVudHNfanNvbhgDIAEoCRIlCghleGVjdXRvchgEIAEoDjITLmFnZW50ZC52MS5FeGVjdXRvchIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2gEKDlRvb2xDYWxsUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBHRleHQYAyABKAlIABImCgRqc29uGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlSAASEAoIaXNfZXJyb3IYBSABKAgSKwoIZHVyYXRpb24YBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SIwoFbWVkaWEYByADKAsyFC5hZ2VudGQudjEuTWVkaWFQYXJ0QggKBm91dHB1dCI7ChJUb29sQ2FsbHNDYW5jZWxsZWQSFQoNdG9vbF9jYWxsX2lkcxgBIAMoCRIOCgZyZWFzb24YAiABKAkibQoMU3RlZXJBcHBsaWVkEhIKCmNsaWVudF9zZXEYASABKAMSDwoHc3RlcF9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg8KB2Ryb3BwZWQYBCABKAgSEwoLZHJvcF9yZWFzb24YBSABKAkimgEKDFN0ZXBGaW5pc2hlZBIPCgdzdGVwX2lkGAEgASgJEi4KDWZpbmlzaF9yZWFzb24YAiABKA4yFy5hZ2VudGQudjEuRmluaXNoUmVhc29uEh8KBXVzYWdlGAMgASgLMhAuYWdlbnRkLnYxLlVzYWdlEigKDG5ld19tZXNzYWdlcxgEIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlImgKCElucHV0QWNrEhIKCmNsaWVudF9zZXEYASABKAMSEAoIYWNjZXB0ZWQYAiABKAgSIgoFZXJyb3IYAyABKAsyEy5hZ2VudGQudjEuUnVuRXJyb3ISEgoKY2xpZW50X2tleRgEIAEoCSIzCgpDaGVja3BvaW50EhQKDGNvbnRpbnVhdGlvbhgBIAEoDBIPCgdzdGVwX2lkGAIgASgJIh0KCUhlYXJ0YmVhdBIQCghsYXN0X3NlcRgBIAEoAyI2CgZHb0F3YXkSLAoJdGltZV9sZWZ0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkAKCUhvb2tFdmVudBIMCgRuYW1lGAEgASgJEiUKBXZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkwKCFJ1bkVycm9yEgwKBGNvZGUYASABKAUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSEQoJcmV0cnlhYmxlGAQgASgIIq4CCgtSdW5GaW5pc2hlZBInCgZyZWFzb24YASABKA4yFy5hZ2VudGQudjEuUnVuRW5kUmVhc29uEiIKBWVycm9yGAIgASgLMhMuYWdlbnRkLnYxLlJ1bkVycm9yEigKDG5ld19tZXNzYWdlcxgDIAMoCzISLmFnZW50ZC52MS5NZXNzYWdlEh8KBXVzYWdlGAQgASgLMhAuYWdlbnRkLnYxLlVzYWdlEjcKEXBlbmRpbmdfYXBwcm92YWxzGAUgAygLMhwuYWdlbnRkLnYxLkFwcHJvdmFsUmVxdWVzdGVkEiQKHHBlbmRpbmdfY2xpZW50X3Rvb2xfY2FsbF9pZHMYBiADKAkSFAoMY29udGludWF0aW9uGAcgASgMEhIKCmZpbmFsX3RleHQYCCABKAkqawoIUnVuU3RhdGUSGQoVUlVOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRUlVOX1NUQVRFX1JVTk5JTkcQARIVChFSVU5fU1RBVEVfV0FJVElORxACEhYKElJVTl9TVEFURV9GSU5JU0hFRBADKl4KC01lc3NhZ2VLaW5kEhwKGE1FU1NBR0VfS0lORF9VTlNQRUNJRklFRBAAEhUKEU1FU1NBR0VfS0lORF9URVhUEAESGgoWTUVTU0FHRV9LSU5EX1JFQVNPTklORxACKpoBCglEZWNpZGVkQnkSGgoWREVDSURFRF9CWV9VTlNQRUNJRklFRBAAEhUKEURFQ0lERURfQllfQ0xJRU5UEAESFQoRREVDSURFRF9CWV9QT0xJQ1kQAhITCg9ERUNJREVEX0JZX0hPT0sQAxIWChJERUNJREVEX0JZX1RJTUVPVVQQBBIWChJERUNJREVEX0JZX1JVTl9FTkQQBSrXAQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAhIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBADEiAKHEZJTklTSF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBBIdChlGSU5JU0hfUkVBU09OX0lOVEVSUlVQVEVEEAUSFwoTRklOSVNIX1JFQVNPTl9FUlJPUhAGKv8BCgxSdW5FbmRSZWFzb24SHgoaUlVOX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIcChhSVU5fRU5EX1JFQVNPTl9DT01QTEVURUQQARIhCh1SVU5fRU5EX1JFQVNPTl9BV0FJVElOR19JTlBVVBACEhwKGFJVTl9FTkRfUkVBU09OX0NBTkNFTExFRBADEhwKGFJVTl9FTkRfUkVBU09OX01BWF9TVEVQUxAEEhoKFlJVTl9FTkRfUkVBU09OX1NUT1BQRUQQBRIZChVSVU5fRU5EX1JFQVNPTl9GQUlMRUQQBhIbChdSVU5fRU5EX1JFQVNPTl9TSFVURE9XThAHQpIBCg1jb20uYWdlbnRkLnYxQgtFdmVudHNQcm90b1ABWi9naXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message agentd.v1.RunEvent.
@@ -21,171 +21,192 @@ export const RunEventSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_events, 0);
 
 /**
+ * Describes the message agentd.v1.Attached.
+ * Use `create(AttachedSchema)` to create a new message.
+ */
+export const AttachedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 1);
+
+/**
  * Describes the message agentd.v1.RunStarted.
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 1);
+  messageDesc(file_agentd_v1_events, 2);
 
 /**
  * Describes the message agentd.v1.StepStarted.
  * Use `create(StepStartedSchema)` to create a new message.
  */
 export const StepStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 2);
+  messageDesc(file_agentd_v1_events, 3);
 
 /**
  * Describes the message agentd.v1.MessageStarted.
  * Use `create(MessageStartedSchema)` to create a new message.
  */
 export const MessageStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 3);
+  messageDesc(file_agentd_v1_events, 4);
 
 /**
  * Describes the message agentd.v1.MessageFinished.
  * Use `create(MessageFinishedSchema)` to create a new message.
  */
 export const MessageFinishedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 4);
+  messageDesc(file_agentd_v1_events, 5);
 
 /**
  * Describes the message agentd.v1.TextDelta.
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 5);
+  messageDesc(file_agentd_v1_events, 6);
 
 /**
  * Describes the message agentd.v1.ReasoningDelta.
  * Use `create(ReasoningDeltaSchema)` to create a new message.
  */
 export const ReasoningDeltaSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 6);
+  messageDesc(file_agentd_v1_events, 7);
 
 /**
  * Describes the message agentd.v1.ToolCallStarted.
  * Use `create(ToolCallStartedSchema)` to create a new message.
  */
 export const ToolCallStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 7);
+  messageDesc(file_agentd_v1_events, 8);
 
 /**
  * Describes the message agentd.v1.ToolCallArgsDelta.
  * Use `create(ToolCallArgsDeltaSchema)` to create a new message.
  */
 export const ToolCallArgsDeltaSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 8);
+  messageDesc(file_agentd_v1_events, 9);
 
 /**
  * Describes the message agentd.v1.ToolCallArgsDone.
  * Use `create(ToolCallArgsDoneSchema)` to create a new message.
  */
 export const ToolCallArgsDoneSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 9);
+  messageDesc(file_agentd_v1_events, 10);
 
 /**
  * Describes the message agentd.v1.ApprovalRequested.
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
 export const ApprovalRequestedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 10);
+  messageDesc(file_agentd_v1_events, 11);
 
 /**
  * Describes the message agentd.v1.ApprovalResolved.
  * Use `create(ApprovalResolvedSchema)` to create a new message.
  */
 export const ApprovalResolvedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 11);
+  messageDesc(file_agentd_v1_events, 12);
 
 /**
  * Describes the message agentd.v1.ToolExecutionStarted.
  * Use `create(ToolExecutionStartedSchema)` to create a new message.
  */
 export const ToolExecutionStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 12);
+  messageDesc(file_agentd_v1_events, 13);
 
 /**
  * Describes the message agentd.v1.ToolCallResult.
  * Use `create(ToolCallResultSchema)` to create a new message.
  */
 export const ToolCallResultSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 13);
+  messageDesc(file_agentd_v1_events, 14);
 
 /**
  * Describes the message agentd.v1.ToolCallsCancelled.
  * Use `create(ToolCallsCancelledSchema)` to create a new message.
  */
 export const ToolCallsCancelledSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 14);
+  messageDesc(file_agentd_v1_events, 15);
 
 /**
  * Describes the message agentd.v1.SteerApplied.
  * Use `create(SteerAppliedSchema)` to create a new message.
  */
 export const SteerAppliedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 15);
+  messageDesc(file_agentd_v1_events, 16);
 
 /**
  * Describes the message agentd.v1.StepFinished.
  * Use `create(StepFinishedSchema)` to create a new message.
  */
 export const StepFinishedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 16);
+  messageDesc(file_agentd_v1_events, 17);
 
 /**
  * Describes the message agentd.v1.InputAck.
  * Use `create(InputAckSchema)` to create a new message.
  */
 export const InputAckSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 17);
+  messageDesc(file_agentd_v1_events, 18);
 
 /**
  * Describes the message agentd.v1.Checkpoint.
  * Use `create(CheckpointSchema)` to create a new message.
  */
 export const CheckpointSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 18);
+  messageDesc(file_agentd_v1_events, 19);
 
 /**
  * Describes the message agentd.v1.Heartbeat.
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 19);
+  messageDesc(file_agentd_v1_events, 20);
 
 /**
  * Describes the message agentd.v1.GoAway.
  * Use `create(GoAwaySchema)` to create a new message.
  */
 export const GoAwaySchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 20);
+  messageDesc(file_agentd_v1_events, 21);
 
 /**
  * Describes the message agentd.v1.HookEvent.
  * Use `create(HookEventSchema)` to create a new message.
  */
 export const HookEventSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 21);
+  messageDesc(file_agentd_v1_events, 22);
 
 /**
  * Describes the message agentd.v1.RunError.
  * Use `create(RunErrorSchema)` to create a new message.
  */
 export const RunErrorSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 22);
+  messageDesc(file_agentd_v1_events, 23);
 
 /**
  * Describes the message agentd.v1.RunFinished.
  * Use `create(RunFinishedSchema)` to create a new message.
  */
 export const RunFinishedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 23);
+  messageDesc(file_agentd_v1_events, 24);
+
+/**
+ * Describes the enum agentd.v1.RunState.
+ */
+export const RunStateSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_events, 0);
+
+/**
+ * RunState is where a run stands.
+ *
+ * @generated from enum agentd.v1.RunState
+ */
+export const RunState = /*@__PURE__*/
+  tsEnum(RunStateSchema);
 
 /**
  * Describes the enum agentd.v1.MessageKind.
  */
 export const MessageKindSchema = /*@__PURE__*/
-  enumDesc(file_agentd_v1_events, 0);
+  enumDesc(file_agentd_v1_events, 1);
 
 /**
  * MessageKind is the kind of a streamed block of an assistant message.
@@ -199,7 +220,7 @@ export const MessageKind = /*@__PURE__*/
  * Describes the enum agentd.v1.DecidedBy.
  */
 export const DecidedBySchema = /*@__PURE__*/
-  enumDesc(file_agentd_v1_events, 1);
+  enumDesc(file_agentd_v1_events, 2);
 
 /**
  * DecidedBy says who decided an approval request.
@@ -213,7 +234,7 @@ export const DecidedBy = /*@__PURE__*/
  * Describes the enum agentd.v1.FinishReason.
  */
 export const FinishReasonSchema = /*@__PURE__*/
-  enumDesc(file_agentd_v1_events, 2);
+  enumDesc(file_agentd_v1_events, 3);
 
 /**
  * FinishReason is why a model call stopped producing output.
@@ -227,7 +248,7 @@ export const FinishReason = /*@__PURE__*/
  * Describes the enum agentd.v1.RunEndReason.
  */
 export const RunEndReasonSchema = /*@__PURE__*/
-  enumDesc(file_agentd_v1_events, 3);
+  enumDesc(file_agentd_v1_events, 4);
 
 /**
  * RunEndReason is why a run ended.

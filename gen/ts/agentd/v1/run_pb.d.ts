@@ -168,6 +168,16 @@ export declare type RunConfig = Message<"agentd.v1.RunConfig"> & {
    * @generated from field: repeated agentd.v1.ToolPolicyOverride tool_policies = 5;
    */
   toolPolicies: ToolPolicyOverride[];
+
+  /**
+   * What happens to the run when the stream that started it goes away (its
+   * RPC cancelled, its connection lost, its client too slow to read). Unset
+   * means ON_DISCONNECT_CONTINUE. ExecuteRun's run is bound to its RPC
+   * whatever this says.
+   *
+   * @generated from field: agentd.v1.OnDisconnect on_disconnect = 6;
+   */
+  onDisconnect: OnDisconnect;
 };
 
 /**
@@ -390,6 +400,45 @@ export declare type Ping = Message<"agentd.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export declare const PingSchema: GenMessage<Ping>;
+
+/**
+ * OnDisconnect says what a run does when the stream that started it goes
+ * away. A half-close is not a disconnect: the client still reads, and what
+ * then needs it parks the run (AWAITING_INPUT).
+ *
+ * @generated from enum agentd.v1.OnDisconnect
+ */
+export enum OnDisconnect {
+  /**
+   * ON_DISCONNECT_CONTINUE.
+   *
+   * @generated from enum value: ON_DISCONNECT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The run goes on without the stream: anyone the run's caller allows
+   * attaches to it (AttachRun, or a Run stream whose first message is
+   * attach) and answers what it waits for, there or with SendRunInput. What
+   * waits for an answer waits its own timeout (approval_timeout, a client
+   * tool's timeout).
+   *
+   * @generated from enum value: ON_DISCONNECT_CONTINUE = 1;
+   */
+  CONTINUE = 1,
+
+  /**
+   * The run is cancelled, as agentd did before runs outlived their streams.
+   *
+   * @generated from enum value: ON_DISCONNECT_CANCEL = 2;
+   */
+  CANCEL = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.OnDisconnect.
+ */
+export declare const OnDisconnectSchema: GenEnum<OnDisconnect>;
 
 /**
  * ApprovalPolicy says how tool calls that need an approval are decided.

@@ -1,0 +1,181 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// attach attaches a stream to the run of id from after_seq on: its outbox sends the
+// attached event, then the journal's frames after after. The event and the cursor are
+// taken under the session's lock, where events are journaled: nothing falls between
+// what attached says and what follows it.
+func (s *Server) attach(ctx context.Context, id string, after int64, send func(frame) error) (*session, *outbox, error) {
+	if id == "" {
+		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "run_id", Description: "must be set"}})
+	}
+	if after < 0 {
+		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "after_seq", Description: "must not be negative"}})
+	}
+	ss, err := s.lookup(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	oldest, _ := ss.journal.bounds()
+	switch {
+	case after > ss.seq:
+		return nil, nil, statusError(codes.OutOfRange, reasonCursorAhead,
+			fmt.Sprintf("after_seq %d is past the run's last event, seq %d", after, ss.seq),
+			map[string]string{"last_seq": strconv.FormatInt(ss.seq, 10)})
+	case after+1 < oldest:
+		return nil, nil, expiredStatus(oldest)
+	}
+	f, err := marshalFrame(ss.attachedLocked())
+	if err != nil {
+		return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+	}
+	o := newOutbox(ss.journal, after, []frame{f}, send, func(error) {})
+	ss.outs[o] = struct{}{}
+	return ss, o, nil
+}
+
+// maxClientKey bounds SendRunInput's client_key.
+const maxClientKey = 128
+
+// maxKeyedInputs bounds the client keys a run remembers; the oldest go first.
+const maxKeyedInputs = 4096
+
+// keyedInputs are SendRunInput's inputs of one run, by client_key, so that a retry is
+// answered with the first one's ack. Guarded by session.mu.
+type keyedInputs struct {
+	byKey map[string]*keyedInput
+	order []string
+}
+
+type keyedInput struct {
+	digest [sha256.Size]byte // of the request's input, to tell a retry from a reuse
+	ack    *agentdv1.InputAck
+	seq    int64
+	done   chan struct{} // closed once acked
+}
+
+// begin returns the input of key, and whether it is new (the caller acts on it).
+func (k *keyedInputs) begin(key string, digest [sha256.Size]byte) (*keyedInput, bool) {
+	if ki := k.byKey[key]; ki != nil {
+		return ki, false
+	}
+	if k.byKey == nil {
+		k.byKey = map[string]*keyedInput{}
+	}
+	if len(k.order) >= maxKeyedInputs {
+		delete(k.byKey, k.order[0])
+		k.order = k.order[1:]
+	}
+	ki := &keyedInput{digest: digest, done: make(chan struct{})}
+	k.byKey[key] = ki
+	k.order = append(k.order, key)
+	return ki, true
+}
+
+// answered records the ack of key's input.
+func (k *keyedInputs) answered(key string, ack *agentdv1.InputAck, seq int64) {
+	if ki := k.byKey[key]; ki != nil && ki.ack == nil {
+		ki.ack, ki.seq = ack, seq
+		close(ki.done)
+	}
+}
+
+// SendRunInput implements agentdv1.AgentServiceServer: one input for a run, from any
+// client its owner allows.
+func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (*agentdv1.SendRunInputResponse, error) {
+	if fe := takeInvalidUTF8(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidUTF8, fe)
+	}
+	var fe fieldErrors
+	if in.GetRunId() == "" {
+		fe.add("run_id", "must be set")
+	}
+	switch key := in.GetClientKey(); {
+	case key == "":
+		fe.add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
+	case len(key) > maxClientKey:
+		fe.add("client_key", "at most %d bytes", maxClientKey)
+	}
+	req := &agentdv1.RunRequest{}
+	switch k := in.GetInput().(type) {
+	case *agentdv1.SendRunInputRequest_ApprovalDecision:
+		req.Kind = &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: k.ApprovalDecision}
+	case *agentdv1.SendRunInputRequest_Steer:
+		req.Kind = &agentdv1.RunRequest_Steer{Steer: k.Steer}
+	case *agentdv1.SendRunInputRequest_ToolResult:
+		req.Kind = &agentdv1.RunRequest_ToolResult{ToolResult: k.ToolResult}
+	case *agentdv1.SendRunInputRequest_Cancel:
+		req.Kind = &agentdv1.RunRequest_Cancel{Cancel: k.Cancel}
+	default:
+		fe.add("input", "set one of approval_decision, steer, tool_result or cancel")
+	}
+	if len(fe) > 0 {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
+	}
+	ss, err := s.lookup(ctx, in.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return nil, statusError(codes.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
+	}
+	ki, err := ss.takeKeyed(in.GetClientKey(), sha256.Sum256(b), req)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-ki.done:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}, nil
+}
+
+// takeKeyed acts on SendRunInput's input req of key, unless an input of that key came
+// before: the same input gets the first one's answer, a different one is refused.
+func (ss *session) takeKeyed(key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*keyedInput, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ki := ss.keyed.byKey[key]; ki != nil {
+		if ki.digest != digest {
+			return nil, invalidArgument(reasonInputKeyReused, fieldErrors{{Field: "client_key", Description: "this key was used for a different input of this run"}})
+		}
+		return ki, nil
+	}
+	if ss.ended {
+		return nil, statusError(codes.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": ss.runID})
+	}
+	ki, _ := ss.keyed.begin(key, digest)
+	in := input{key: key}
+	switch k := req.GetKind().(type) {
+	case *agentdv1.RunRequest_ApprovalDecision:
+		ss.decideLocked(in, k.ApprovalDecision)
+	case *agentdv1.RunRequest_Steer:
+		ss.steerLocked(in, k.Steer)
+	case *agentdv1.RunRequest_ToolResult:
+		ss.toolResultLocked(in, k.ToolResult)
+	case *agentdv1.RunRequest_Cancel:
+		ss.cancelLocked(in, k.Cancel)
+	}
+	if ki.ack == nil && ss.ended {
+		// The run finished while a decision was checked: nothing acked it.
+		delete(ss.keyed.byKey, key)
+		return nil, statusError(codes.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": ss.runID})
+	}
+	return ki, nil
+}
