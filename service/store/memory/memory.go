@@ -1,0 +1,455 @@
+// Package memory is the store agentd uses when no other is configured: everything in
+// the process's memory, bounded, and gone with the process.
+package memory
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/service/store"
+)
+
+// Options bound what the store holds.
+type Options struct {
+	// MaxRunBytes bounds one run's journal: past it the oldest events go (ReadEvents
+	// below them gets ErrExpired). 0 means 8 MiB.
+	MaxRunBytes int64
+	// MaxBytes bounds everything the store holds (journals, specs and checkpoints,
+	// thread messages): past it the finished runs that finished first go, then the
+	// threads idle the longest. 0 means 512 MiB.
+	MaxBytes int64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is a store.Store in memory.
+type Store struct {
+	opts Options
+
+	mu      sync.Mutex
+	runs    map[string]*run
+	threads map[string]*thread
+	active  map[string]string // thread id → its unfinished exclusive run
+	bytes   int64 // what the runs and threads hold, counted as len of what they keep
+}
+
+type run struct {
+	rec    store.Run
+	first  int64 // seq of frames[0]
+	frames [][]byte
+	size   int64 // of frames
+	inputs map[string]store.Input
+}
+
+type thread struct {
+	rec  store.Thread
+	msgs []store.Message
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	if opts.MaxRunBytes <= 0 {
+		opts.MaxRunBytes = 8 << 20
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 512 << 20
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{opts: opts, runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}}
+}
+
+// lock takes the store's lock unless ctx is done.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	return nil
+}
+
+func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.runs[r.ID]; ok {
+		return store.ErrExists
+	}
+	if r.Exclusive {
+		if id := s.active[r.ThreadID]; id != "" {
+			return &store.ThreadBusyError{RunID: id}
+		}
+		s.active[r.ThreadID] = r.ID
+	}
+	r.Status, r.LastSeq, r.Checkpoint = store.Running, 0, nil
+	r.CreatedAt, r.FinishedAt = s.opts.Now(), time.Time{}
+	r.Spec = slices.Clone(r.Spec)
+	s.runs[r.ID] = &run{rec: r, first: 1, inputs: map[string]store.Input{}}
+	s.grewLocked(int64(len(r.Spec)))
+	return nil
+}
+
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Run{}, err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[id]
+	if r == nil {
+		return store.Run{}, store.ErrNotFound
+	}
+	return r.rec, nil
+}
+
+func (s *Store) UpdateRun(ctx context.Context, id string, st store.Status, checkpoint []byte) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[id]
+	switch {
+	case r == nil:
+		return store.ErrNotFound
+	case r.rec.Status == store.Finished:
+		return store.ErrFinished
+	}
+	r.rec.Status = st
+	if checkpoint != nil {
+		s.grewLocked(int64(len(checkpoint) - len(r.rec.Checkpoint)))
+		r.rec.Checkpoint = slices.Clone(checkpoint)
+	}
+	if st == store.Finished {
+		r.rec.FinishedAt = s.opts.Now()
+		s.freeThreadLocked(r)
+	}
+	return nil
+}
+
+func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Run
+	for _, r := range s.runs {
+		if r.rec.Status != store.Finished {
+			out = append(out, r.rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Run) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+// AppendEvents keeps the frames themselves, not copies: the service never changes a
+// frame once journaled.
+func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	next := map[string]int64{}
+	for _, b := range batches {
+		r := s.runs[b.RunID]
+		switch {
+		case r == nil:
+			return store.ErrNotFound
+		case r.rec.Status == store.Finished:
+			return store.ErrFinished
+		}
+		want, ok := next[b.RunID]
+		if !ok {
+			want = r.rec.LastSeq + 1
+		}
+		if b.First != want {
+			return store.ErrSeq
+		}
+		next[b.RunID] = want + int64(len(b.Frames))
+	}
+	for _, b := range batches {
+		r := s.runs[b.RunID]
+		r.frames = append(r.frames, b.Frames...)
+		r.rec.LastSeq += int64(len(b.Frames))
+		var n int64
+		for _, f := range b.Frames {
+			n += int64(len(f))
+		}
+		r.size += n
+		s.grewLocked(n)
+		for r.size > s.opts.MaxRunBytes && len(r.frames) > 1 {
+			s.grewLocked(-int64(len(r.frames[0])))
+			r.size -= int64(len(r.frames[0]))
+			r.frames[0] = nil
+			r.frames = r.frames[1:]
+			r.first++
+		}
+	}
+	return nil
+}
+
+func (s *Store) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[id]
+	if r == nil {
+		return nil, store.ErrNotFound
+	}
+	if after+1 < r.first {
+		return nil, store.ErrExpired
+	}
+	i := int(after + 1 - r.first)
+	if i >= len(r.frames) {
+		return nil, nil
+	}
+	return slices.Clone(r.frames[i:min(len(r.frames), i+limit)]), nil
+}
+
+func (s *Store) EventBounds(ctx context.Context, id string) (oldest, last int64, err error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, 0, err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[id]
+	if r == nil {
+		return 0, 0, store.ErrNotFound
+	}
+	return r.first, r.rec.LastSeq, nil
+}
+
+func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Input{}, false, err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[in.RunID]
+	if r == nil {
+		return store.Input{}, false, store.ErrNotFound
+	}
+	if got, ok := r.inputs[in.Key]; ok {
+		return got, false, nil
+	}
+	in.Digest, in.Answer = slices.Clone(in.Digest), slices.Clone(in.Answer)
+	r.inputs[in.Key] = in
+	s.grewLocked(int64(len(in.Key) + len(in.Digest) + len(in.Answer)))
+	return in, true, nil
+}
+
+func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byte) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[runID]
+	if r == nil {
+		return store.ErrNotFound
+	}
+	in, ok := r.inputs[key]
+	if !ok {
+		return store.ErrNotFound
+	}
+	s.grewLocked(int64(len(answer) - len(in.Answer)))
+	in.Answer = slices.Clone(answer)
+	r.inputs[key] = in
+	return nil
+}
+
+func (s *Store) CreateThread(ctx context.Context, t store.Thread) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.threads[t.ID]; ok {
+		return store.ErrExists
+	}
+	now := s.opts.Now()
+	t.Messages, t.Bytes, t.CreatedAt, t.UpdatedAt, t.ActiveRunID = 0, 0, now, now, ""
+	s.threads[t.ID] = &thread{rec: t}
+	return nil
+}
+
+func (s *Store) GetThread(ctx context.Context, id string) (store.Thread, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Thread{}, err
+	}
+	defer s.mu.Unlock()
+	t := s.threads[id]
+	if t == nil {
+		return store.Thread{}, store.ErrNotFound
+	}
+	rec := t.rec
+	rec.ActiveRunID = s.active[id]
+	return rec, nil
+}
+
+func (s *Store) ListThreads(ctx context.Context, owner, after string, limit int) ([]store.Thread, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var all []store.Thread
+	for _, t := range s.threads {
+		if t.rec.Owner == owner {
+			all = append(all, t.rec)
+		}
+	}
+	slices.SortFunc(all, threadOrder)
+	if after != "" {
+		a := s.threads[after]
+		if a == nil {
+			return nil, nil
+		}
+		i, _ := slices.BinarySearchFunc(all, a.rec, threadOrder)
+		for i < len(all) && all[i].ID == after {
+			i++
+		}
+		all = all[i:]
+	}
+	return slices.Clone(all[:min(limit, len(all))]), nil
+}
+
+// threadOrder sorts threads most recently updated first, then by id.
+func threadOrder(a, b store.Thread) int {
+	if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
+}
+
+func (s *Store) DeleteThread(ctx context.Context, id string) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t := s.threads[id]
+	if t == nil {
+		return store.ErrNotFound
+	}
+	s.dropThreadLocked(t)
+	return nil
+}
+
+func (s *Store) dropThreadLocked(t *thread) {
+	s.grewLocked(-t.rec.Bytes)
+	delete(s.threads, t.rec.ID)
+}
+
+func (s *Store) AppendMessages(ctx context.Context, threadID, runID string, msgs [][]byte) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t := s.threads[threadID]
+	if t == nil {
+		return store.ErrNotFound
+	}
+	for _, m := range msgs {
+		t.msgs = append(t.msgs, store.Message{Index: int64(len(t.msgs)), RunID: runID, Data: slices.Clone(m)})
+		t.rec.Bytes += int64(len(m))
+		s.grewLocked(int64(len(m)))
+	}
+	t.rec.Messages = int64(len(t.msgs))
+	t.rec.UpdatedAt = s.opts.Now()
+	return nil
+}
+
+func (s *Store) ThreadMessages(ctx context.Context, threadID string, from int64, limit int) ([]store.Message, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	t := s.threads[threadID]
+	if t == nil {
+		return nil, store.ErrNotFound
+	}
+	if from < 0 || from >= int64(len(t.msgs)) {
+		return nil, nil
+	}
+	return slices.Clone(t.msgs[from:min(int64(len(t.msgs)), from+int64(limit))]), nil
+}
+
+func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, 0, err
+	}
+	defer s.mu.Unlock()
+	for _, r := range s.runs {
+		if r.rec.Status == store.Finished && r.rec.FinishedAt.Before(finishedBefore) {
+			s.dropRunLocked(r)
+			runs++
+		}
+	}
+	for _, t := range s.threads {
+		if t.rec.UpdatedAt.Before(idleBefore) {
+			s.dropThreadLocked(t)
+			threads++
+		}
+	}
+	return runs, threads, nil
+}
+
+func (s *Store) dropRunLocked(r *run) {
+	n := r.size + int64(len(r.rec.Spec)+len(r.rec.Checkpoint))
+	for _, in := range r.inputs {
+		n += int64(len(in.Key) + len(in.Digest) + len(in.Answer))
+	}
+	s.bytes -= n
+	s.freeThreadLocked(r)
+	delete(s.runs, r.rec.ID)
+}
+
+// freeThreadLocked lets go of r's thread, if r holds it.
+func (s *Store) freeThreadLocked(r *run) {
+	if r.rec.Exclusive && s.active[r.rec.ThreadID] == r.rec.ID {
+		delete(s.active, r.rec.ThreadID)
+	}
+}
+
+// grewLocked counts n more bytes held, and past MaxBytes lets go of the finished runs
+// that finished first, then of the threads idle the longest: never of a run going on.
+func (s *Store) grewLocked(n int64) {
+	s.bytes += n
+	if s.bytes <= s.opts.MaxBytes {
+		return
+	}
+	var done []*run
+	for _, r := range s.runs {
+		if r.rec.Status == store.Finished {
+			done = append(done, r)
+		}
+	}
+	slices.SortFunc(done, func(a, b *run) int { return a.rec.FinishedAt.Compare(b.rec.FinishedAt) })
+	for _, r := range done {
+		if s.bytes <= s.opts.MaxBytes {
+			return
+		}
+		s.dropRunLocked(r)
+	}
+	var idle []*thread
+	for _, t := range s.threads {
+		idle = append(idle, t)
+	}
+	slices.SortFunc(idle, func(a, b *thread) int { return a.rec.UpdatedAt.Compare(b.rec.UpdatedAt) })
+	for _, t := range idle {
+		if s.bytes <= s.opts.MaxBytes {
+			return
+		}
+		s.dropThreadLocked(t)
+	}
+}
+
+// Bytes returns what the store holds, as MaxBytes counts it.
+func (s *Store) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+func (s *Store) Close() error { return nil }

@@ -1,0 +1,185 @@
+// Package store keeps what agentd's runs leave behind their streams: each run's record
+// and journal, the inputs clients sent it, and the threads (conversations) the server
+// keeps. The service is its only user; what it stores it encodes itself (protobuf
+// bytes), and a store keeps those bytes as they are.
+//
+// Three stores implement [Store]: [memory] (the default, bounded, gone with the
+// process), sqlite (one replica, across restarts) and postgres (what a fleet shares).
+// storetest is the conformance suite each passes.
+//
+// Every method is safe for concurrent use. Every method takes a context and returns
+// its error when the context ends first; errors of the kinds below are comparable with
+// errors.Is.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNotFound: no run, thread or input of that id.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: a run or thread of that id exists already.
+	ErrExists = errors.New("store: already exists")
+	// ErrSeq: appended events do not follow the run's last seq.
+	ErrSeq = errors.New("store: events out of sequence")
+	// ErrExpired: events below what the store still keeps for a run.
+	ErrExpired = errors.New("store: events expired")
+	// ErrFinished: the run has finished, and changes no more.
+	ErrFinished = errors.New("store: the run has finished")
+)
+
+// ThreadBusyError is CreateRun's error for a run on a thread that has an active run.
+type ThreadBusyError struct {
+	// RunID is the thread's active run.
+	RunID string
+}
+
+func (e *ThreadBusyError) Error() string {
+	return fmt.Sprintf("store: the thread has an active run, %s", e.RunID)
+}
+
+// Status is where a run stands.
+type Status uint8
+
+const (
+	// Running: the run's loop is going, in this process or another.
+	Running Status = iota + 1
+	// Parked: the run waits for a client with no loop going; its Checkpoint holds what
+	// resuming it needs.
+	Parked
+	// Finished: the run has ended; its journal ends with run_finished.
+	Finished
+)
+
+func (s Status) String() string {
+	switch s {
+	case Running:
+		return "running"
+	case Parked:
+		return "parked"
+	case Finished:
+		return "finished"
+	}
+	return fmt.Sprintf("Status(%d)", s)
+}
+
+// Run is a run's record.
+type Run struct {
+	ID string
+	// ThreadID is the run's thread; Exclusive runs hold it (one active at a time).
+	ThreadID string
+	// Exclusive marks a run that keeps its thread: at most one unfinished Exclusive
+	// run per thread.
+	Exclusive bool
+	// Owner is the identity that started the run; empty for an anonymous one.
+	Owner     string
+	Agent     string
+	RequestID string
+	Status    Status
+	// Spec is the start the run was made from, and Checkpoint what resuming it needs,
+	// as the service encodes them; Checkpoint is nil until the run's first checkpoint.
+	Spec, Checkpoint []byte
+	// LastSeq is the seq of the run's last journaled event, 0 before the first.
+	LastSeq int64
+	// CreatedAt is set by CreateRun; FinishedAt when the status becomes Finished.
+	CreatedAt, FinishedAt time.Time
+}
+
+// Events is a batch of one run's journal: frames with seqs First, First+1, ….
+type Events struct {
+	RunID  string
+	First  int64
+	Frames [][]byte
+}
+
+// Input is a client input kept under its run and key, so that a retry is answered
+// with the first one's answer.
+type Input struct {
+	RunID, Key string
+	// Digest tells a retry (the same input again) from a reuse of its key.
+	Digest []byte
+	// Answer is what the service answered, as it encodes it; nil until answered.
+	Answer []byte
+}
+
+// Thread is a conversation the server keeps.
+type Thread struct {
+	ID    string
+	Owner string
+	Agent string
+	// Messages is how many messages the thread holds; the first has index 0.
+	Messages int64
+	// Bytes is the size of the thread's messages.
+	Bytes                int64
+	CreatedAt, UpdatedAt time.Time
+	// ActiveRunID is the thread's unfinished Exclusive run, if any (Get only).
+	ActiveRunID string
+}
+
+// Message is one of a thread's messages, as the service encodes it.
+type Message struct {
+	Index int64
+	RunID string
+	Data  []byte
+}
+
+// Store is where agentd keeps runs, journals, inputs and threads.
+type Store interface {
+	// CreateRun records a new run, Running. A run of an id that exists gets ErrExists;
+	// an Exclusive run on a thread with an unfinished Exclusive run gets a
+	// *ThreadBusyError naming it.
+	CreateRun(ctx context.Context, r Run) error
+	// GetRun returns the run of id, or ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// UpdateRun sets a run's status and, unless checkpoint is nil, its Checkpoint.
+	// Finished sets FinishedAt and frees the run's thread. A Finished run changes no
+	// more: UpdateRun returns ErrFinished, AppendEvents too.
+	UpdateRun(ctx context.Context, id string, st Status, checkpoint []byte) error
+	// UnfinishedRuns returns the runs not Finished, oldest first: what a process that
+	// starts finds left over by the one before it.
+	UnfinishedRuns(ctx context.Context) ([]Run, error)
+
+	// AppendEvents journals batches of events, of one run or several, all or none:
+	// each batch must follow its run's LastSeq (else ErrSeq, and nothing is written).
+	AppendEvents(ctx context.Context, batches []Events) error
+	// ReadEvents returns up to limit frames of run id after seq after, in order: fewer
+	// at the journal's end, none past it. after below what the store keeps gets
+	// ErrExpired; an unknown run ErrNotFound.
+	ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error)
+	// EventBounds returns the oldest seq the store keeps of a run's journal and its
+	// last (oldest is last+1 when it keeps none).
+	EventBounds(ctx context.Context, id string) (oldest, last int64, err error)
+
+	// PutInput keeps in unless an input of its run and key exists: then it returns that
+	// one and false. The run must exist (else ErrNotFound).
+	PutInput(ctx context.Context, in Input) (Input, bool, error)
+	// AnswerInput records the answer to the input of run and key.
+	AnswerInput(ctx context.Context, runID, key string, answer []byte) error
+
+	// CreateThread records a new thread; one of an id that exists gets ErrExists.
+	CreateThread(ctx context.Context, t Thread) error
+	// GetThread returns the thread of id, with its active run, or ErrNotFound.
+	GetThread(ctx context.Context, id string) (Thread, error)
+	// ListThreads returns up to limit of owner's threads, most recently updated first,
+	// starting after the thread of id after ("" for the first page).
+	ListThreads(ctx context.Context, owner string, after string, limit int) ([]Thread, error)
+	// DeleteThread removes a thread and its messages; its runs stay until retention
+	// removes them.
+	DeleteThread(ctx context.Context, id string) error
+	// AppendMessages adds messages to the end of a thread, in order, for run runID.
+	AppendMessages(ctx context.Context, threadID, runID string, msgs [][]byte) error
+	// ThreadMessages returns up to limit of a thread's messages from index from on.
+	ThreadMessages(ctx context.Context, threadID string, from int64, limit int) ([]Message, error)
+
+	// Sweep removes what retention no longer keeps: the runs finished before
+	// finishedBefore (record, journal and inputs) and the threads not updated since
+	// idleBefore. It returns how many runs and threads it removed.
+	Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error)
+
+	// Close releases the store.
+	Close() error
+}

@@ -1,0 +1,595 @@
+// Package storetest is the conformance suite of store.Store: every store runs it, and
+// passes it, so that the service can rely on what the interface says whatever the
+// store.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/service/store"
+)
+
+// Run runs the suite; open returns a new, empty store for one test, which the test
+// closes.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			c.run(t, s)
+		})
+	}
+}
+
+var cases = []struct {
+	name string
+	run  func(t *testing.T, s store.Store)
+}{
+	{"CreateAndGetRun", testCreateAndGetRun},
+	{"OneActiveRunPerThread", testOneActiveRunPerThread},
+	{"UpdateRun", testUpdateRun},
+	{"UnfinishedRuns", testUnfinishedRuns},
+	{"AppendAndRead", testAppendAndRead},
+	{"AppendIsAllOrNothing", testAppendIsAllOrNothing},
+	{"AppendAfterFinish", testAppendAfterFinish},
+	{"ConcurrentAppends", testConcurrentAppends},
+	{"Inputs", testInputs},
+	{"Threads", testThreads},
+	{"ListThreads", testListThreads},
+	{"Sweep", testSweep},
+	{"ContextDone", testContextDone},
+}
+
+func newRun(id string) store.Run {
+	return store.Run{ID: id, ThreadID: "thread_" + id, Owner: "token:a", Agent: "demo", RequestID: "req-" + id, Status: store.Running, Spec: []byte("spec of " + id)}
+}
+
+func mustCreate(t *testing.T, s store.Store, r store.Run) {
+	t.Helper()
+	if err := s.CreateRun(t.Context(), r); err != nil {
+		t.Fatalf("CreateRun(%s): %v", r.ID, err)
+	}
+}
+
+func frames(first, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = fmt.Appendf(nil, "frame %d", first+i)
+	}
+	return out
+}
+
+func mustAppend(t *testing.T, s store.Store, id string, first int64, fs [][]byte) {
+	t.Helper()
+	if err := s.AppendEvents(t.Context(), []store.Events{{RunID: id, First: first, Frames: fs}}); err != nil {
+		t.Fatalf("AppendEvents(%s, %d, %d frames): %v", id, first, len(fs), err)
+	}
+}
+
+func testCreateAndGetRun(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := newRun("run_1")
+	r.Exclusive = true
+	before := time.Now().Add(-time.Minute)
+	mustCreate(t, s, r)
+	got, err := s.GetRun(ctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != r.ID || got.ThreadID != r.ThreadID || !got.Exclusive || got.Owner != r.Owner || got.Agent != r.Agent || got.RequestID != r.RequestID || got.Status != store.Running || !bytes.Equal(got.Spec, r.Spec) || got.Checkpoint != nil || got.LastSeq != 0 {
+		t.Errorf("GetRun = %+v, want %+v", got, r)
+	}
+	if got.CreatedAt.Before(before) || got.CreatedAt.After(time.Now().Add(time.Minute)) || !got.FinishedAt.IsZero() {
+		t.Errorf("CreatedAt %v, FinishedAt %v: want about now, and zero", got.CreatedAt, got.FinishedAt)
+	}
+	if err := s.CreateRun(ctx, r); !errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateRun of an existing id: %v, want ErrExists", err)
+	}
+	if _, err := s.GetRun(ctx, "run_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetRun of an unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+func testOneActiveRunPerThread(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newRun("run_a")
+	a.ThreadID, a.Exclusive = "thread_x", true
+	mustCreate(t, s, a)
+	b := newRun("run_b")
+	b.ThreadID, b.Exclusive = "thread_x", true
+	err := s.CreateRun(ctx, b)
+	var busy *store.ThreadBusyError
+	if !errors.As(err, &busy) || busy.RunID != "run_a" {
+		t.Fatalf("a second exclusive run on the thread: %v, want a ThreadBusyError naming run_a", err)
+	}
+	if _, err := s.GetRun(ctx, "run_b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused run was recorded: %v", err)
+	}
+	// A run that does not keep the thread is no bother, nor is one on another thread.
+	c := newRun("run_c")
+	c.ThreadID = "thread_x"
+	mustCreate(t, s, c)
+	d := newRun("run_d")
+	d.ThreadID, d.Exclusive = "thread_y", true
+	mustCreate(t, s, d)
+	// Parked still holds the thread; finished frees it.
+	if err := s.UpdateRun(ctx, "run_a", store.Parked, []byte("cp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateRun(ctx, b); !errors.As(err, &busy) {
+		t.Errorf("an exclusive run on a thread whose run is parked: %v, want ThreadBusyError", err)
+	}
+	if err := s.UpdateRun(ctx, "run_a", store.Finished, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, b)
+
+	// Many at once: exactly one wins.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for i := range 20 {
+		wg.Go(func() {
+			r := newRun(fmt.Sprintf("run_race_%d", i))
+			r.ThreadID, r.Exclusive = "thread_race", true
+			err := s.CreateRun(ctx, r)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case !errors.As(err, new(*store.ThreadBusyError)):
+				t.Errorf("racing CreateRun: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won != 1 {
+		t.Errorf("%d of 20 racing exclusive runs on one thread were created, want 1", won)
+	}
+}
+
+func testUpdateRun(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_1"))
+	if err := s.UpdateRun(ctx, "run_1", store.Running, []byte("checkpoint 1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateRun(ctx, "run_1", store.Parked, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetRun(ctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.Parked || string(got.Checkpoint) != "checkpoint 1" {
+		t.Errorf("after a checkpoint and a park without one: %v %q, want parked with checkpoint 1", got.Status, got.Checkpoint)
+	}
+	if err := s.UpdateRun(ctx, "run_1", store.Finished, []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.GetRun(ctx, "run_1")
+	if got.Status != store.Finished || got.FinishedAt.IsZero() || string(got.Checkpoint) != "last" {
+		t.Errorf("finished: %+v", got)
+	}
+	if err := s.UpdateRun(ctx, "run_1", store.Running, nil); !errors.Is(err, store.ErrFinished) {
+		t.Errorf("UpdateRun of a finished run: %v, want ErrFinished", err)
+	}
+	if err := s.UpdateRun(ctx, "run_nope", store.Parked, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateRun of an unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+func testUnfinishedRuns(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, id := range []string{"run_1", "run_2", "run_3", "run_4"} {
+		mustCreate(t, s, newRun(id))
+		time.Sleep(2 * time.Millisecond) // distinct creation times
+	}
+	s.UpdateRun(ctx, "run_2", store.Finished, nil)
+	s.UpdateRun(ctx, "run_3", store.Parked, []byte("cp"))
+	runs, err := s.UnfinishedRuns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range runs {
+		ids = append(ids, r.ID)
+	}
+	if !slices.Equal(ids, []string{"run_1", "run_3", "run_4"}) {
+		t.Errorf("UnfinishedRuns = %v, want run_1, run_3, run_4 (oldest first)", ids)
+	}
+	if runs[1].Status != store.Parked || string(runs[1].Checkpoint) != "cp" || string(runs[1].Spec) != "spec of run_3" {
+		t.Errorf("the parked run came back as %+v", runs[1])
+	}
+}
+
+func testAppendAndRead(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_1"))
+	if oldest, last, err := s.EventBounds(ctx, "run_1"); err != nil || oldest != 1 || last != 0 {
+		t.Errorf("EventBounds of a run with no events: %d, %d, %v; want 1, 0", oldest, last, err)
+	}
+	if fs, err := s.ReadEvents(ctx, "run_1", 0, 10); err != nil || len(fs) != 0 {
+		t.Errorf("ReadEvents of a run with no events: %d frames, %v", len(fs), err)
+	}
+	// Batches of different sizes, so that reads cut through them.
+	all := frames(1, 100)
+	seq := 0
+	for _, n := range []int{1, 7, 30, 2, 60} {
+		mustAppend(t, s, "run_1", int64(seq+1), all[seq:seq+n])
+		seq += n
+	}
+	got, _ := s.GetRun(ctx, "run_1")
+	if got.LastSeq != 100 {
+		t.Errorf("LastSeq %d after 100 events", got.LastSeq)
+	}
+	if oldest, last, err := s.EventBounds(ctx, "run_1"); err != nil || oldest != 1 || last != 100 {
+		t.Errorf("EventBounds = %d, %d, %v; want 1, 100", oldest, last, err)
+	}
+	for after := 0; after <= 100; after++ {
+		for _, limit := range []int{1, 3, 50, 1000} {
+			fs, err := s.ReadEvents(ctx, "run_1", int64(after), limit)
+			if err != nil {
+				t.Fatalf("ReadEvents(after %d, limit %d): %v", after, limit, err)
+			}
+			want := all[after:min(after+limit, 100)]
+			if len(fs) != len(want) {
+				t.Fatalf("ReadEvents(after %d, limit %d): %d frames, want %d", after, limit, len(fs), len(want))
+			}
+			for i := range fs {
+				if !bytes.Equal(fs[i], want[i]) {
+					t.Fatalf("ReadEvents(after %d, limit %d)[%d] = %q, want %q", after, limit, i, fs[i], want[i])
+				}
+			}
+		}
+	}
+	if fs, err := s.ReadEvents(ctx, "run_1", 500, 10); err != nil || len(fs) != 0 {
+		t.Errorf("ReadEvents past the end: %d frames, %v; want none", len(fs), err)
+	}
+	// Out of sequence: a gap, a repeat, a start that is not 1.
+	for _, first := range []int64{102, 100, 1} {
+		if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: first, Frames: frames(int(first), 2)}}); !errors.Is(err, store.ErrSeq) {
+			t.Errorf("AppendEvents at %d after 100: %v, want ErrSeq", first, err)
+		}
+	}
+	mustCreate(t, s, newRun("run_2"))
+	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_2", First: 2, Frames: frames(2, 1)}}); !errors.Is(err, store.ErrSeq) {
+		t.Errorf("a first batch at seq 2: %v, want ErrSeq", err)
+	}
+	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_nope", First: 1, Frames: frames(1, 1)}}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("AppendEvents to an unknown run: %v, want ErrNotFound", err)
+	}
+	if _, err := s.ReadEvents(ctx, "run_nope", 0, 1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ReadEvents of an unknown run: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.EventBounds(ctx, "run_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("EventBounds of an unknown run: %v, want ErrNotFound", err)
+	}
+	// Frames come back as they went in, whatever their bytes.
+	odd := [][]byte{{}, {0}, bytes.Repeat([]byte{0xff, 0}, 40000)}
+	mustCreate(t, s, newRun("run_3"))
+	mustAppend(t, s, "run_3", 1, odd)
+	fs, err := s.ReadEvents(ctx, "run_3", 0, 10)
+	if err != nil || len(fs) != 3 || len(fs[0]) != 0 || !bytes.Equal(fs[1], odd[1]) || !bytes.Equal(fs[2], odd[2]) {
+		t.Errorf("empty, one-byte and 80 KB frames came back as %d frames, %v", len(fs), err)
+	}
+}
+
+func testAppendIsAllOrNothing(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_1"))
+	mustCreate(t, s, newRun("run_2"))
+	mustAppend(t, s, "run_2", 1, frames(1, 3))
+	// run_1's batch is fine, run_2's repeats seq 3: neither is written.
+	err := s.AppendEvents(ctx, []store.Events{
+		{RunID: "run_1", First: 1, Frames: frames(1, 5)},
+		{RunID: "run_2", First: 3, Frames: frames(3, 2)},
+	})
+	if !errors.Is(err, store.ErrSeq) {
+		t.Fatalf("a batch out of sequence: %v, want ErrSeq", err)
+	}
+	if _, last, _ := s.EventBounds(ctx, "run_1"); last != 0 {
+		t.Errorf("run_1 has %d events after a failed append of two runs, want 0", last)
+	}
+	if _, last, _ := s.EventBounds(ctx, "run_2"); last != 3 {
+		t.Errorf("run_2 has %d events, want 3", last)
+	}
+	// Two batches of one run in one call follow each other.
+	err = s.AppendEvents(ctx, []store.Events{
+		{RunID: "run_1", First: 1, Frames: frames(1, 2)},
+		{RunID: "run_2", First: 4, Frames: frames(4, 1)},
+		{RunID: "run_1", First: 3, Frames: frames(3, 2)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _ := s.ReadEvents(ctx, "run_1", 0, 10)
+	if len(fs) != 4 || string(fs[3]) != "frame 4" {
+		t.Errorf("run_1 after two batches in one call: %q", fs)
+	}
+}
+
+func testAppendAfterFinish(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_1"))
+	mustAppend(t, s, "run_1", 1, frames(1, 2))
+	if err := s.UpdateRun(ctx, "run_1", store.Finished, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 3, Frames: frames(3, 1)}}); !errors.Is(err, store.ErrFinished) {
+		t.Errorf("AppendEvents to a finished run: %v, want ErrFinished", err)
+	}
+	if fs, err := s.ReadEvents(ctx, "run_1", 0, 10); err != nil || len(fs) != 2 {
+		t.Errorf("a finished run's journal: %d frames, %v; want 2", len(fs), err)
+	}
+}
+
+func testConcurrentAppends(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const runs, batches, per = 8, 20, 16
+	for r := range runs {
+		mustCreate(t, s, newRun(fmt.Sprintf("run_%d", r)))
+	}
+	var wg sync.WaitGroup
+	for r := range runs {
+		wg.Go(func() {
+			id := fmt.Sprintf("run_%d", r)
+			for b := range batches {
+				if err := s.AppendEvents(ctx, []store.Events{{RunID: id, First: int64(b*per + 1), Frames: frames(b*per+1, per)}}); err != nil {
+					t.Errorf("%s batch %d: %v", id, b, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for r := range runs {
+		fs, err := s.ReadEvents(ctx, fmt.Sprintf("run_%d", r), 0, runs*batches*per)
+		if err != nil || len(fs) != batches*per {
+			t.Fatalf("run_%d: %d frames, %v", r, len(fs), err)
+		}
+		for i, f := range fs {
+			if string(f) != fmt.Sprintf("frame %d", i+1) {
+				t.Fatalf("run_%d frame %d = %q", r, i+1, f)
+			}
+		}
+	}
+}
+
+func testInputs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_1"))
+	in := store.Input{RunID: "run_1", Key: "k1", Digest: []byte("d1")}
+	got, created, err := s.PutInput(ctx, in)
+	if err != nil || !created || got.Key != "k1" || string(got.Digest) != "d1" || got.Answer != nil {
+		t.Fatalf("PutInput: %+v, %v, %v", got, created, err)
+	}
+	again := in
+	again.Digest = []byte("other")
+	got, created, err = s.PutInput(ctx, again)
+	if err != nil || created || string(got.Digest) != "d1" {
+		t.Errorf("PutInput of a key taken: %+v, created %v, %v; want the first input back", got, created, err)
+	}
+	if err := s.AnswerInput(ctx, "run_1", "k1", []byte("ack")); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ = s.PutInput(ctx, in)
+	if string(got.Answer) != "ack" {
+		t.Errorf("the answered input came back with answer %q", got.Answer)
+	}
+	if _, _, err := s.PutInput(ctx, store.Input{RunID: "run_nope", Key: "k1"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PutInput for an unknown run: %v, want ErrNotFound", err)
+	}
+	if err := s.AnswerInput(ctx, "run_1", "k_nope", []byte("x")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("AnswerInput of an unknown key: %v, want ErrNotFound", err)
+	}
+	// The same key on another run is another input.
+	mustCreate(t, s, newRun("run_2"))
+	if _, created, err := s.PutInput(ctx, store.Input{RunID: "run_2", Key: "k1", Digest: []byte("d")}); err != nil || !created {
+		t.Errorf("key k1 on another run: created %v, %v", created, err)
+	}
+	// Racing puts of one key: one is created, every other gets it.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	createdN := 0
+	for i := range 20 {
+		wg.Go(func() {
+			got, created, err := s.PutInput(ctx, store.Input{RunID: "run_1", Key: "race", Digest: fmt.Appendf(nil, "%d", i)})
+			if err != nil {
+				t.Errorf("racing PutInput: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if created {
+				createdN++
+			} else if got.Key != "race" {
+				t.Errorf("racing PutInput returned %+v", got)
+			}
+		})
+	}
+	wg.Wait()
+	if createdN != 1 {
+		t.Errorf("%d of 20 racing puts of one key created it, want 1", createdN)
+	}
+}
+
+func testThreads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th := store.Thread{ID: "thread_1", Owner: "token:a", Agent: "demo"}
+	if err := s.CreateThread(ctx, th); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateThread(ctx, th); !errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateThread of an existing id: %v, want ErrExists", err)
+	}
+	got, err := s.GetThread(ctx, "thread_1")
+	if err != nil || got.Owner != "token:a" || got.Agent != "demo" || got.Messages != 0 || got.ActiveRunID != "" || got.CreatedAt.IsZero() {
+		t.Fatalf("GetThread = %+v, %v", got, err)
+	}
+	created := got.UpdatedAt
+	time.Sleep(2 * time.Millisecond)
+	if err := s.AppendMessages(ctx, "thread_1", "run_1", [][]byte{[]byte("hello"), []byte("hi there")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendMessages(ctx, "thread_1", "run_2", [][]byte{[]byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.GetThread(ctx, "thread_1")
+	if got.Messages != 3 || got.Bytes != int64(len("hello")+len("hi there")+len("again")) || !got.UpdatedAt.After(created) {
+		t.Errorf("after appends: %+v", got)
+	}
+	msgs, err := s.ThreadMessages(ctx, "thread_1", 1, 10)
+	if err != nil || len(msgs) != 2 || msgs[0].Index != 1 || string(msgs[0].Data) != "hi there" || msgs[0].RunID != "run_1" || msgs[1].Index != 2 || msgs[1].RunID != "run_2" {
+		t.Errorf("ThreadMessages(from 1) = %+v, %v", msgs, err)
+	}
+	if msgs, _ := s.ThreadMessages(ctx, "thread_1", 0, 1); len(msgs) != 1 || string(msgs[0].Data) != "hello" {
+		t.Errorf("ThreadMessages(from 0, limit 1) = %+v", msgs)
+	}
+	// The active run is the thread's unfinished exclusive run.
+	r := newRun("run_3")
+	r.ThreadID, r.Exclusive = "thread_1", true
+	mustCreate(t, s, r)
+	if got, _ := s.GetThread(ctx, "thread_1"); got.ActiveRunID != "run_3" {
+		t.Errorf("ActiveRunID %q, want run_3", got.ActiveRunID)
+	}
+	s.UpdateRun(ctx, "run_3", store.Finished, nil)
+	if got, _ := s.GetThread(ctx, "thread_1"); got.ActiveRunID != "" {
+		t.Errorf("ActiveRunID %q once the run finished, want none", got.ActiveRunID)
+	}
+	if err := s.AppendMessages(ctx, "thread_nope", "run_1", [][]byte{[]byte("x")}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("AppendMessages to an unknown thread: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteThread(ctx, "thread_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetThread(ctx, "thread_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetThread of a deleted thread: %v", err)
+	}
+	if msgs, err := s.ThreadMessages(ctx, "thread_1", 0, 10); len(msgs) != 0 || (err != nil && !errors.Is(err, store.ErrNotFound)) {
+		t.Errorf("messages of a deleted thread: %d, %v", len(msgs), err)
+	}
+	if err := s.DeleteThread(ctx, "thread_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteThread twice: %v, want ErrNotFound", err)
+	}
+	// Its runs stay.
+	if _, err := s.GetRun(ctx, "run_3"); err != nil {
+		t.Errorf("the deleted thread's run: %v", err)
+	}
+}
+
+func testListThreads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i := range 7 {
+		owner := "token:a"
+		if i%3 == 2 {
+			owner = "token:b"
+		}
+		if err := s.CreateThread(ctx, store.Thread{ID: fmt.Sprintf("thread_%d", i), Owner: owner, Agent: "demo"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// thread_0 is updated last: it comes first.
+	if err := s.AppendMessages(ctx, "thread_0", "run_1", [][]byte{[]byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	after := ""
+	for page := 0; ; page++ {
+		ts, err := s.ListThreads(ctx, "token:a", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) == 0 {
+			break
+		}
+		if len(ts) > 2 || page > 5 {
+			t.Fatalf("page %d has %d threads", page, len(ts))
+		}
+		for _, th := range ts {
+			ids = append(ids, th.ID)
+			if th.Owner != "token:a" {
+				t.Errorf("another owner's thread listed: %+v", th)
+			}
+		}
+		after = ts[len(ts)-1].ID
+	}
+	if !slices.Equal(ids, []string{"thread_0", "thread_6", "thread_4", "thread_3", "thread_1"}) {
+		t.Errorf("token:a's threads, page by page: %v", ids)
+	}
+	if ts, err := s.ListThreads(ctx, "token:c", "", 10); err != nil || len(ts) != 0 {
+		t.Errorf("a caller with no threads: %v, %v", ts, err)
+	}
+}
+
+func testSweep(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, id := range []string{"run_old", "run_new", "run_going"} {
+		mustCreate(t, s, newRun(id))
+		mustAppend(t, s, id, 1, frames(1, 3))
+		if _, _, err := s.PutInput(ctx, store.Input{RunID: id, Key: "k", Digest: []byte("d")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.CreateThread(ctx, store.Thread{ID: "thread_old", Owner: "token:a"})
+	s.AppendMessages(ctx, "thread_old", "run_old", [][]byte{[]byte("m")})
+	s.UpdateRun(ctx, "run_old", store.Finished, nil)
+	time.Sleep(20 * time.Millisecond)
+	cut := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	s.UpdateRun(ctx, "run_new", store.Finished, nil)
+	s.CreateThread(ctx, store.Thread{ID: "thread_new", Owner: "token:a"})
+
+	runs, threads, err := s.Sweep(ctx, cut, cut)
+	if err != nil || runs != 1 || threads != 1 {
+		t.Fatalf("Sweep = %d runs, %d threads, %v; want 1, 1", runs, threads, err)
+	}
+	if _, err := s.GetRun(ctx, "run_old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the run finished before the cut: %v, want it gone", err)
+	}
+	if _, err := s.ReadEvents(ctx, "run_old", 0, 10); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("its journal: %v, want it gone", err)
+	}
+	for _, id := range []string{"run_new", "run_going"} {
+		if fs, err := s.ReadEvents(ctx, id, 0, 10); err != nil || len(fs) != 3 {
+			t.Errorf("%s after the sweep: %d frames, %v", id, len(fs), err)
+		}
+	}
+	if _, err := s.GetThread(ctx, "thread_old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the thread idle since before the cut: %v, want it gone", err)
+	}
+	if _, err := s.GetThread(ctx, "thread_new"); err != nil {
+		t.Errorf("the thread made after the cut: %v", err)
+	}
+	if runs, threads, err := s.Sweep(ctx, cut, cut); err != nil || runs+threads != 0 {
+		t.Errorf("a second sweep removed %d runs and %d threads, %v", runs, threads, err)
+	}
+}
+
+func testContextDone(t *testing.T, s store.Store) {
+	mustCreate(t, s, newRun("run_1"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.GetRun(ctx, "run_1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("GetRun with a done context: %v, want context.Canceled", err)
+	}
+	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 1, Frames: frames(1, 1)}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("AppendEvents with a done context: %v, want context.Canceled", err)
+	}
+	if _, last, _ := s.EventBounds(t.Context(), "run_1"); last != 0 {
+		t.Errorf("an append with a done context wrote %d events", last)
+	}
+}
