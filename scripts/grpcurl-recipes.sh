@@ -161,4 +161,48 @@ expect "save_note ran and saved the note" resumed.json \
 	'any(.result.newMessages[].parts[].toolResult; .name == "save_note" and .json.saved == true and .json.title == "Buy milk" and (.isError | not))'
 expect "the answer says the note was saved" resumed.json '.result.finalText | startswith("Saved your note \"Buy milk\"")'
 
+header "AttachRun: replay a finished run from its journal"
+grpcurl -plaintext -d "{\"runId\":$(jq '.runId' execute.json),\"afterSeq\":\"0\"}" "$ADDR" agentd.v1.AgentService/AttachRun | tee replay.json
+expect_events "the first event is attached, and says the run finished" replay.json \
+	'.[0].event.attached.state == "RUN_STATE_FINISHED" and (.[0].event | has("seq") | not)'
+expect_events "then the run's whole journal, well formed" replay.json "$(printf '.[1:] | %s' "$well_formed")"
+expect_events "its run_finished is ExecuteRun's result" replay.json \
+	".[-1].event.runFinished.finalText == $(jq '.result.finalText' execute.json)"
+
+header "Run: the run waits for an approval; a second client attaches, and approves with SendRunInput"
+# The first client keeps its stream open (no half-close) and never answers.
+mkfifo first.in
+grpcurl -plaintext -d @ "$ADDR" agentd.v1.AgentService/Run <first.in >first.json &
+first=$!
+exec 3>first.in
+echo '{"clientSeq":1,"start":{"input":"save a note: buy milk"}}' >&3
+for _ in $(seq 100); do
+	jq -e -s 'any(.[]; .event | has("approvalRequested"))' first.json >/dev/null 2>&1 && break
+	sleep 0.1
+done
+expect_events "the first client was asked to approve save_note" first.json \
+	'any(.[]; .event.approvalRequested.toolName == "save_note")'
+run_id=$(jq -rs '.[0].event.runStarted.runId' first.json)
+approval_id=$(jq -rs 'map(.event.approvalRequested.approvalId // empty)[0]' first.json)
+# Another terminal: attach after seq 1, then decide from a third.
+grpcurl -plaintext -d "{\"runId\":\"$run_id\",\"afterSeq\":\"1\"}" "$ADDR" agentd.v1.AgentService/AttachRun >second.json &
+second=$!
+sleep 0.5
+grpcurl -plaintext -d "{\"runId\":\"$run_id\",\"clientKey\":\"approve-1\",\"approvalDecision\":{\"approvalId\":\"$approval_id\",\"outcome\":\"APPROVAL_OUTCOME_APPROVED\"}}" \
+	"$ADDR" agentd.v1.AgentService/SendRunInput | tee decided.json
+expect "the decision was accepted" decided.json '.ack.accepted == true and .ack.clientKey == "approve-1"'
+wait "$second"
+exec 3>&-
+wait "$first"
+expect_events "the second client was told the run waits on that approval" second.json \
+	".[0].event.attached.state == \"RUN_STATE_WAITING\" and .[0].event.attached.pendingApprovals[0].approvalId == \"$approval_id\""
+expect_events "then got every event from seq 2 to run_finished" second.json \
+	'(.[1:] | map(.event.seq | tonumber)) == [range(2; length + 1)] and (.[-1].event | has("runFinished"))'
+expect_events "the decision's ack is in the journal, before save_note ran" second.json \
+	'(map(.event.inputAck.clientKey == "approve-1") | index(true)) < (map(.event | has("toolExecutionStarted")) | index(true))'
+expect_events "save_note ran and the run completed" second.json \
+	'.[-1].event.runFinished.reason == "RUN_END_REASON_COMPLETED" and (.[-1].event.runFinished.finalText | startswith("Saved your note"))'
+expect_events "both clients saw the same events" first.json \
+	"(map(select(.event | has(\"heartbeat\") | not)) | map(.event)[1:]) == $(jq -s 'map(.event)[1:]' second.json)"
+
 printf '\nall %d grpcurl recipes passed against %s\n' "$step" "$ADDR"
