@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -11,41 +12,68 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service/store"
 )
 
 // attach attaches a stream to the run of id from after_seq on: its outbox sends the
-// attached event, then the journal's frames after after. The event and the cursor are
-// taken under the session's lock, where events are journaled: nothing falls between
-// what attached says and what follows it.
-func (s *Server) attach(ctx context.Context, id string, after int64, send func(frame) error) (*session, *outbox, error) {
+// attached event, then the journal's frames after after. For a live run the event and
+// the cursor are taken under the session's lock, where events are journaled: nothing
+// falls between what attached says and what follows it. A run the server does not run
+// (finished, or going on elsewhere) is read from the store. ss is the live run's
+// session, nil for the other kind.
+func (s *Server) attach(ctx context.Context, id string, after int64, send func(frame) error) (ss *session, o *outbox, err error) {
 	if id == "" {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "run_id", Description: "must be set"}})
 	}
 	if after < 0 {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "after_seq", Description: "must not be negative"}})
 	}
-	ss, err := s.lookup(ctx, id)
+	ref, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
+	oldest, _, err := s.store.EventBounds(ctx, id)
+	if err != nil {
+		return nil, nil, storeStatus(err)
+	}
+	if ss = ref.ss; ss == nil {
+		if err := checkCursor(after, oldest, ref.rec.LastSeq); err != nil {
+			return nil, nil, err
+		}
+		f, err := marshalFrame(s.storedAttached(ctx, ref.rec, oldest))
+		if err != nil {
+			return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+		}
+		return nil, newOutbox(ctx, s.storedJournal(ref.rec), after, []frame{f}, send, func(error) {}), nil
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	oldest, _ := ss.journal.bounds()
-	switch {
-	case after > ss.seq:
-		return nil, nil, statusError(codes.OutOfRange, reasonCursorAhead,
-			fmt.Sprintf("after_seq %d is past the run's last event, seq %d", after, ss.seq),
-			map[string]string{"last_seq": strconv.FormatInt(ss.seq, 10)})
-	case after+1 < oldest:
-		return nil, nil, expiredStatus(oldest)
+	if stored := ss.journal.stored.Load(); stored == 0 {
+		oldest = 1 // nothing is in the store yet: memory has it all
 	}
-	f, err := marshalFrame(ss.attachedLocked())
+	if err := checkCursor(after, oldest, ss.seq); err != nil {
+		return nil, nil, err
+	}
+	f, err := marshalFrame(ss.attachedLocked(oldest))
 	if err != nil {
 		return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 	}
-	o := newOutbox(ss.journal, after, []frame{f}, send, func(error) {})
+	o = newOutbox(ctx, ss.journal, after, []frame{f}, send, func(error) {})
 	ss.outs[o] = struct{}{}
 	return ss, o, nil
+}
+
+// checkCursor refuses an after_seq past a run's last event or below its oldest kept.
+func checkCursor(after, oldest, last int64) error {
+	switch {
+	case after > last:
+		return statusError(codes.OutOfRange, reasonCursorAhead,
+			fmt.Sprintf("after_seq %d is past the run's last event, seq %d", after, last),
+			map[string]string{"last_seq": strconv.FormatInt(last, 10)})
+	case after+1 < oldest:
+		return expiredStatus(oldest)
+	}
+	return nil
 }
 
 // maxClientKey bounds SendRunInput's client_key.
@@ -126,7 +154,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	if len(fe) > 0 {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	ss, err := s.lookup(ctx, in.GetRunId())
+	ref, err := s.lookup(ctx, in.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +162,33 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	if err != nil {
 		return nil, statusError(codes.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
 	}
-	ki, err := ss.takeKeyed(in.GetClientKey(), sha256.Sum256(b), req)
+	digest := sha256.Sum256(b)
+	// The input is stored before it is acted on, and its answer after: a retry finds
+	// the answer however long after, the run finished or not.
+	kept, created, err := s.store.PutInput(ctx, store.Input{RunID: in.GetRunId(), Key: in.GetClientKey(), Digest: digest[:]})
+	if err != nil {
+		return nil, storeStatus(err)
+	}
+	if !created {
+		if !bytes.Equal(kept.Digest, digest[:]) {
+			return nil, keyReused()
+		}
+		if kept.Answer != nil {
+			resp := &agentdv1.SendRunInputResponse{}
+			if err := proto.Unmarshal(kept.Answer, resp); err != nil {
+				return nil, statusError(codes.Internal, reasonInternal, "decoding a kept answer: "+err.Error(), nil)
+			}
+			return resp, nil
+		}
+	}
+	ss := ref.ss
+	if ss == nil {
+		if ref.rec.Status == store.Finished {
+			return nil, finishedStatus(ref.rec.ID)
+		}
+		return nil, statusError(codes.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
+	}
+	ki, err := ss.takeKeyed(in.GetClientKey(), digest, req)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +197,23 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	return &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}, nil
+	resp := &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}
+	if answer, err := proto.Marshal(resp); err == nil {
+		if err := s.store.AnswerInput(ctx, in.GetRunId(), in.GetClientKey(), answer); err != nil {
+			s.log.Warn("keeping an input's answer failed: a retry of it will be refused", "run_id", in.GetRunId(), "error", err)
+		}
+	}
+	return resp, nil
+}
+
+// keyReused refuses a client_key used for another input of the run.
+func keyReused() error {
+	return invalidArgument(reasonInputKeyReused, fieldErrors{{Field: "client_key", Description: "this key was used for a different input of this run"}})
+}
+
+// finishedStatus refuses input for a finished run.
+func finishedStatus(id string) error {
+	return statusError(codes.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": id})
 }
 
 // takeKeyed acts on SendRunInput's input req of key, unless an input of that key came
@@ -153,12 +223,12 @@ func (ss *session) takeKeyed(key string, digest [sha256.Size]byte, req *agentdv1
 	defer ss.mu.Unlock()
 	if ki := ss.keyed.byKey[key]; ki != nil {
 		if ki.digest != digest {
-			return nil, invalidArgument(reasonInputKeyReused, fieldErrors{{Field: "client_key", Description: "this key was used for a different input of this run"}})
+			return nil, keyReused()
 		}
 		return ki, nil
 	}
 	if ss.ended {
-		return nil, statusError(codes.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": ss.runID})
+		return nil, finishedStatus(ss.runID)
 	}
 	ki, _ := ss.keyed.begin(key, digest)
 	in := input{key: key}
@@ -175,7 +245,7 @@ func (ss *session) takeKeyed(key string, digest [sha256.Size]byte, req *agentdv1
 	if ki.ack == nil && ss.ended {
 		// The run finished while a decision was checked: nothing acked it.
 		delete(ss.keyed.byKey, key)
-		return nil, statusError(codes.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": ss.runID})
+		return nil, finishedStatus(ss.runID)
 	}
 	return ki, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
+	"github.com/agentd/agentd/service/store/memory"
 )
 
 // streamGated streams before, waits for gate, then streams after: a model stopped in
@@ -293,7 +294,7 @@ func TestAttach_Refusals(t *testing.T) {
 	for i := range pieces {
 		pieces[i] = "word "
 	}
-	srv := newTestServer(t, service.Config{Identity: identity, MaxJournalBytes: 4096}, scripted{name: "talker", model: &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}})
+	srv := newTestServer(t, service.Config{Identity: identity, Store: memory.New(memory.Options{MaxRunBytes: 4096})}, scripted{name: "talker", model: &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}})
 	as := func(who string) context.Context { return metadata.AppendToOutgoingContext(t.Context(), "x-who", who) }
 	rc, err := srv.Client.Run(as("alice"))
 	if err != nil {

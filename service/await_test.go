@@ -20,9 +20,9 @@ func awaitSession(t *testing.T, mode rpcMode) *session {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	ss := &session{
-		srv:  &Server{cfg: Config{Now: time.Now}, log: slog.New(slog.DiscardHandler)},
+		srv:  testServer(t),
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
-		journal:     newJournal(1 << 20),
+		journal:     newJournal(nil, false),
 		outs:        map[*outbox]struct{}{},
 		tools:       runTools{specs: map[string]runtime.ToolSpec{"calc": {Name: "calc"}}, schemas: map[string]*runtime.Schema{}},
 		inputDoneCh: make(chan struct{}),
@@ -351,3 +351,19 @@ func TestApprovePolicy_AnAckedDecisionWins(t *testing.T) {
 		})
 	}
 }
+
+// testServer is a Server for a session built by hand, with a memory store.
+func testServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := New(Config{Agents: emptyAgents{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background(), 0) })
+	return s
+}
+
+type emptyAgents struct{}
+
+func (emptyAgents) Agent(string) (*Agent, error) { return nil, ErrAgentNotFound }
+func (emptyAgents) List() []*Agent               { return nil }

@@ -63,7 +63,8 @@ func (ss *session) own(req *runtime.Request) {
 			ss.status = statusError(codes.Internal, reasonInternal, re.GetMessage(), nil)
 		}
 		ss.journal.close()
-		ss.srv.retire(ss)
+		ss.srv.finishRun(ss)
+		ss.srv.release(ss)
 		close(ss.done)
 	}()
 	rf, err := ss.execute(req)
@@ -81,10 +82,10 @@ func (ss *session) start(req *runtime.Request) {
 
 // attachStarter attaches the stream that started the run, from its first event: the
 // run waits for it while it stays attached.
-func (ss *session) attachStarter(send func(frame) error) *outbox {
+func (ss *session) attachStarter(ctx context.Context, send func(frame) error) *outbox {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	o := newOutbox(ss.journal, 0, nil, send, func(error) {})
+	o := newOutbox(ctx, ss.journal, 0, nil, send, func(error) {})
 	ss.outs[o] = struct{}{}
 	ss.primary = o
 	return o
@@ -142,17 +143,22 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 	return status.FromContextError(ctx.Err()).Err()
 }
 
-// serveAttached sends a run's events on a stream that attached to it, and returns the
-// status its RPC ends with: OK once run_finished went out.
-func (ss *session) serveAttached(ctx context.Context, o *outbox) error {
-	defer ss.detachOut(o)
-	stall := ss.srv.cfg.StallTimeout
+// serveAttached sends a run's events on a stream that attached to it (ss, nil for a run
+// read from the store), and returns the status its RPC ends with: OK once run_finished
+// went out.
+func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *outbox) error {
+	if ss != nil {
+		defer ss.detachOut(o)
+	} else {
+		defer o.abandon()
+	}
+	stall := s.cfg.StallTimeout
 	if o.flush(ctx, stall) {
 		return nil
 	}
 	err := o.failed()
 	if errors.Is(err, errEventsExpired) {
-		oldest, _ := ss.journal.bounds()
+		oldest, _, _ := s.store.EventBounds(ctx, id)
 		return expiredStatus(oldest)
 	}
 	return goneStatus(ctx, err, stall, o.cursor.Load())

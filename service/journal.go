@@ -1,7 +1,9 @@
 package service
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service/store"
 )
 
 // A frame is one event as every stream carries it: the encoding of field 1 (event) of
@@ -34,8 +37,11 @@ func marshalFrame(ev *agentdv1.RunEvent) (frame, error) {
 // eventOf decodes the event of a frame.
 func eventOf(f frame) (*agentdv1.RunEvent, error) {
 	_, _, n := protowire.ConsumeTag(f)
+	if n < 0 {
+		return nil, errors.New("malformed frame")
+	}
 	b, m := protowire.ConsumeBytes(f[n:])
-	if n < 0 || m < 0 {
+	if m < 0 {
 		return nil, errors.New("malformed frame")
 	}
 	ev := &agentdv1.RunEvent{}
@@ -55,32 +61,52 @@ func sendFrame[M any, PM interface {
 	return send(pm)
 }
 
-// minJournalFrames is how many frames a journal keeps whatever their size.
+// minJournalFrames is how many frames a journal keeps in memory whatever their size, so
+// that the stream the run waits for (at most outboxSize behind) reads from memory.
 const minJournalFrames = 2 * outboxSize
 
-// errEventsExpired is what reading a journal below what it keeps returns.
+// hotJournalBytes is what a journal keeps in memory beyond minJournalFrames: older
+// frames are read from the store.
+const hotJournalBytes = 64 << 10
+
+// errEventsExpired is what reading a journal below what it and the store keep returns.
 var errEventsExpired = errors.New("events expired")
 
-// journal is a run's events, in seq order, as frames: every numbered event is appended
-// before any stream sends it, and each stream reads it from its own cursor. It keeps the
-// newest frames within its byte bound, but never fewer than minJournalFrames, so that the
-// stream the run waits for (at most outboxSize behind) never loses one; a reader whose
-// cursor falls below what it keeps gets errEventsExpired.
+// older reads frames after seq after from the store, at most max of them: what a
+// journal no longer keeps in memory.
+type older func(ctx context.Context, after int64, max int) ([]frame, error)
+
+// journal is a run's events, in seq order, as frames, as the streams of the run read
+// them: every numbered event is appended before any stream sends it, and each stream
+// reads from its own cursor. The newest frames are in memory (hotJournalBytes, never
+// fewer than minJournalFrames); the journal writer copies every frame to the store, and
+// a reader whose cursor is below what memory keeps reads from there (older).
+//
+// With a store that keeps frames on disk (gated), readers see a frame only once it is
+// in the store: every event a client saw is in the journal.
 type journal struct {
 	mu      sync.Mutex
 	frames  []frame
 	first   int64 // seq of frames[0]
 	size    int   // bytes of frames
-	max     int   // the bound on size
 	closed  bool  // the run ended: nothing more is appended
 	changed chan struct{}
+	older   older // nil when the store keeps nothing older
+	gated   bool
+	// poll, for a run going on elsewhere, refreshes last and closed from the store
+	// (pollStore); nil for a run this server runs.
+	poll func(j *journal)
+	// failed is why the store refused the run's frames; storedChanged is closed when
+	// stored or failed change, made when someone waits for it.
+	failed        error
+	storedChanged chan struct{}
 
-	// last is the seq of the last frame, for the readers' checks without the lock.
-	last atomic.Int64
+	// last is the seq of the last frame; stored, of the last frame in the store.
+	last, stored atomic.Int64
 }
 
-func newJournal(max int) *journal {
-	return &journal{first: 1, max: max, changed: make(chan struct{})}
+func newJournal(older older, gated bool) *journal {
+	return &journal{first: 1, changed: make(chan struct{}), older: older, gated: gated}
 }
 
 // append adds the frame of the event with the next seq, which the caller assigned.
@@ -89,14 +115,74 @@ func (j *journal) append(f frame) {
 	defer j.mu.Unlock()
 	j.frames = append(j.frames, f)
 	j.size += len(f)
-	for j.size > j.max && len(j.frames) > minJournalFrames {
+	j.trimLocked()
+	j.last.Add(1)
+	if !j.gated {
+		j.wakeLocked()
+	}
+}
+
+// trimLocked lets go of the oldest frames the store has, past what memory keeps.
+func (j *journal) trimLocked() {
+	for j.size > hotJournalBytes && len(j.frames) > minJournalFrames && j.first <= j.stored.Load() {
 		j.size -= len(j.frames[0])
 		j.frames[0] = nil
 		j.frames = j.frames[1:]
 		j.first++
 	}
-	j.last.Add(1)
-	j.wakeLocked()
+}
+
+// unstored returns the frames not yet in the store, and the seq of the first.
+func (j *journal) unstored() (first int64, frames []frame) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	first = j.stored.Load() + 1
+	return first, slices.Clone(j.frames[first-j.first:])
+}
+
+// storedUpTo records that the store has every frame up to seq.
+func (j *journal) storedUpTo(seq int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.stored.Store(seq)
+	j.trimLocked()
+	if j.gated {
+		j.wakeLocked()
+	}
+	j.storedWakeLocked()
+}
+
+// storeFailed records that the store refused the run's frames: nothing more of them
+// will be stored.
+func (j *journal) storeFailed(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.failed = err
+	j.storedWakeLocked()
+}
+
+func (j *journal) storedWakeLocked() {
+	if j.storedChanged != nil {
+		close(j.storedChanged)
+		j.storedChanged = nil
+	}
+}
+
+// storedMark is where storing a journal stands: the last seq stored, and a channel
+// closed when that changes.
+type storedMark struct {
+	seq     int64
+	changed <-chan struct{}
+}
+
+// storedState returns where storing stands, or why the store refused the frames.
+func (j *journal) storedState() (storedMark, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.storedChanged == nil {
+		j.storedChanged = make(chan struct{})
+	}
+	return storedMark{j.stored.Load(), j.storedChanged}, j.failed
 }
 
 // close records that the run ended: readers that have read everything are done.
@@ -114,31 +200,49 @@ func (j *journal) wakeLocked() {
 	j.changed = make(chan struct{})
 }
 
-// bounds returns the oldest seq kept and the last one (oldest is last+1 when empty).
-func (j *journal) bounds() (oldest, last int64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.first, j.first + int64(len(j.frames)) - 1
+// visible returns the seq of the last frame readers may read.
+func (j *journal) visible() int64 {
+	if j.gated {
+		return j.stored.Load()
+	}
+	return j.last.Load()
 }
 
 // read appends to dst the frames after seq after, at most max of them. When there are
-// none it returns a channel closed at the next change, and whether the journal is closed
-// (the reader is done). A cursor below what the journal keeps gets errEventsExpired.
-func (j *journal) read(after int64, max int, dst []frame) (frames []frame, changed <-chan struct{}, done bool, err error) {
+// none yet it returns a channel closed at the next change, and whether the reader is
+// done (the journal closed and read to its end). A cursor below what memory and the
+// store keep gets errEventsExpired.
+func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (frames []frame, changed <-chan struct{}, done bool, err error) {
+	if j.poll != nil {
+		j.poll(j)
+	}
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if after+1 < j.first {
-		return dst, nil, false, errEventsExpired
+		first, older := j.first, j.older
+		j.mu.Unlock()
+		if older == nil {
+			return dst, nil, false, errEventsExpired
+		}
+		fs, err := older(ctx, after, min(max, int(first-1-after)))
+		switch {
+		case errors.Is(err, store.ErrExpired), err == nil && len(fs) == 0:
+			return dst, nil, false, errEventsExpired
+		case err != nil:
+			return dst, nil, false, err
+		}
+		return append(dst, fs...), nil, false, nil
+	}
+	defer j.mu.Unlock()
+	visible := j.visible()
+	if after >= visible {
+		return dst, j.changed, j.closed && after >= j.last.Load(), nil
 	}
 	i := int(after + 1 - j.first)
-	if i >= len(j.frames) {
-		return dst, j.changed, j.closed, nil
-	}
-	end := min(len(j.frames), i+max)
+	end := min(int(visible-j.first)+1, i+max)
 	return append(dst, j.frames[i:end]...), nil, false, nil
 }
 
-// bytes returns the bytes the journal holds.
+// bytes returns the bytes the journal holds in memory.
 func (j *journal) bytes() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -29,6 +29,7 @@ const outboxSize = 64
 // keeps the frame it would send next (errEventsExpired). Every method may be called from
 // any goroutine.
 type outbox struct {
+	ctx    context.Context // the stream's: it bounds reads from the store
 	j      *journal
 	send   func(frame) error
 	onFail func(error) // called once, on the sender's goroutine, when a send fails
@@ -51,9 +52,10 @@ type outbox struct {
 	sendingSince atomic.Int64
 }
 
-// newOutbox starts sending j's frames after seq after, behind side.
-func newOutbox(j *journal, after int64, side []frame, send func(frame) error, onFail func(error)) *outbox {
-	o := &outbox{j: j, send: send, onFail: onFail, side: side, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
+// newOutbox starts sending j's frames after seq after, behind side, on the stream of
+// ctx.
+func newOutbox(ctx context.Context, j *journal, after int64, side []frame, send func(frame) error, onFail func(error)) *outbox {
+	o := &outbox{ctx: ctx, j: j, send: send, onFail: onFail, side: side, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
 	o.cursor.Store(after)
 	go o.run()
 	return o
@@ -230,7 +232,7 @@ func (o *outbox) run() {
 		if o.abandoned.Load() {
 			return
 		}
-		frames, changed, done, err := o.j.read(o.cursor.Load(), outboxSize, batch[:0])
+		frames, changed, done, err := o.j.read(o.ctx, o.cursor.Load(), outboxSize, batch[:0])
 		if err != nil {
 			o.end(err)
 			return

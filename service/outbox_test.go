@@ -50,8 +50,8 @@ func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
 		close(b.release)
-		j := newJournal(1 << 30)
-		o := newOutbox(j, 0, nil, b.send, func(error) {})
+		j := newJournal(nil, false)
+		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		for i := range 200 {
 			put(j, int64(i+1))
 			if err := o.wait(t.Context()); err != nil {
@@ -78,8 +78,8 @@ func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
 func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		j := newJournal(1 << 30)
-		o := newOutbox(j, 0, nil, b.send, func(error) {})
+		j := newJournal(nil, false)
+		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		ctx, cancel := context.WithCancel(t.Context())
 		n := 0
 		done := make(chan struct{})
@@ -107,8 +107,8 @@ func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
 func TestOutbox_FlushGivesUpOnAStalledClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		j := newJournal(1 << 30)
-		o := newOutbox(j, 0, nil, b.send, func(error) {})
+		j := newJournal(nil, false)
+		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		put(j, 1)
 		j.close()
 		start := time.Now()
@@ -132,8 +132,8 @@ func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		broken := errors.New("broken pipe")
 		var failed []error
-		j := newJournal(1 << 30)
-		o := newOutbox(j, 0, nil, func(frame) error { return broken }, func(err error) { failed = append(failed, err) })
+		j := newJournal(nil, false)
+		o := newOutbox(t.Context(), j, 0, nil, func(frame) error { return broken }, func(err error) { failed = append(failed, err) })
 		for i := range outboxSize + 1 {
 			put(j, int64(i+1))
 		}
@@ -156,8 +156,8 @@ func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 func TestOutbox_EveryWaiterGoesOnWhenTheClientReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		j := newJournal(1 << 30)
-		o := newOutbox(j, 0, nil, b.send, func(error) {})
+		j := newJournal(nil, false)
+		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		for i := range outboxSize + 1 { // one in flight, outboxSize behind
 			put(j, int64(i+1))
 			synctest.Wait()
@@ -189,8 +189,8 @@ func TestOutbox_NoLostWakeUps(t *testing.T) {
 				sent = append(sent, seqOf(f))
 				return nil
 			}
-			j := newJournal(1 << 30)
-			o := newOutbox(j, 0, nil, send, func(error) {})
+			j := newJournal(nil, false)
+			o := newOutbox(t.Context(), j, 0, nil, send, func(error) {})
 			ctx, cancel := context.WithCancel(t.Context())
 			var wg sync.WaitGroup
 			wg.Go(func() { // the receive goroutine

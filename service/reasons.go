@@ -26,6 +26,8 @@ const (
 	reasonCursorAhead          = "CURSOR_AHEAD"
 	reasonRunFinished          = "RUN_FINISHED"
 	reasonInputKeyReused       = "INPUT_KEY_REUSED"
+	reasonStoreUnavailable     = "STORE_UNAVAILABLE"
+	reasonRunElsewhere         = "RUN_NOT_HERE"
 	reasonInternal             = "INTERNAL" // a run reason too
 )
 

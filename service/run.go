@@ -29,8 +29,10 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		if err != nil {
 			return err
 		}
-		go ss.receive(stream.Recv, o, false)
-		return ss.serveAttached(stream.Context(), o)
+		if ss != nil {
+			go ss.receive(stream.Recv, o, false)
+		}
+		return s.serveAttached(stream.Context(), at.GetRunId(), ss, o)
 	}
 	spec := first.GetStart()
 	if spec == nil {
@@ -40,7 +42,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if err != nil {
 		return err
 	}
-	o := ss.attachStarter(send)
+	o := ss.attachStarter(stream.Context(), send)
 	// Client messages are read once run_started is journaled, so that it stays the first
 	// event and every ack follows it.
 	ss.started = func() { go ss.receive(stream.Recv, o, true) }
@@ -58,7 +60,7 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	if err != nil {
 		return err
 	}
-	o := ss.attachStarter(func(f frame) error { return sendFrame(stream.Send, f) })
+	o := ss.attachStarter(stream.Context(), func(f frame) error { return sendFrame(stream.Send, f) })
 	ss.start(req)
 	return ss.serveStarter(stream.Context(), o)
 }
@@ -94,7 +96,7 @@ func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStre
 	if err != nil {
 		return err
 	}
-	return ss.serveAttached(stream.Context(), o)
+	return s.serveAttached(stream.Context(), in.GetRunId(), ss, o)
 }
 
 // ListAgents implements agentdv1.AgentServiceServer.

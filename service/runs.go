@@ -3,21 +3,25 @@ package service
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/store"
 )
 
-// The server keeps every run it started, by id: a running run, for the streams that
-// attach to it and the inputs SendRunInput brings, and a finished one's journal for
-// Config.RunRetention, within Config.MaxRetainedJournalBytes over every finished run
-// (the oldest finished go first).
+// The server keeps every run in its store (Config.Store): its record, and its journal,
+// which the journal writer copies there as the run goes. The runs this server runs are
+// also live, in memory, for the streams attached to them and the inputs SendRunInput
+// brings; a finished run is read from the store alone, for Config.RunRetention.
 
 // identity returns who owns what an RPC starts: Config.Identity's name for it.
 func (s *Server) identity(ctx context.Context) string {
@@ -30,61 +34,116 @@ func (s *Server) identity(ctx context.Context) string {
 	return ""
 }
 
-// keep records a run the server has admitted.
+// keep records a run this server runs.
 func (s *Server) keep(ss *session) {
-	s.keptMu.Lock()
-	defer s.keptMu.Unlock()
-	s.kept[ss.runID] = ss
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	s.live[ss.runID] = ss
 }
 
-// retire records that a run has finished: its journal is kept for the retention time,
-// unless the journals of finished runs hold more than their bound, when the oldest go.
-func (s *Server) retire(ss *session) {
-	size := int64(ss.journal.bytes())
-	s.keptMu.Lock()
-	defer s.keptMu.Unlock()
-	s.finished = append(s.finished, ss)
-	s.retainedBytes += size
-	for s.retainedBytes > s.cfg.MaxRetainedJournalBytes && len(s.finished) > 0 {
-		s.forgetLocked(s.finished[0])
+// release forgets a live run that ended: the store has it.
+func (s *Server) release(ss *session) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.live[ss.runID] == ss {
+		delete(s.live, ss.runID)
 	}
-	time.AfterFunc(s.cfg.RunRetention, func() {
-		s.keptMu.Lock()
-		defer s.keptMu.Unlock()
-		s.forgetLocked(ss)
-	})
 }
 
-// forgetLocked drops a finished run, once.
-func (s *Server) forgetLocked(ss *session) {
-	if s.kept[ss.runID] != ss {
-		return
-	}
-	delete(s.kept, ss.runID)
-	s.retainedBytes -= int64(ss.journal.bytes())
-	for i, f := range s.finished {
-		if f == ss {
-			s.finished = append(s.finished[:i], s.finished[i+1:]...)
-			break
-		}
-	}
+// runRef is a run a caller may see: live on this server (ss), or in the store alone (rec).
+type runRef struct {
+	ss  *session
+	rec store.Run
 }
 
 // lookup returns the run of id, if the caller may see it: the identity that started it
 // or, for a run started anonymously, anyone. A run the caller may not see is not found.
-func (s *Server) lookup(ctx context.Context, id string) (*session, error) {
-	s.keptMu.Lock()
-	ss := s.kept[id]
-	s.keptMu.Unlock()
-	if ss == nil || (ss.owner != "" && ss.owner != s.identity(ctx)) {
-		return nil, statusError(codes.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
+func (s *Server) lookup(ctx context.Context, id string) (runRef, error) {
+	notFound := statusError(codes.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
+	who := s.identity(ctx)
+	s.liveMu.Lock()
+	ss := s.live[id]
+	s.liveMu.Unlock()
+	if ss != nil {
+		if ss.owner != "" && ss.owner != who {
+			return runRef{}, notFound
+		}
+		return runRef{ss: ss}, nil
 	}
-	return ss, nil
+	rec, err := s.store.GetRun(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return runRef{}, notFound
+	case err != nil:
+		return runRef{}, storeStatus(err)
+	case rec.Owner != "" && rec.Owner != who:
+		return runRef{}, notFound
+	}
+	return runRef{rec: rec}, nil
 }
 
-// attachedLocked is the attached event of a stream attaching to the run.
-func (ss *session) attachedLocked() *agentdv1.RunEvent {
-	oldest, _ := ss.journal.bounds()
+// storeStatus is the status of an RPC the store failed.
+func storeStatus(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return statusError(codes.Unavailable, reasonStoreUnavailable, "the server's store failed: "+err.Error()+"; retry", nil)
+}
+
+// olderFrames reads a run's frames from the store: what its journal no longer keeps in
+// memory.
+func (s *Server) olderFrames(id string) older {
+	return func(ctx context.Context, after int64, max int) ([]frame, error) {
+		bs, err := s.store.ReadEvents(ctx, id, after, max)
+		out := make([]frame, len(bs))
+		for i, b := range bs {
+			out[i] = b
+		}
+		return out, err
+	}
+}
+
+// storedJournal is the journal of a run the server does not run: every frame comes from
+// the store, and while the run is not finished the store is polled for more.
+func (s *Server) storedJournal(rec store.Run) *journal {
+	j := newJournal(s.olderFrames(rec.ID), false)
+	j.first = rec.LastSeq + 1
+	j.last.Store(rec.LastSeq)
+	j.stored.Store(rec.LastSeq)
+	j.closed = rec.Status == store.Finished
+	if !j.closed {
+		var next time.Time
+		j.poll = func(j *journal) {
+			if time.Now().Before(next) {
+				return
+			}
+			next = time.Now().Add(storePollInterval)
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			defer cancel()
+			rec, err := s.store.GetRun(ctx, rec.ID)
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			if err == nil && rec.LastSeq >= j.last.Load() {
+				j.first = rec.LastSeq + 1
+				j.last.Store(rec.LastSeq)
+				j.stored.Store(rec.LastSeq)
+				j.closed = rec.Status == store.Finished
+			}
+			// The next read waits for the next poll, not for an append.
+			ch := make(chan struct{})
+			j.changed = ch
+			time.AfterFunc(storePollInterval, func() { close(ch) })
+		}
+	}
+	return j
+}
+
+// storePollInterval is how often a stream attached to a run going on elsewhere looks
+// for its new events.
+const storePollInterval = time.Second
+
+// attachedLocked is the attached event of a stream attaching to a live run.
+func (ss *session) attachedLocked(oldest int64) *agentdv1.RunEvent {
 	a := &agentdv1.Attached{
 		ThreadId: ss.thread, Agent: ss.entry.Name, State: agentdv1.RunState_RUN_STATE_RUNNING,
 		LastSeq: ss.seq, OldestSeq: oldest, Usage: ss.usage, RequestId: ss.reqID,
@@ -102,6 +161,26 @@ func (ss *session) attachedLocked() *agentdv1.RunEvent {
 	return &agentdv1.RunEvent{RunId: ss.runID, Time: timestamppb.New(ss.srv.now()), Kind: &agentdv1.RunEvent_Attached{Attached: a}}
 }
 
+// storedAttached is the attached event of a stream attaching to a run the server does
+// not run: what the store says of it, with the usage of its last step or its end.
+func (s *Server) storedAttached(ctx context.Context, rec store.Run, oldest int64) *agentdv1.RunEvent {
+	a := &agentdv1.Attached{
+		ThreadId: rec.ThreadID, Agent: rec.Agent, State: agentdv1.RunState_RUN_STATE_RUNNING,
+		LastSeq: rec.LastSeq, OldestSeq: oldest, RequestId: rec.RequestID,
+	}
+	if rec.Status == store.Finished {
+		a.State = agentdv1.RunState_RUN_STATE_FINISHED
+	}
+	if rec.LastSeq >= oldest {
+		if fs, err := s.store.ReadEvents(ctx, rec.ID, rec.LastSeq-1, 1); err == nil && len(fs) == 1 {
+			if ev, err := eventOf(fs[0]); err == nil {
+				a.Usage = cmp.Or(ev.GetRunFinished().GetUsage(), ev.GetStepFinished().GetUsage())
+			}
+		}
+	}
+	return &agentdv1.RunEvent{RunId: rec.ID, Time: timestamppb.New(s.now()), Kind: &agentdv1.RunEvent_Attached{Attached: a}}
+}
+
 // openSlots maps the slots that still take an answer, in the order the run opened them.
 func openSlots[T, R any](slots map[string]*answerSlot[T], f func(id string, s *answerSlot[T]) R) []R {
 	ids := make([]string, 0, len(slots))
@@ -117,3 +196,63 @@ func openSlots[T, R any](slots map[string]*answerSlot[T], f func(id string, s *a
 	}
 	return out
 }
+
+// createRun records a run that starts in the store: its record, and the spec it was
+// started with, messages aside.
+func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) error {
+	bare := proto.CloneOf(spec)
+	bare.Messages, bare.Continuation = nil, nil
+	b, err := proto.Marshal(bare)
+	if err != nil {
+		return statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+	}
+	err = s.store.CreateRun(ctx, store.Run{
+		ID: ss.runID, ThreadID: ss.thread, Owner: ss.owner, Agent: ss.entry.Name, RequestID: ss.reqID,
+		Status: store.Running, Spec: b,
+	})
+	if err != nil {
+		return storeStatus(err)
+	}
+	return nil
+}
+
+// finishRun records in the store that a run ended, once its last frames are there.
+func (s *Server) finishRun(ss *session) {
+	if err := s.writer.flushRun(ss); err != nil {
+		s.log.Error("the run's last events could not be stored", "run_id", ss.runID, "error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := s.store.UpdateRun(ctx, ss.runID, store.Finished, nil); err != nil {
+		s.log.Error("recording the run's end in the store failed", "run_id", ss.runID, "error", err)
+	}
+}
+
+// sweep lets the store drop what retention no longer keeps, every sweepInterval until
+// the server shuts down.
+func (s *Server) sweep() {
+	s.sweepMu.Lock()
+	stopped := s.sweepStopped
+	s.sweepMu.Unlock()
+	if stopped {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	now := s.now()
+	runs, threads, err := s.store.Sweep(ctx, now.Add(-s.cfg.RunRetention), now.Add(-s.cfg.ThreadRetention))
+	cancel()
+	switch {
+	case err != nil:
+		s.log.Warn("sweeping the store failed", "error", err)
+	case runs+threads > 0:
+		s.log.Debug("swept the store", "runs", runs, "threads", threads)
+	}
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if !s.sweepStopped {
+		s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
+	}
+}
+
+// sweepInterval is how often the store is swept.
+const sweepInterval = 5 * time.Minute

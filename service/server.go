@@ -15,6 +15,8 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/memory"
 )
 
 // Config configures a [Server]. Zero values take the defaults named on each field.
@@ -63,16 +65,14 @@ type Config struct {
 	// identity may attach to them or send them input, and a run of an empty identity
 	// is anyone's who knows its id. Nil means Caller.
 	Identity func(ctx context.Context) string
-	// RunRetention is how long the journal of a finished run is kept for the clients
-	// that attach to it; 0 means an hour.
+	// Store keeps runs, their journals and threads; nil means a memory store with its
+	// default bounds (memory.New), gone with the process. The Server does not close it.
+	Store store.Store
+	// RunRetention is how long a finished run, and its journal, is kept for the
+	// clients that attach to it; 0 means 24 hours.
 	RunRetention time.Duration
-	// MaxJournalBytes bounds the journal of one run: past it the oldest events go, and
-	// a client that attaches from before them gets OUT_OF_RANGE (EVENTS_EXPIRED); 0
-	// means 4 MiB.
-	MaxJournalBytes int
-	// MaxRetainedJournalBytes bounds the journals of the finished runs kept together:
-	// past it the oldest finished runs go before their retention time; 0 means 256 MiB.
-	MaxRetainedJournalBytes int64
+	// ThreadRetention is how long a thread nobody adds to is kept; 0 means 30 days.
+	ThreadRetention time.Duration
 	// StartTimeout bounds how long a Run stream may stay open without its start message;
 	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
 	StartTimeout time.Duration
@@ -141,11 +141,15 @@ type Server struct {
 	stopRuns    context.Context
 	stopCancel  context.CancelCauseFunc
 
-	// The runs the server keeps (runs.go): running, and finished within retention.
-	keptMu        sync.Mutex
-	kept          map[string]*session
-	finished      []*session // oldest first
-	retainedBytes int64      // of the finished runs' journals
+	// The store, its journal writer and sweeper, and the runs this server runs (runs.go).
+	store   store.Store
+	gated   bool // the store keeps frames on disk: streams send only what it has
+	writer  *journalWriter
+	sweepMu sync.Mutex
+	sweeper *time.Timer
+	sweepStopped bool
+	liveMu  sync.Mutex
+	live    map[string]*session
 }
 
 // New returns a Server. Its one required field is cfg.Agents.
@@ -190,13 +194,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.MessageBurst = 100
 	}
 	if cfg.RunRetention <= 0 {
-		cfg.RunRetention = time.Hour
+		cfg.RunRetention = 24 * time.Hour
 	}
-	if cfg.MaxJournalBytes <= 0 {
-		cfg.MaxJournalBytes = 4 << 20
+	if cfg.ThreadRetention <= 0 {
+		cfg.ThreadRetention = 30 * 24 * time.Hour
 	}
-	if cfg.MaxRetainedJournalBytes <= 0 {
-		cfg.MaxRetainedJournalBytes = 256 << 20
+	if cfg.Store == nil {
+		cfg.Store = memory.New(memory.Options{Now: cfg.Now})
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
@@ -235,10 +239,15 @@ func New(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		agents: cfg.Agents,
 		codec:  newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
-		kept:   map[string]*session{},
+		store:  cfg.Store,
+		live:   map[string]*session{},
 	}
+	_, volatile := cfg.Store.(*memory.Store)
+	s.gated = !volatile
+	s.writer = newJournalWriter(s, cfg.Store)
 	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
+	s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
 	return s, nil
 }
 
@@ -292,6 +301,10 @@ func (s *Server) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Lo
 // has ended, or when ctx is done.
 func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
 	s.Drain(period)
+	s.sweepMu.Lock()
+	s.sweepStopped = true
+	s.sweeper.Stop()
+	s.sweepMu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()

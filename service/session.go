@@ -94,7 +94,7 @@ type session struct {
 	step            runtime.StepStarted // the last step started, for checkpoints
 	usage           *agentdv1.Usage     // as of the last step finished
 	keyed           keyedInputs         // SendRunInput's inputs, by client_key
-	finishedAt      time.Time
+	dirty           bool                // journaled frames wait for the journal writer
 }
 
 // newSession checks a RunSpec and prepares its run, which the server then keeps: any
@@ -139,6 +139,10 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		req.Hooks = runtime.Chain(s.log, hs...)
 	}
 	ss.owner = s.identity(ctx)
+	if err := s.createRun(ctx, ss, spec); err != nil {
+		s.unadmit(counted)
+		return nil, nil, err
+	}
 	ctx, req.SpanLinks = s.runTraceContext(ctx)
 	if ss.detach {
 		// The run outlives the RPC that started it, with the RPC's values (trace,
@@ -213,7 +217,6 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 		transcript:   plan.transcript,
 		history:      plan.history,
 		detach:       mode != modeExecute && plan.onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
-		journal:      newJournal(s.cfg.MaxJournalBytes),
 		done:         make(chan struct{}),
 		inputDoneCh:  make(chan struct{}),
 		outs:         map[*outbox]struct{}{},
@@ -226,6 +229,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 	if ss.thread == "" {
 		ss.thread = ids.New("thread")
 	}
+	ss.journal = newJournal(s.olderFrames(ss.runID), s.gated)
 	// The start's input goes in before the bounds, which are the client's steers'.
 	for _, st := range plan.steers {
 		ss.inbox.Send(st)
@@ -250,12 +254,16 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 	return &req
 }
 
-// endSession releases what a session holds but its journal, which the server keeps for
-// the streams that attach later.
+// endSession releases what a session holds.
 func (s *Server) endSession(ss *session) {
 	ss.stopAfter()
 	ss.cancel(nil)
-	s.callers.release(ss.caller)
+	s.unadmit(ss.caller)
+}
+
+// unadmit releases a run's place, which admit counted.
+func (s *Server) unadmit(caller string) {
+	s.callers.release(caller)
 	s.active.Add(-1)
 	s.runs.Done()
 }
@@ -289,6 +297,7 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 		return nil
 	}
 	ss.journal.append(f)
+	ss.srv.writer.mark(ss)
 	return nil
 }
 

@@ -204,8 +204,14 @@ export const ToolApproval = /*@__PURE__*/
  *   - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
  *     runs in progress as the server allows one caller;
  *     ErrorInfo.metadata["limit"] holds that number.
- *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed, so the run
- *     ended; its run_finished may not have reached the client.
+ *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed: the stream
+ *     was detached from its run, or under ON_DISCONNECT_CANCEL the run ended;
+ *     its run_finished may not have reached the client.
+ *   - CLIENT_STALLED — (RESOURCE_EXHAUSTED) the client read nothing for the
+ *     server's stall timeout, so its stream was let go while the run goes on
+ *     (under ON_DISCONNECT_CANCEL the run ends, and the status carries its
+ *     run reason, CLIENT_STALLED too); ErrorInfo.metadata["last_seq_sent"]
+ *     holds the last seq sent to it: attach again after it.
  *   - RUN_NOT_FOUND — (NOT_FOUND) AttachRun, attach or SendRunInput names a
  *     run this server does not have (never had, or no longer keeps), or one
  *     the caller may not see; ErrorInfo.metadata["run_id"] holds the id.
@@ -218,6 +224,10 @@ export const ToolApproval = /*@__PURE__*/
  *     finished: it acts on nothing more.
  *   - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
  *     used for a different input of the same run.
+ *   - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
+ *     finished and that this server does not run.
+ *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
+ *     runs, journals and threads) failed: retry.
  *   - INTERNAL — (INTERNAL) a fault in agentd.
  *
  * Refusals that never reach the handlers carry no ErrorInfo: those of the
