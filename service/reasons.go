@@ -28,6 +28,9 @@ const (
 	reasonInputKeyReused       = "INPUT_KEY_REUSED"
 	reasonStoreUnavailable     = "STORE_UNAVAILABLE"
 	reasonRunElsewhere         = "RUN_NOT_HERE"
+	reasonThreadNotFound       = "THREAD_NOT_FOUND"
+	reasonThreadBusy           = "THREAD_BUSY"
+	reasonInvalidPageToken     = "INVALID_PAGE_TOKEN"
 	reasonInternal             = "INTERNAL" // a run reason too
 )
 

@@ -39,6 +39,14 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
 	}
 	ss, req, err := s.newSession(stream.Context(), modeRun, spec)
+	if si, ok := errors.AsType[*steerInto](err); ok {
+		ss, o, err := s.steerBusy(stream.Context(), si, send)
+		if err != nil {
+			return err
+		}
+		go ss.receive(stream.Recv, o, false)
+		return s.serveAttached(stream.Context(), si.runID, ss, o)
+	}
 	if err != nil {
 		return err
 	}
@@ -56,11 +64,19 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
+	send := func(f frame) error { return sendFrame(stream.Send, f) }
 	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart())
+	if si, ok := errors.AsType[*steerInto](err); ok {
+		ss, o, err := s.steerBusy(stream.Context(), si, send)
+		if err != nil {
+			return err
+		}
+		return s.serveAttached(stream.Context(), si.runID, ss, o)
+	}
 	if err != nil {
 		return err
 	}
-	o := ss.attachStarter(stream.Context(), func(f frame) error { return sendFrame(stream.Send, f) })
+	o := ss.attachStarter(stream.Context(), send)
 	ss.start(req)
 	return ss.serveStarter(stream.Context(), o)
 }

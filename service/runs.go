@@ -206,23 +206,41 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 	if err != nil {
 		return statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 	}
+	if ts := ss.threaded; ts != nil && ts.created {
+		err := s.store.CreateThread(ctx, store.Thread{ID: ts.id, Owner: ss.owner, Agent: ss.entry.Name})
+		if err != nil {
+			return storeStatus(err)
+		}
+	}
 	err = s.store.CreateRun(ctx, store.Run{
-		ID: ss.runID, ThreadID: ss.thread, Owner: ss.owner, Agent: ss.entry.Name, RequestID: ss.reqID,
+		ID: ss.runID, ThreadID: ss.thread, Exclusive: ss.threaded != nil, Owner: ss.owner, Agent: ss.entry.Name, RequestID: ss.reqID,
 		Status: store.Running, Spec: b,
 	})
+	if busy, ok := errors.AsType[*store.ThreadBusyError](err); ok {
+		if spec.GetOnBusy() == agentdv1.OnBusy_ON_BUSY_STEER {
+			return &steerInto{runID: busy.RunID, thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}
+		}
+		return threadBusy(ss.thread, busy.RunID)
+	}
 	if err != nil {
 		return storeStatus(err)
 	}
 	return nil
 }
 
-// finishRun records in the store that a run ended, once its last frames are there.
+// finishRun records in the store that a run ended, once its last frames are there, and
+// adds its messages to its thread before it frees the thread.
 func (s *Server) finishRun(ss *session) {
 	if err := s.writer.flushRun(ss); err != nil {
 		s.log.Error("the run's last events could not be stored", "run_id", ss.runID, "error", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	if ss.threaded != nil && ss.result != nil {
+		if err := s.addToThread(ctx, ss); err != nil {
+			s.log.Error("adding the run's messages to its thread failed", "run_id", ss.runID, "thread_id", ss.thread, "error", err)
+		}
+	}
 	if err := s.store.UpdateRun(ctx, ss.runID, store.Finished, nil); err != nil {
 		s.log.Error("recording the run's end in the store failed", "run_id", ss.runID, "error", err)
 	}

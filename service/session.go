@@ -95,6 +95,8 @@ type session struct {
 	usage           *agentdv1.Usage     // as of the last step finished
 	keyed           keyedInputs         // SendRunInput's inputs, by client_key
 	dirty           bool                // journaled frames wait for the journal writer
+	// threaded is the run's thread start (history THREAD); nil for history CLIENT.
+	threaded *threadStart
 }
 
 // newSession checks a RunSpec and prepares its run, which the server then keeps: any
@@ -114,6 +116,10 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 			return nil, nil, continuationStatus(err)
 		}
 	}
+	spec, threaded, err := s.withThread(ctx, mode, spec, ct)
+	if err != nil {
+		return nil, nil, err
+	}
 	entry, err := s.agentFor(spec, ct)
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +137,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		return nil, nil, err
 	}
 	ss := s.sessionFor(mode, entry, spec.GetRequestId(), plan)
-	ss.caller = counted
+	ss.caller, ss.threaded = counted, threaded
 	req := ss.request(plan, caller)
 	// The hooks the server's interceptors put on the RPC's context run first, in the
 	// order they were installed; the agent's own hooks follow (runtime.Config.Hooks).

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -891,6 +892,418 @@ func (x *SendRunInputResponse) GetSeq() int64 {
 	return 0
 }
 
+// Thread is a conversation the server keeps.
+type Thread struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the thread ("thread_…").
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The agent of the runs that made it.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// How many messages it holds.
+	MessageCount int64 `protobuf:"varint,3,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	// When it was made.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When a run last added to it.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Its active run, if one is going: attach to it to follow it.
+	ActiveRunId   string `protobuf:"bytes,6,opt,name=active_run_id,json=activeRunId,proto3" json:"active_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Thread) Reset() {
+	*x = Thread{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Thread) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Thread) ProtoMessage() {}
+
+func (x *Thread) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Thread.ProtoReflect.Descriptor instead.
+func (*Thread) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Thread) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *Thread) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *Thread) GetMessageCount() int64 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *Thread) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Thread) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Thread) GetActiveRunId() string {
+	if x != nil {
+		return x.ActiveRunId
+	}
+	return ""
+}
+
+// GetThreadRequest asks for a thread and a page of its messages.
+type GetThreadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the thread.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// Most messages to return; 0 means 100, more than 1000 is taken as 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetThreadRequest) Reset() {
+	*x = GetThreadRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetThreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetThreadRequest) ProtoMessage() {}
+
+func (x *GetThreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetThreadRequest.ProtoReflect.Descriptor instead.
+func (*GetThreadRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetThreadRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *GetThreadRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetThreadRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GetThreadResponse is a thread and a page of its messages.
+type GetThreadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The thread.
+	Thread *Thread `protobuf:"bytes,1,opt,name=thread,proto3" json:"thread,omitempty"`
+	// Its messages, oldest first, from the page's start.
+	Messages []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Token of the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetThreadResponse) Reset() {
+	*x = GetThreadResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetThreadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetThreadResponse) ProtoMessage() {}
+
+func (x *GetThreadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetThreadResponse.ProtoReflect.Descriptor instead.
+func (*GetThreadResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetThreadResponse) GetThread() *Thread {
+	if x != nil {
+		return x.Thread
+	}
+	return nil
+}
+
+func (x *GetThreadResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *GetThreadResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ListThreadsRequest asks for a page of the caller's threads.
+type ListThreadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most threads to return; 0 means 50, more than 1000 is taken as 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadsRequest) Reset() {
+	*x = ListThreadsRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadsRequest) ProtoMessage() {}
+
+func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
+func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListThreadsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListThreadsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListThreadsResponse is a page of the caller's threads.
+type ListThreadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The threads, most recently updated first.
+	Threads []*Thread `protobuf:"bytes,1,rep,name=threads,proto3" json:"threads,omitempty"`
+	// Token of the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadsResponse) Reset() {
+	*x = ListThreadsResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadsResponse) ProtoMessage() {}
+
+func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
+func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListThreadsResponse) GetThreads() []*Thread {
+	if x != nil {
+		return x.Threads
+	}
+	return nil
+}
+
+func (x *ListThreadsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeleteThreadRequest deletes a thread.
+type DeleteThreadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the thread.
+	ThreadId      string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteThreadRequest) Reset() {
+	*x = DeleteThreadRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteThreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteThreadRequest) ProtoMessage() {}
+
+func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteThreadRequest.ProtoReflect.Descriptor instead.
+func (*DeleteThreadRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteThreadRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+// DeleteThreadResponse answers DeleteThread.
+type DeleteThreadResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteThreadResponse) Reset() {
+	*x = DeleteThreadResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteThreadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteThreadResponse) ProtoMessage() {}
+
+func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteThreadResponse.ProtoReflect.Descriptor instead.
+func (*DeleteThreadResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+}
+
 // ListAgentsRequest asks for the agents this server offers.
 type ListAgentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -900,7 +1313,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1325,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1338,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 // ListAgentsResponse lists the agents this server offers.
@@ -939,7 +1352,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1364,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1377,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -995,7 +1408,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1420,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1433,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Agent) GetName() string {
@@ -1095,7 +1508,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1520,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1533,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolInfo) GetSpec() *ToolSpec {
@@ -1183,7 +1596,7 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16agentd/v1/events.proto\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\"\x90\x03\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16agentd/v1/events.proto\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x03\n" +
 	"\n" +
 	"RunRequest\x12\x1d\n" +
 	"\n" +
@@ -1230,7 +1643,35 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x05input\"O\n" +
 	"\x14SendRunInputResponse\x12%\n" +
 	"\x03ack\x18\x01 \x01(\v2\x13.agentd.v1.InputAckR\x03ack\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\x13\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\xfa\x01\n" +
+	"\x06Thread\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12#\n" +
+	"\rmessage_count\x18\x03 \x01(\x03R\fmessageCount\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\"\n" +
+	"\ractive_run_id\x18\x06 \x01(\tR\vactiveRunId\"k\n" +
+	"\x10GetThreadRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x96\x01\n" +
+	"\x11GetThreadResponse\x12)\n" +
+	"\x06thread\x18\x01 \x01(\v2\x11.agentd.v1.ThreadR\x06thread\x12.\n" +
+	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"P\n" +
+	"\x12ListThreadsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
+	"\x13ListThreadsResponse\x12+\n" +
+	"\athreads\x18\x01 \x03(\v2\x11.agentd.v1.ThreadR\athreads\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
+	"\x13DeleteThreadRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\"\x16\n" +
+	"\x14DeleteThreadResponse\"\x13\n" +
 	"\x11ListAgentsRequest\">\n" +
 	"\x12ListAgentsResponse\x12(\n" +
 	"\x06agents\x18\x01 \x03(\v2\x10.agentd.v1.AgentR\x06agents\"\xd1\x01\n" +
@@ -1254,7 +1695,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x19TOOL_APPROVAL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_APPROVAL_AUTO\x10\x01\x12\x15\n" +
 	"\x11TOOL_APPROVAL_ASK\x10\x02\x12\x18\n" +
-	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xc0\x03\n" +
+	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xa7\x05\n" +
 	"\fAgentService\x128\n" +
 	"\x03Run\x12\x15.agentd.v1.RunRequest\x1a\x16.agentd.v1.RunResponse(\x010\x01\x12E\n" +
 	"\bStartRun\x12\x1a.agentd.v1.StartRunRequest\x1a\x1b.agentd.v1.StartRunResponse0\x01\x12I\n" +
@@ -1263,7 +1704,10 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"ListAgents\x12\x1c.agentd.v1.ListAgentsRequest\x1a\x1d.agentd.v1.ListAgentsResponse\x12H\n" +
 	"\tAttachRun\x12\x1b.agentd.v1.AttachRunRequest\x1a\x1c.agentd.v1.AttachRunResponse0\x01\x12O\n" +
-	"\fSendRunInput\x12\x1e.agentd.v1.SendRunInputRequest\x1a\x1f.agentd.v1.SendRunInputResponseB\x98\x01\n" +
+	"\fSendRunInput\x12\x1e.agentd.v1.SendRunInputRequest\x1a\x1f.agentd.v1.SendRunInputResponse\x12F\n" +
+	"\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\x12L\n" +
+	"\vListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\x12O\n" +
+	"\fDeleteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponseB\x98\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -1280,77 +1724,97 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
-	(ToolApproval)(0),            // 0: agentd.v1.ToolApproval
-	(*RunRequest)(nil),           // 1: agentd.v1.RunRequest
-	(*Attach)(nil),               // 2: agentd.v1.Attach
-	(*RunResponse)(nil),          // 3: agentd.v1.RunResponse
-	(*StartRunRequest)(nil),      // 4: agentd.v1.StartRunRequest
-	(*StartRunResponse)(nil),     // 5: agentd.v1.StartRunResponse
-	(*ExecuteRunRequest)(nil),    // 6: agentd.v1.ExecuteRunRequest
-	(*ExecuteRunResponse)(nil),   // 7: agentd.v1.ExecuteRunResponse
-	(*AttachRunRequest)(nil),     // 8: agentd.v1.AttachRunRequest
-	(*AttachRunResponse)(nil),    // 9: agentd.v1.AttachRunResponse
-	(*SendRunInputRequest)(nil),  // 10: agentd.v1.SendRunInputRequest
-	(*SendRunInputResponse)(nil), // 11: agentd.v1.SendRunInputResponse
-	(*ListAgentsRequest)(nil),    // 12: agentd.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),   // 13: agentd.v1.ListAgentsResponse
-	(*Agent)(nil),                // 14: agentd.v1.Agent
-	(*ToolInfo)(nil),             // 15: agentd.v1.ToolInfo
-	(*RunSpec)(nil),              // 16: agentd.v1.RunSpec
-	(*ApprovalDecision)(nil),     // 17: agentd.v1.ApprovalDecision
-	(*Steer)(nil),                // 18: agentd.v1.Steer
-	(*ToolResult)(nil),           // 19: agentd.v1.ToolResult
-	(*Cancel)(nil),               // 20: agentd.v1.Cancel
-	(*Ping)(nil),                 // 21: agentd.v1.Ping
-	(*RunEvent)(nil),             // 22: agentd.v1.RunEvent
-	(*RunFinished)(nil),          // 23: agentd.v1.RunFinished
-	(*InputAck)(nil),             // 24: agentd.v1.InputAck
-	(*ToolSpec)(nil),             // 25: agentd.v1.ToolSpec
-	(*durationpb.Duration)(nil),  // 26: google.protobuf.Duration
+	(ToolApproval)(0),             // 0: agentd.v1.ToolApproval
+	(*RunRequest)(nil),            // 1: agentd.v1.RunRequest
+	(*Attach)(nil),                // 2: agentd.v1.Attach
+	(*RunResponse)(nil),           // 3: agentd.v1.RunResponse
+	(*StartRunRequest)(nil),       // 4: agentd.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 5: agentd.v1.StartRunResponse
+	(*ExecuteRunRequest)(nil),     // 6: agentd.v1.ExecuteRunRequest
+	(*ExecuteRunResponse)(nil),    // 7: agentd.v1.ExecuteRunResponse
+	(*AttachRunRequest)(nil),      // 8: agentd.v1.AttachRunRequest
+	(*AttachRunResponse)(nil),     // 9: agentd.v1.AttachRunResponse
+	(*SendRunInputRequest)(nil),   // 10: agentd.v1.SendRunInputRequest
+	(*SendRunInputResponse)(nil),  // 11: agentd.v1.SendRunInputResponse
+	(*Thread)(nil),                // 12: agentd.v1.Thread
+	(*GetThreadRequest)(nil),      // 13: agentd.v1.GetThreadRequest
+	(*GetThreadResponse)(nil),     // 14: agentd.v1.GetThreadResponse
+	(*ListThreadsRequest)(nil),    // 15: agentd.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),   // 16: agentd.v1.ListThreadsResponse
+	(*DeleteThreadRequest)(nil),   // 17: agentd.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),  // 18: agentd.v1.DeleteThreadResponse
+	(*ListAgentsRequest)(nil),     // 19: agentd.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),    // 20: agentd.v1.ListAgentsResponse
+	(*Agent)(nil),                 // 21: agentd.v1.Agent
+	(*ToolInfo)(nil),              // 22: agentd.v1.ToolInfo
+	(*RunSpec)(nil),               // 23: agentd.v1.RunSpec
+	(*ApprovalDecision)(nil),      // 24: agentd.v1.ApprovalDecision
+	(*Steer)(nil),                 // 25: agentd.v1.Steer
+	(*ToolResult)(nil),            // 26: agentd.v1.ToolResult
+	(*Cancel)(nil),                // 27: agentd.v1.Cancel
+	(*Ping)(nil),                  // 28: agentd.v1.Ping
+	(*RunEvent)(nil),              // 29: agentd.v1.RunEvent
+	(*RunFinished)(nil),           // 30: agentd.v1.RunFinished
+	(*InputAck)(nil),              // 31: agentd.v1.InputAck
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*Message)(nil),               // 33: agentd.v1.Message
+	(*ToolSpec)(nil),              // 34: agentd.v1.ToolSpec
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	16, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
-	17, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	18, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
-	19, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
-	20, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
-	21, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
+	23, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
+	24, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	25, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
+	26, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
+	27, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
+	28, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
 	2,  // 6: agentd.v1.RunRequest.attach:type_name -> agentd.v1.Attach
-	22, // 7: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
-	16, // 8: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
-	22, // 9: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
-	16, // 10: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
-	23, // 11: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
-	22, // 12: agentd.v1.AttachRunResponse.event:type_name -> agentd.v1.RunEvent
-	17, // 13: agentd.v1.SendRunInputRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	18, // 14: agentd.v1.SendRunInputRequest.steer:type_name -> agentd.v1.Steer
-	19, // 15: agentd.v1.SendRunInputRequest.tool_result:type_name -> agentd.v1.ToolResult
-	20, // 16: agentd.v1.SendRunInputRequest.cancel:type_name -> agentd.v1.Cancel
-	24, // 17: agentd.v1.SendRunInputResponse.ack:type_name -> agentd.v1.InputAck
-	14, // 18: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
-	15, // 19: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
-	25, // 20: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
-	26, // 21: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
-	0,  // 22: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
-	1,  // 23: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
-	4,  // 24: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
-	6,  // 25: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
-	12, // 26: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
-	8,  // 27: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
-	10, // 28: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
-	3,  // 29: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
-	5,  // 30: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
-	7,  // 31: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
-	13, // 32: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
-	9,  // 33: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
-	11, // 34: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
-	29, // [29:35] is the sub-list for method output_type
-	23, // [23:29] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	29, // 7: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
+	23, // 8: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
+	29, // 9: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
+	23, // 10: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
+	30, // 11: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
+	29, // 12: agentd.v1.AttachRunResponse.event:type_name -> agentd.v1.RunEvent
+	24, // 13: agentd.v1.SendRunInputRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	25, // 14: agentd.v1.SendRunInputRequest.steer:type_name -> agentd.v1.Steer
+	26, // 15: agentd.v1.SendRunInputRequest.tool_result:type_name -> agentd.v1.ToolResult
+	27, // 16: agentd.v1.SendRunInputRequest.cancel:type_name -> agentd.v1.Cancel
+	31, // 17: agentd.v1.SendRunInputResponse.ack:type_name -> agentd.v1.InputAck
+	32, // 18: agentd.v1.Thread.created_at:type_name -> google.protobuf.Timestamp
+	32, // 19: agentd.v1.Thread.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 20: agentd.v1.GetThreadResponse.thread:type_name -> agentd.v1.Thread
+	33, // 21: agentd.v1.GetThreadResponse.messages:type_name -> agentd.v1.Message
+	12, // 22: agentd.v1.ListThreadsResponse.threads:type_name -> agentd.v1.Thread
+	21, // 23: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
+	22, // 24: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
+	34, // 25: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
+	35, // 26: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
+	0,  // 27: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
+	1,  // 28: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
+	4,  // 29: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
+	6,  // 30: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
+	19, // 31: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
+	8,  // 32: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
+	10, // 33: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
+	13, // 34: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	15, // 35: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	17, // 36: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	3,  // 37: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
+	5,  // 38: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
+	7,  // 39: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
+	20, // 40: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
+	9,  // 41: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
+	11, // 42: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
+	14, // 43: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	16, // 44: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	18, // 45: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -1382,7 +1846,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,9 @@ const (
 	AgentService_ListAgents_FullMethodName   = "/agentd.v1.AgentService/ListAgents"
 	AgentService_AttachRun_FullMethodName    = "/agentd.v1.AgentService/AttachRun"
 	AgentService_SendRunInput_FullMethodName = "/agentd.v1.AgentService/SendRunInput"
+	AgentService_GetThread_FullMethodName    = "/agentd.v1.AgentService/GetThread"
+	AgentService_ListThreads_FullMethodName  = "/agentd.v1.AgentService/ListThreads"
+	AgentService_DeleteThread_FullMethodName = "/agentd.v1.AgentService/DeleteThread"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -123,6 +126,13 @@ const (
 //     used for a different input of the same run.
 //   - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
 //     finished and that this server does not run.
+//   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+//     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+//     holds the id.
+//   - THREAD_BUSY — (ABORTED) the thread has an active run;
+//     ErrorInfo.metadata["active_run_id"] names it.
+//   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+//     server gave.
 //   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
 //     runs, journals and threads) failed: retry.
 //   - INTERNAL — (INTERNAL) a fault in agentd.
@@ -169,6 +179,14 @@ type AgentServiceClient interface {
 	// input_ack is journaled, so every client attached to the run sees it
 	// before any event the input causes.
 	SendRunInput(ctx context.Context, in *SendRunInputRequest, opts ...grpc.CallOption) (*SendRunInputResponse, error)
+	// GetThread returns a thread the server keeps (runs with HISTORY_THREAD),
+	// with a page of its messages, oldest first.
+	GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error)
+	// ListThreads lists the caller's threads, most recently updated first.
+	ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error)
+	// DeleteThread deletes a thread and its messages. A thread with an active
+	// run is refused with ABORTED (THREAD_BUSY): cancel the run first.
+	DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error)
 }
 
 type agentServiceClient struct {
@@ -254,6 +272,36 @@ func (c *agentServiceClient) SendRunInput(ctx context.Context, in *SendRunInputR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SendRunInputResponse)
 	err := c.cc.Invoke(ctx, AgentService_SendRunInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) GetThread(ctx context.Context, in *GetThreadRequest, opts ...grpc.CallOption) (*GetThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListThreads(ctx context.Context, in *ListThreadsRequest, opts ...grpc.CallOption) (*ListThreadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListThreadsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListThreads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteThreadResponse)
+	err := c.cc.Invoke(ctx, AgentService_DeleteThread_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +404,13 @@ func (c *agentServiceClient) SendRunInput(ctx context.Context, in *SendRunInputR
 //     used for a different input of the same run.
 //   - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
 //     finished and that this server does not run.
+//   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+//     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+//     holds the id.
+//   - THREAD_BUSY — (ABORTED) the thread has an active run;
+//     ErrorInfo.metadata["active_run_id"] names it.
+//   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+//     server gave.
 //   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
 //     runs, journals and threads) failed: retry.
 //   - INTERNAL — (INTERNAL) a fault in agentd.
@@ -402,6 +457,14 @@ type AgentServiceServer interface {
 	// input_ack is journaled, so every client attached to the run sees it
 	// before any event the input causes.
 	SendRunInput(context.Context, *SendRunInputRequest) (*SendRunInputResponse, error)
+	// GetThread returns a thread the server keeps (runs with HISTORY_THREAD),
+	// with a page of its messages, oldest first.
+	GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error)
+	// ListThreads lists the caller's threads, most recently updated first.
+	ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error)
+	// DeleteThread deletes a thread and its messages. A thread with an active
+	// run is refused with ABORTED (THREAD_BUSY): cancel the run first.
+	DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -429,6 +492,15 @@ func (UnimplementedAgentServiceServer) AttachRun(*AttachRunRequest, grpc.ServerS
 }
 func (UnimplementedAgentServiceServer) SendRunInput(context.Context, *SendRunInputRequest) (*SendRunInputResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SendRunInput not implemented")
+}
+func (UnimplementedAgentServiceServer) GetThread(context.Context, *GetThreadRequest) (*GetThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetThread not implemented")
+}
+func (UnimplementedAgentServiceServer) ListThreads(context.Context, *ListThreadsRequest) (*ListThreadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListThreads not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteThread not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -534,6 +606,60 @@ func _AgentService_SendRunInput_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetThread(ctx, req.(*GetThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListThreads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListThreadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListThreads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListThreads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListThreads(ctx, req.(*ListThreadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DeleteThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DeleteThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteThread(ctx, req.(*DeleteThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -552,6 +678,18 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SendRunInput",
 			Handler:    _AgentService_SendRunInput_Handler,
+		},
+		{
+			MethodName: "GetThread",
+			Handler:    _AgentService_GetThread_Handler,
+		},
+		{
+			MethodName: "ListThreads",
+			Handler:    _AgentService_ListThreads_Handler,
+		},
+		{
+			MethodName: "DeleteThread",
+			Handler:    _AgentService_DeleteThread_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -23,6 +23,123 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// History says where a run's history comes from.
+type History int32
+
+const (
+	// HISTORY_CLIENT.
+	History_HISTORY_UNSPECIFIED History = 0
+	// The client sends it in messages, and keeps it: the server keeps nothing
+	// of the conversation.
+	History_HISTORY_CLIENT History = 1
+	// The server keeps the conversation as a thread: the history is the
+	// thread's messages, and messages and input hold only the new input. The
+	// run's new messages are added to the thread as it finishes. An empty
+	// thread_id starts a new thread; one the caller does not own, or that no
+	// longer exists, gets NOT_FOUND (THREAD_NOT_FOUND). A thread has at most
+	// one active run: see on_busy. A continuation of a run on a thread is
+	// sent with history THREAD and no messages.
+	History_HISTORY_THREAD History = 2
+)
+
+// Enum value maps for History.
+var (
+	History_name = map[int32]string{
+		0: "HISTORY_UNSPECIFIED",
+		1: "HISTORY_CLIENT",
+		2: "HISTORY_THREAD",
+	}
+	History_value = map[string]int32{
+		"HISTORY_UNSPECIFIED": 0,
+		"HISTORY_CLIENT":      1,
+		"HISTORY_THREAD":      2,
+	}
+)
+
+func (x History) Enum() *History {
+	p := new(History)
+	*p = x
+	return p
+}
+
+func (x History) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (History) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_run_proto_enumTypes[0].Descriptor()
+}
+
+func (History) Type() protoreflect.EnumType {
+	return &file_agentd_v1_run_proto_enumTypes[0]
+}
+
+func (x History) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use History.Descriptor instead.
+func (History) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{0}
+}
+
+// OnBusy says what a start on a thread with an active run does.
+type OnBusy int32
+
+const (
+	// ON_BUSY_REJECT.
+	OnBusy_ON_BUSY_UNSPECIFIED OnBusy = 0
+	// The start is refused with ABORTED (THREAD_BUSY), ErrorInfo naming the
+	// active run in metadata["active_run_id"]: attach to it, or wait.
+	OnBusy_ON_BUSY_REJECT OnBusy = 1
+	// The start's input is steered into the active run (as a NEXT_STEP steer)
+	// and the stream attaches to that run from its next event, its first
+	// event attached; only Run and StartRun, and only with input or messages
+	// of text and media.
+	OnBusy_ON_BUSY_STEER OnBusy = 2
+)
+
+// Enum value maps for OnBusy.
+var (
+	OnBusy_name = map[int32]string{
+		0: "ON_BUSY_UNSPECIFIED",
+		1: "ON_BUSY_REJECT",
+		2: "ON_BUSY_STEER",
+	}
+	OnBusy_value = map[string]int32{
+		"ON_BUSY_UNSPECIFIED": 0,
+		"ON_BUSY_REJECT":      1,
+		"ON_BUSY_STEER":       2,
+	}
+)
+
+func (x OnBusy) Enum() *OnBusy {
+	p := new(OnBusy)
+	*p = x
+	return p
+}
+
+func (x OnBusy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnBusy) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_run_proto_enumTypes[1].Descriptor()
+}
+
+func (OnBusy) Type() protoreflect.EnumType {
+	return &file_agentd_v1_run_proto_enumTypes[1]
+}
+
+func (x OnBusy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnBusy.Descriptor instead.
+func (OnBusy) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
 // OnDisconnect says what a run does when the stream that started it goes
 // away. A half-close is not a disconnect: the client still reads, and what
 // then needs it parks the run (AWAITING_INPUT).
@@ -66,11 +183,11 @@ func (x OnDisconnect) String() string {
 }
 
 func (OnDisconnect) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[2].Descriptor()
 }
 
 func (OnDisconnect) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[0]
+	return &file_agentd_v1_run_proto_enumTypes[2]
 }
 
 func (x OnDisconnect) Number() protoreflect.EnumNumber {
@@ -79,7 +196,7 @@ func (x OnDisconnect) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OnDisconnect.Descriptor instead.
 func (OnDisconnect) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 // ApprovalPolicy says how tool calls that need an approval are decided.
@@ -131,11 +248,11 @@ func (x ApprovalPolicy) String() string {
 }
 
 func (ApprovalPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[3].Descriptor()
 }
 
 func (ApprovalPolicy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[1]
+	return &file_agentd_v1_run_proto_enumTypes[3]
 }
 
 func (x ApprovalPolicy) Number() protoreflect.EnumNumber {
@@ -144,7 +261,7 @@ func (x ApprovalPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalPolicy.Descriptor instead.
 func (ApprovalPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 // ApprovalOutcome is how an approval request ended.
@@ -192,11 +309,11 @@ func (x ApprovalOutcome) String() string {
 }
 
 func (ApprovalOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[4].Descriptor()
 }
 
 func (ApprovalOutcome) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[2]
+	return &file_agentd_v1_run_proto_enumTypes[4]
 }
 
 func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
@@ -205,7 +322,7 @@ func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalOutcome.Descriptor instead.
 func (ApprovalOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 // SteerMode says when a steer takes effect.
@@ -248,11 +365,11 @@ func (x SteerMode) String() string {
 }
 
 func (SteerMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[5].Descriptor()
 }
 
 func (SteerMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[3]
+	return &file_agentd_v1_run_proto_enumTypes[5]
 }
 
 func (x SteerMode) Number() protoreflect.EnumNumber {
@@ -261,7 +378,7 @@ func (x SteerMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SteerMode.Descriptor instead.
 func (SteerMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 // RunSpec starts a run, or resumes a parked one. It is the `start` of all
@@ -308,7 +425,12 @@ type RunSpec struct {
 	// Results of the parked run's pending client tool calls.
 	ToolResults []*ToolResult `protobuf:"bytes,10,rep,name=tool_results,json=toolResults,proto3" json:"tool_results,omitempty"`
 	// Free-form data for hooks and logs; agentd does not interpret it.
-	Metadata      *structpb.Struct `protobuf:"bytes,11,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *structpb.Struct `protobuf:"bytes,11,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Where the run's history comes from. Unset means HISTORY_CLIENT.
+	History History `protobuf:"varint,12,opt,name=history,proto3,enum=agentd.v1.History" json:"history,omitempty"`
+	// What a start on a thread that has an active run does (HISTORY_THREAD
+	// only). Unset means ON_BUSY_REJECT.
+	OnBusy        OnBusy `protobuf:"varint,13,opt,name=on_busy,json=onBusy,proto3,enum=agentd.v1.OnBusy" json:"on_busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +540,20 @@ func (x *RunSpec) GetMetadata() *structpb.Struct {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *RunSpec) GetHistory() History {
+	if x != nil {
+		return x.History
+	}
+	return History_HISTORY_UNSPECIFIED
+}
+
+func (x *RunSpec) GetOnBusy() OnBusy {
+	if x != nil {
+		return x.OnBusy
+	}
+	return OnBusy_ON_BUSY_UNSPECIFIED
 }
 
 // RunConfig holds a run's settings. A client may tighten the agent's policy,
@@ -937,7 +1073,7 @@ var File_agentd_v1_run_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x13agentd/v1/run.proto\x12\tagentd.v1\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd7\x03\n" +
+	"\x13agentd/v1/run.proto\x12\tagentd.v1\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb1\x04\n" +
 	"\aRunSpec\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x1d\n" +
@@ -951,7 +1087,9 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\tdecisions\x18\t \x03(\v2\x1b.agentd.v1.ApprovalDecisionR\tdecisions\x128\n" +
 	"\ftool_results\x18\n" +
 	" \x03(\v2\x15.agentd.v1.ToolResultR\vtoolResults\x123\n" +
-	"\bmetadata\x18\v \x01(\v2\x17.google.protobuf.StructR\bmetadata\"\xca\x02\n" +
+	"\bmetadata\x18\v \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12,\n" +
+	"\ahistory\x18\f \x01(\x0e2\x12.agentd.v1.HistoryR\ahistory\x12*\n" +
+	"\aon_busy\x18\r \x01(\x0e2\x11.agentd.v1.OnBusyR\x06onBusy\"\xca\x02\n" +
 	"\tRunConfig\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n" +
 	"\tmax_steps\x18\x02 \x01(\x05R\bmaxSteps\x12B\n" +
@@ -984,7 +1122,15 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\x06output\" \n" +
 	"\x06Cancel\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x06\n" +
-	"\x04Ping*c\n" +
+	"\x04Ping*J\n" +
+	"\aHistory\x12\x17\n" +
+	"\x13HISTORY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eHISTORY_CLIENT\x10\x01\x12\x12\n" +
+	"\x0eHISTORY_THREAD\x10\x02*H\n" +
+	"\x06OnBusy\x12\x17\n" +
+	"\x13ON_BUSY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eON_BUSY_REJECT\x10\x01\x12\x11\n" +
+	"\rON_BUSY_STEER\x10\x02*c\n" +
 	"\fOnDisconnect\x12\x1d\n" +
 	"\x19ON_DISCONNECT_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ON_DISCONNECT_CONTINUE\x10\x01\x12\x18\n" +
@@ -1020,50 +1166,54 @@ func file_agentd_v1_run_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_run_proto_rawDescData
 }
 
-var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_agentd_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_v1_run_proto_goTypes = []any{
-	(OnDisconnect)(0),           // 0: agentd.v1.OnDisconnect
-	(ApprovalPolicy)(0),         // 1: agentd.v1.ApprovalPolicy
-	(ApprovalOutcome)(0),        // 2: agentd.v1.ApprovalOutcome
-	(SteerMode)(0),              // 3: agentd.v1.SteerMode
-	(*RunSpec)(nil),             // 4: agentd.v1.RunSpec
-	(*RunConfig)(nil),           // 5: agentd.v1.RunConfig
-	(*ToolPolicyOverride)(nil),  // 6: agentd.v1.ToolPolicyOverride
-	(*ApprovalDecision)(nil),    // 7: agentd.v1.ApprovalDecision
-	(*Steer)(nil),               // 8: agentd.v1.Steer
-	(*ToolResult)(nil),          // 9: agentd.v1.ToolResult
-	(*Cancel)(nil),              // 10: agentd.v1.Cancel
-	(*Ping)(nil),                // 11: agentd.v1.Ping
-	(*Message)(nil),             // 12: agentd.v1.Message
-	(*ClientTool)(nil),          // 13: agentd.v1.ClientTool
-	(*structpb.Struct)(nil),     // 14: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
-	(*structpb.Value)(nil),      // 16: google.protobuf.Value
-	(*MediaPart)(nil),           // 17: agentd.v1.MediaPart
+	(History)(0),                // 0: agentd.v1.History
+	(OnBusy)(0),                 // 1: agentd.v1.OnBusy
+	(OnDisconnect)(0),           // 2: agentd.v1.OnDisconnect
+	(ApprovalPolicy)(0),         // 3: agentd.v1.ApprovalPolicy
+	(ApprovalOutcome)(0),        // 4: agentd.v1.ApprovalOutcome
+	(SteerMode)(0),              // 5: agentd.v1.SteerMode
+	(*RunSpec)(nil),             // 6: agentd.v1.RunSpec
+	(*RunConfig)(nil),           // 7: agentd.v1.RunConfig
+	(*ToolPolicyOverride)(nil),  // 8: agentd.v1.ToolPolicyOverride
+	(*ApprovalDecision)(nil),    // 9: agentd.v1.ApprovalDecision
+	(*Steer)(nil),               // 10: agentd.v1.Steer
+	(*ToolResult)(nil),          // 11: agentd.v1.ToolResult
+	(*Cancel)(nil),              // 12: agentd.v1.Cancel
+	(*Ping)(nil),                // 13: agentd.v1.Ping
+	(*Message)(nil),             // 14: agentd.v1.Message
+	(*ClientTool)(nil),          // 15: agentd.v1.ClientTool
+	(*structpb.Struct)(nil),     // 16: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
+	(*structpb.Value)(nil),      // 18: google.protobuf.Value
+	(*MediaPart)(nil),           // 19: agentd.v1.MediaPart
 }
 var file_agentd_v1_run_proto_depIdxs = []int32{
-	12, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
-	13, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
-	5,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
-	7,  // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
-	9,  // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
-	14, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
-	1,  // 6: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
-	15, // 7: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
-	6,  // 8: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
-	0,  // 9: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
-	2,  // 10: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
-	16, // 11: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
-	12, // 12: agentd.v1.Steer.message:type_name -> agentd.v1.Message
-	3,  // 13: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
-	16, // 14: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
-	17, // 15: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	14, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
+	15, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
+	7,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
+	9,  // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
+	11, // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
+	16, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
+	0,  // 6: agentd.v1.RunSpec.history:type_name -> agentd.v1.History
+	1,  // 7: agentd.v1.RunSpec.on_busy:type_name -> agentd.v1.OnBusy
+	3,  // 8: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
+	17, // 9: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
+	8,  // 10: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
+	2,  // 11: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
+	4,  // 12: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
+	18, // 13: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
+	14, // 14: agentd.v1.Steer.message:type_name -> agentd.v1.Message
+	5,  // 15: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
+	18, // 16: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
+	19, // 17: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_run_proto_init() }
@@ -1081,7 +1231,7 @@ func file_agentd_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_run_proto_rawDesc), len(file_agentd_v1_run_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      6,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -2,6 +2,7 @@ from agentd.v1 import events_pb2 as _events_pb2
 from agentd.v1 import run_pb2 as _run_pb2
 from agentd.v1 import transcript_pb2 as _transcript_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -52,6 +53,16 @@ class AttachRunResponse(_message.Message):
     event: _events_pb2.RunEvent
     def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
 
+class DeleteThreadRequest(_message.Message):
+    __slots__ = ["thread_id"]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class DeleteThreadResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class ExecuteRunRequest(_message.Message):
     __slots__ = ["start"]
     START_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +81,26 @@ class ExecuteRunResponse(_message.Message):
     trace_id: str
     def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., result: _Optional[_Union[_events_pb2.RunFinished, _Mapping]] = ...) -> None: ...
 
+class GetThreadRequest(_message.Message):
+    __slots__ = ["page_size", "page_token", "thread_id"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetThreadResponse(_message.Message):
+    __slots__ = ["messages", "next_page_token", "thread"]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_transcript_pb2.Message]
+    next_page_token: str
+    thread: Thread
+    def __init__(self, thread: _Optional[_Union[Thread, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class ListAgentsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -79,6 +110,22 @@ class ListAgentsResponse(_message.Message):
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.RepeatedCompositeFieldContainer[Agent]
     def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ...) -> None: ...
+
+class ListThreadsRequest(_message.Message):
+    __slots__ = ["page_size", "page_token"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListThreadsResponse(_message.Message):
+    __slots__ = ["next_page_token", "threads"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    threads: _containers.RepeatedCompositeFieldContainer[Thread]
+    def __init__(self, threads: _Optional[_Iterable[_Union[Thread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class RunRequest(_message.Message):
     __slots__ = ["approval_decision", "attach", "cancel", "client_seq", "ping", "start", "steer", "tool_result"]
@@ -141,6 +188,22 @@ class StartRunResponse(_message.Message):
     EVENT_FIELD_NUMBER: _ClassVar[int]
     event: _events_pb2.RunEvent
     def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
+
+class Thread(_message.Message):
+    __slots__ = ["active_run_id", "agent", "created_at", "message_count", "thread_id", "updated_at"]
+    ACTIVE_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    active_run_id: str
+    agent: str
+    created_at: _timestamp_pb2.Timestamp
+    message_count: int
+    thread_id: str
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., message_count: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., active_run_id: _Optional[str] = ...) -> None: ...
 
 class ToolInfo(_message.Message):
     __slots__ = ["approval", "completes_run", "enabled", "parallel", "requires_approval", "source", "spec", "timeout"]

@@ -98,6 +98,13 @@ class AgentServiceStub(object):
     used for a different input of the same run.
     - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
     finished and that this server does not run.
+    - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+    does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+    holds the id.
+    - THREAD_BUSY — (ABORTED) the thread has an active run;
+    ErrorInfo.metadata["active_run_id"] names it.
+    - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+    server gave.
     - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
     runs, journals and threads) failed: retry.
     - INTERNAL — (INTERNAL) a fault in agentd.
@@ -144,6 +151,21 @@ class AgentServiceStub(object):
                 '/agentd.v1.AgentService/SendRunInput',
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputResponse.FromString,
+                )
+        self.GetThread = channel.unary_unary(
+                '/agentd.v1.AgentService/GetThread',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.GetThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.GetThreadResponse.FromString,
+                )
+        self.ListThreads = channel.unary_unary(
+                '/agentd.v1.AgentService/ListThreads',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.ListThreadsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListThreadsResponse.FromString,
+                )
+        self.DeleteThread = channel.unary_unary(
+                '/agentd.v1.AgentService/DeleteThread',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadResponse.FromString,
                 )
 
 
@@ -240,6 +262,13 @@ class AgentServiceServicer(object):
     used for a different input of the same run.
     - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
     finished and that this server does not run.
+    - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+    does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+    holds the id.
+    - THREAD_BUSY — (ABORTED) the thread has an active run;
+    ErrorInfo.metadata["active_run_id"] names it.
+    - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+    server gave.
     - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
     runs, journals and threads) failed: retry.
     - INTERNAL — (INTERNAL) a fault in agentd.
@@ -317,6 +346,29 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetThread(self, request, context):
+        """GetThread returns a thread the server keeps (runs with HISTORY_THREAD),
+        with a page of its messages, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListThreads(self, request, context):
+        """ListThreads lists the caller's threads, most recently updated first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteThread(self, request, context):
+        """DeleteThread deletes a thread and its messages. A thread with an active
+        run is refused with ABORTED (THREAD_BUSY): cancel the run first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -349,6 +401,21 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.SendRunInput,
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.SendRunInputResponse.SerializeToString,
+            ),
+            'GetThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetThread,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.GetThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.GetThreadResponse.SerializeToString,
+            ),
+            'ListThreads': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListThreads,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.ListThreadsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.ListThreadsResponse.SerializeToString,
+            ),
+            'DeleteThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteThread,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -450,6 +517,13 @@ class AgentService(object):
     used for a different input of the same run.
     - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
     finished and that this server does not run.
+    - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+    does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+    holds the id.
+    - THREAD_BUSY — (ABORTED) the thread has an active run;
+    ErrorInfo.metadata["active_run_id"] names it.
+    - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+    server gave.
     - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
     runs, journals and threads) failed: retry.
     - INTERNAL — (INTERNAL) a fault in agentd.
@@ -560,5 +634,56 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/SendRunInput',
             agentd_dot_v1_dot_agent__service__pb2.SendRunInputRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.SendRunInputResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetThread',
+            agentd_dot_v1_dot_agent__service__pb2.GetThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.GetThreadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListThreads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListThreads',
+            agentd_dot_v1_dot_agent__service__pb2.ListThreadsRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.ListThreadsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/DeleteThread',
+            agentd_dot_v1_dot_agent__service__pb2.DeleteThreadRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.DeleteThreadResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

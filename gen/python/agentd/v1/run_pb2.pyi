@@ -18,6 +18,12 @@ APPROVAL_POLICY_AUTO_DENY: ApprovalPolicy
 APPROVAL_POLICY_INTERRUPT: ApprovalPolicy
 APPROVAL_POLICY_UNSPECIFIED: ApprovalPolicy
 DESCRIPTOR: _descriptor.FileDescriptor
+HISTORY_CLIENT: History
+HISTORY_THREAD: History
+HISTORY_UNSPECIFIED: History
+ON_BUSY_REJECT: OnBusy
+ON_BUSY_STEER: OnBusy
+ON_BUSY_UNSPECIFIED: OnBusy
 ON_DISCONNECT_CANCEL: OnDisconnect
 ON_DISCONNECT_CONTINUE: OnDisconnect
 ON_DISCONNECT_UNSPECIFIED: OnDisconnect
@@ -64,15 +70,17 @@ class RunConfig(_message.Message):
     def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ..., on_disconnect: _Optional[_Union[OnDisconnect, str]] = ...) -> None: ...
 
 class RunSpec(_message.Message):
-    __slots__ = ["agent", "client_tools", "config", "continuation", "decisions", "input", "messages", "metadata", "request_id", "thread_id", "tool_results"]
+    __slots__ = ["agent", "client_tools", "config", "continuation", "decisions", "history", "input", "messages", "metadata", "on_busy", "request_id", "thread_id", "tool_results"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     CONTINUATION_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    ON_BUSY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
@@ -81,13 +89,15 @@ class RunSpec(_message.Message):
     config: RunConfig
     continuation: bytes
     decisions: _containers.RepeatedCompositeFieldContainer[ApprovalDecision]
+    history: History
     input: str
     messages: _containers.RepeatedCompositeFieldContainer[_transcript_pb2.Message]
     metadata: _struct_pb2.Struct
+    on_busy: OnBusy
     request_id: str
     thread_id: str
     tool_results: _containers.RepeatedCompositeFieldContainer[ToolResult]
-    def __init__(self, agent: _Optional[str] = ..., thread_id: _Optional[str] = ..., request_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., input: _Optional[str] = ..., client_tools: _Optional[_Iterable[_Union[_transcript_pb2.ClientTool, _Mapping]]] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., continuation: _Optional[bytes] = ..., decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, agent: _Optional[str] = ..., thread_id: _Optional[str] = ..., request_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., input: _Optional[str] = ..., client_tools: _Optional[_Iterable[_Union[_transcript_pb2.ClientTool, _Mapping]]] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., continuation: _Optional[bytes] = ..., decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., history: _Optional[_Union[History, str]] = ..., on_busy: _Optional[_Union[OnBusy, str]] = ...) -> None: ...
 
 class Steer(_message.Message):
     __slots__ = ["message", "mode", "text"]
@@ -122,6 +132,12 @@ class ToolResult(_message.Message):
     text: str
     tool_call_id: str
     def __init__(self, tool_call_id: _Optional[str] = ..., text: _Optional[str] = ..., json: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., is_error: bool = ..., media: _Optional[_Iterable[_Union[_transcript_pb2.MediaPart, _Mapping]]] = ...) -> None: ...
+
+class History(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class OnBusy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class OnDisconnect(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

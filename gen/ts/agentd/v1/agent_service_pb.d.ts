@@ -6,8 +6,8 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import type { Message } from "@bufbuild/protobuf";
 import type { ApprovalDecision, Cancel, Ping, RunSpec, Steer, ToolResult } from "./run_pb.js";
 import type { InputAck, RunEvent, RunFinished } from "./events_pb.js";
-import type { ToolSpec } from "./transcript_pb.js";
-import type { Duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Message as Message$1, ToolSpec } from "./transcript_pb.js";
 
 /**
  * Describes the file agentd/v1/agent_service.proto.
@@ -406,6 +406,217 @@ export declare type SendRunInputResponse = Message<"agentd.v1.SendRunInputRespon
 export declare const SendRunInputResponseSchema: GenMessage<SendRunInputResponse>;
 
 /**
+ * Thread is a conversation the server keeps.
+ *
+ * @generated from message agentd.v1.Thread
+ */
+export declare type Thread = Message<"agentd.v1.Thread"> & {
+  /**
+   * Id of the thread ("thread_…").
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * The agent of the runs that made it.
+   *
+   * @generated from field: string agent = 2;
+   */
+  agent: string;
+
+  /**
+   * How many messages it holds.
+   *
+   * @generated from field: int64 message_count = 3;
+   */
+  messageCount: bigint;
+
+  /**
+   * When it was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When a run last added to it.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 5;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * Its active run, if one is going: attach to it to follow it.
+   *
+   * @generated from field: string active_run_id = 6;
+   */
+  activeRunId: string;
+};
+
+/**
+ * Describes the message agentd.v1.Thread.
+ * Use `create(ThreadSchema)` to create a new message.
+ */
+export declare const ThreadSchema: GenMessage<Thread>;
+
+/**
+ * GetThreadRequest asks for a thread and a page of its messages.
+ *
+ * @generated from message agentd.v1.GetThreadRequest
+ */
+export declare type GetThreadRequest = Message<"agentd.v1.GetThreadRequest"> & {
+  /**
+   * Id of the thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * Most messages to return; 0 means 100, more than 1000 is taken as 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty for the first.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.GetThreadRequest.
+ * Use `create(GetThreadRequestSchema)` to create a new message.
+ */
+export declare const GetThreadRequestSchema: GenMessage<GetThreadRequest>;
+
+/**
+ * GetThreadResponse is a thread and a page of its messages.
+ *
+ * @generated from message agentd.v1.GetThreadResponse
+ */
+export declare type GetThreadResponse = Message<"agentd.v1.GetThreadResponse"> & {
+  /**
+   * The thread.
+   *
+   * @generated from field: agentd.v1.Thread thread = 1;
+   */
+  thread?: Thread | undefined;
+
+  /**
+   * Its messages, oldest first, from the page's start.
+   *
+   * @generated from field: repeated agentd.v1.Message messages = 2;
+   */
+  messages: Message$1[];
+
+  /**
+   * Token of the next page; empty after the last.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.GetThreadResponse.
+ * Use `create(GetThreadResponseSchema)` to create a new message.
+ */
+export declare const GetThreadResponseSchema: GenMessage<GetThreadResponse>;
+
+/**
+ * ListThreadsRequest asks for a page of the caller's threads.
+ *
+ * @generated from message agentd.v1.ListThreadsRequest
+ */
+export declare type ListThreadsRequest = Message<"agentd.v1.ListThreadsRequest"> & {
+  /**
+   * Most threads to return; 0 means 50, more than 1000 is taken as 1000.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty for the first.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListThreadsRequest.
+ * Use `create(ListThreadsRequestSchema)` to create a new message.
+ */
+export declare const ListThreadsRequestSchema: GenMessage<ListThreadsRequest>;
+
+/**
+ * ListThreadsResponse is a page of the caller's threads.
+ *
+ * @generated from message agentd.v1.ListThreadsResponse
+ */
+export declare type ListThreadsResponse = Message<"agentd.v1.ListThreadsResponse"> & {
+  /**
+   * The threads, most recently updated first.
+   *
+   * @generated from field: repeated agentd.v1.Thread threads = 1;
+   */
+  threads: Thread[];
+
+  /**
+   * Token of the next page; empty after the last.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.ListThreadsResponse.
+ * Use `create(ListThreadsResponseSchema)` to create a new message.
+ */
+export declare const ListThreadsResponseSchema: GenMessage<ListThreadsResponse>;
+
+/**
+ * DeleteThreadRequest deletes a thread.
+ *
+ * @generated from message agentd.v1.DeleteThreadRequest
+ */
+export declare type DeleteThreadRequest = Message<"agentd.v1.DeleteThreadRequest"> & {
+  /**
+   * Id of the thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+};
+
+/**
+ * Describes the message agentd.v1.DeleteThreadRequest.
+ * Use `create(DeleteThreadRequestSchema)` to create a new message.
+ */
+export declare const DeleteThreadRequestSchema: GenMessage<DeleteThreadRequest>;
+
+/**
+ * DeleteThreadResponse answers DeleteThread.
+ *
+ * @generated from message agentd.v1.DeleteThreadResponse
+ */
+export declare type DeleteThreadResponse = Message<"agentd.v1.DeleteThreadResponse"> & {
+};
+
+/**
+ * Describes the message agentd.v1.DeleteThreadResponse.
+ * Use `create(DeleteThreadResponseSchema)` to create a new message.
+ */
+export declare const DeleteThreadResponseSchema: GenMessage<DeleteThreadResponse>;
+
+/**
  * ListAgentsRequest asks for the agents this server offers.
  *
  * @generated from message agentd.v1.ListAgentsRequest
@@ -705,6 +916,13 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  *     used for a different input of the same run.
  *   - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
  *     finished and that this server does not run.
+ *   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+ *     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+ *     holds the id.
+ *   - THREAD_BUSY — (ABORTED) the thread has an active run;
+ *     ErrorInfo.metadata["active_run_id"] names it.
+ *   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+ *     server gave.
  *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
  *     runs, journals and threads) failed: retry.
  *   - INTERNAL — (INTERNAL) a fault in agentd.
@@ -801,6 +1019,38 @@ export declare const AgentService: GenService<{
     methodKind: "unary";
     input: typeof SendRunInputRequestSchema;
     output: typeof SendRunInputResponseSchema;
+  },
+  /**
+   * GetThread returns a thread the server keeps (runs with HISTORY_THREAD),
+   * with a page of its messages, oldest first.
+   *
+   * @generated from rpc agentd.v1.AgentService.GetThread
+   */
+  getThread: {
+    methodKind: "unary";
+    input: typeof GetThreadRequestSchema;
+    output: typeof GetThreadResponseSchema;
+  },
+  /**
+   * ListThreads lists the caller's threads, most recently updated first.
+   *
+   * @generated from rpc agentd.v1.AgentService.ListThreads
+   */
+  listThreads: {
+    methodKind: "unary";
+    input: typeof ListThreadsRequestSchema;
+    output: typeof ListThreadsResponseSchema;
+  },
+  /**
+   * DeleteThread deletes a thread and its messages. A thread with an active
+   * run is refused with ABORTED (THREAD_BUSY): cancel the run first.
+   *
+   * @generated from rpc agentd.v1.AgentService.DeleteThread
+   */
+  deleteThread: {
+    methodKind: "unary";
+    input: typeof DeleteThreadRequestSchema;
+    output: typeof DeleteThreadResponseSchema;
   },
 }>;
 

@@ -6,13 +6,13 @@ import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/
 import { file_agentd_v1_events } from "./events_pb.js";
 import { file_agentd_v1_run } from "./run_pb.js";
 import { file_agentd_v1_transcript } from "./transcript_pb.js";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file agentd/v1/agent_service.proto.
  */
 export const file_agentd_v1_agent_service = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCgpSdW5SZXF1ZXN0EhIKCmNsaWVudF9zZXEYASABKAMSIwoFc3RhcnQYAiABKAsyEi5hZ2VudGQudjEuUnVuU3BlY0gAEjgKEWFwcHJvdmFsX2RlY2lzaW9uGAMgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb25IABIhCgVzdGVlchgEIAEoCzIQLmFnZW50ZC52MS5TdGVlckgAEiwKC3Rvb2xfcmVzdWx0GAUgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIjCgZjYW5jZWwYBiABKAsyES5hZ2VudGQudjEuQ2FuY2VsSAASHwoEcGluZxgHIAEoCzIPLmFnZW50ZC52MS5QaW5nSAASIwoGYXR0YWNoGAggASgLMhEuYWdlbnRkLnYxLkF0dGFjaEgAQgYKBGtpbmQiKwoGQXR0YWNoEg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiMQoLUnVuUmVzcG9uc2USIgoFZXZlbnQYASABKAsyEy5hZ2VudGQudjEuUnVuRXZlbnQiNAoPU3RhcnRSdW5SZXF1ZXN0EiEKBXN0YXJ0GAEgASgLMhIuYWdlbnRkLnYxLlJ1blNwZWMiNgoQU3RhcnRSdW5SZXNwb25zZRIiCgVldmVudBgBIAEoCzITLmFnZW50ZC52MS5SdW5FdmVudCI2ChFFeGVjdXRlUnVuUmVxdWVzdBIhCgVzdGFydBgBIAEoCzISLmFnZW50ZC52MS5SdW5TcGVjInEKEkV4ZWN1dGVSdW5SZXNwb25zZRIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiYKBnJlc3VsdBgEIAEoCzIWLmFnZW50ZC52MS5SdW5GaW5pc2hlZCI1ChBBdHRhY2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiNwoRQXR0YWNoUnVuUmVzcG9uc2USIgoFZXZlbnQYASABKAsyEy5hZ2VudGQudjEuUnVuRXZlbnQi8gEKE1NlbmRSdW5JbnB1dFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhIKCmNsaWVudF9rZXkYAiABKAkSOAoRYXBwcm92YWxfZGVjaXNpb24YAyABKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbkgAEiEKBXN0ZWVyGAQgASgLMhAuYWdlbnRkLnYxLlN0ZWVySAASLAoLdG9vbF9yZXN1bHQYBSABKAsyFS5hZ2VudGQudjEuVG9vbFJlc3VsdEgAEiMKBmNhbmNlbBgGIAEoCzIRLmFnZW50ZC52MS5DYW5jZWxIAEIHCgVpbnB1dCJFChRTZW5kUnVuSW5wdXRSZXNwb25zZRIgCgNhY2sYASABKAsyEy5hZ2VudGQudjEuSW5wdXRBY2sSCwoDc2VxGAIgASgDIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5hZ2VudGQudjEuQWdlbnQikAEKBUFnZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDQoFbW9kZWwYAyABKAkSHgoWbW9kZWxfb3ZlcnJpZGVfYWxsb3dlZBgEIAEoCBIRCgltYXhfc3RlcHMYBSABKAUSIgoFdG9vbHMYBiADKAsyEy5hZ2VudGQudjEuVG9vbEluZm8i6QEKCFRvb2xJbmZvEiEKBHNwZWMYASABKAsyEy5hZ2VudGQudjEuVG9vbFNwZWMSDgoGc291cmNlGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSGQoRcmVxdWlyZXNfYXBwcm92YWwYBCABKAgSFQoNY29tcGxldGVzX3J1bhgFIAEoCBIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHBhcmFsbGVsGAcgASgIEikKCGFwcHJvdmFsGAggASgOMhcuYWdlbnRkLnYxLlRvb2xBcHByb3ZhbCp2CgxUb29sQXBwcm92YWwSHQoZVE9PTF9BUFBST1ZBTF9VTlNQRUNJRklFRBAAEhYKElRPT0xfQVBQUk9WQUxfQVVUTxABEhUKEVRPT0xfQVBQUk9WQUxfQVNLEAISGAoUVE9PTF9BUFBST1ZBTF9BTFdBWVMQAzLAAwoMQWdlbnRTZXJ2aWNlEjgKA1J1bhIVLmFnZW50ZC52MS5SdW5SZXF1ZXN0GhYuYWdlbnRkLnYxLlJ1blJlc3BvbnNlKAEwARJFCghTdGFydFJ1bhIaLmFnZW50ZC52MS5TdGFydFJ1blJlcXVlc3QaGy5hZ2VudGQudjEuU3RhcnRSdW5SZXNwb25zZTABEkkKCkV4ZWN1dGVSdW4SHC5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlcXVlc3QaHS5hZ2VudGQudjEuRXhlY3V0ZVJ1blJlc3BvbnNlEkkKCkxpc3RBZ2VudHMSHC5hZ2VudGQudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkgKCUF0dGFjaFJ1bhIbLmFnZW50ZC52MS5BdHRhY2hSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkF0dGFjaFJ1blJlc3BvbnNlMAESTwoMU2VuZFJ1bklucHV0Eh4uYWdlbnRkLnYxLlNlbmRSdW5JbnB1dFJlcXVlc3QaHy5hZ2VudGQudjEuU2VuZFJ1bklucHV0UmVzcG9uc2VCmAEKDWNvbS5hZ2VudGQudjFCEUFnZW50U2VydmljZVByb3RvUAFaL2dpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vYWdlbnRkL3YxO2FnZW50ZHYxogIDQVhYqgIJQWdlbnRkLlYxygIJQWdlbnRkXFYx4gIVQWdlbnRkXFYxXEdQQk1ldGFkYXRh6gIKQWdlbnRkOjpWMWIGcHJvdG8z", [file_agentd_v1_events, file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration]);
+  fileDesc("Ch1hZ2VudGQvdjEvYWdlbnRfc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIsMCCgpSdW5SZXF1ZXN0EhIKCmNsaWVudF9zZXEYASABKAMSIwoFc3RhcnQYAiABKAsyEi5hZ2VudGQudjEuUnVuU3BlY0gAEjgKEWFwcHJvdmFsX2RlY2lzaW9uGAMgASgLMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb25IABIhCgVzdGVlchgEIAEoCzIQLmFnZW50ZC52MS5TdGVlckgAEiwKC3Rvb2xfcmVzdWx0GAUgASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIjCgZjYW5jZWwYBiABKAsyES5hZ2VudGQudjEuQ2FuY2VsSAASHwoEcGluZxgHIAEoCzIPLmFnZW50ZC52MS5QaW5nSAASIwoGYXR0YWNoGAggASgLMhEuYWdlbnRkLnYxLkF0dGFjaEgAQgYKBGtpbmQiKwoGQXR0YWNoEg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiMQoLUnVuUmVzcG9uc2USIgoFZXZlbnQYASABKAsyEy5hZ2VudGQudjEuUnVuRXZlbnQiNAoPU3RhcnRSdW5SZXF1ZXN0EiEKBXN0YXJ0GAEgASgLMhIuYWdlbnRkLnYxLlJ1blNwZWMiNgoQU3RhcnRSdW5SZXNwb25zZRIiCgVldmVudBgBIAEoCzITLmFnZW50ZC52MS5SdW5FdmVudCI2ChFFeGVjdXRlUnVuUmVxdWVzdBIhCgVzdGFydBgBIAEoCzISLmFnZW50ZC52MS5SdW5TcGVjInEKEkV4ZWN1dGVSdW5SZXNwb25zZRIOCgZydW5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhAKCHRyYWNlX2lkGAMgASgJEiYKBnJlc3VsdBgEIAEoCzIWLmFnZW50ZC52MS5SdW5GaW5pc2hlZCI1ChBBdHRhY2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiNwoRQXR0YWNoUnVuUmVzcG9uc2USIgoFZXZlbnQYASABKAsyEy5hZ2VudGQudjEuUnVuRXZlbnQi8gEKE1NlbmRSdW5JbnB1dFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhIKCmNsaWVudF9rZXkYAiABKAkSOAoRYXBwcm92YWxfZGVjaXNpb24YAyABKAsyGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbkgAEiEKBXN0ZWVyGAQgASgLMhAuYWdlbnRkLnYxLlN0ZWVySAASLAoLdG9vbF9yZXN1bHQYBSABKAsyFS5hZ2VudGQudjEuVG9vbFJlc3VsdEgAEiMKBmNhbmNlbBgGIAEoCzIRLmFnZW50ZC52MS5DYW5jZWxIAEIHCgVpbnB1dCJFChRTZW5kUnVuSW5wdXRSZXNwb25zZRIgCgNhY2sYASABKAsyEy5hZ2VudGQudjEuSW5wdXRBY2sSCwoDc2VxGAIgASgDIrgBCgZUaHJlYWQSEQoJdGhyZWFkX2lkGAEgASgJEg0KBWFnZW50GAIgASgJEhUKDW1lc3NhZ2VfY291bnQYAyABKAMSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNYWN0aXZlX3J1bl9pZBgGIAEoCSJMChBHZXRUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJ1ChFHZXRUaHJlYWRSZXNwb25zZRIhCgZ0aHJlYWQYASABKAsyES5hZ2VudGQudjEuVGhyZWFkEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIjsKEkxpc3RUaHJlYWRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJSChNMaXN0VGhyZWFkc1Jlc3BvbnNlEiIKB3RocmVhZHMYASADKAsyES5hZ2VudGQudjEuVGhyZWFkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNEZWxldGVUaHJlYWRSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCSIWChREZWxldGVUaHJlYWRSZXNwb25zZSITChFMaXN0QWdlbnRzUmVxdWVzdCI2ChJMaXN0QWdlbnRzUmVzcG9uc2USIAoGYWdlbnRzGAEgAygLMhAuYWdlbnRkLnYxLkFnZW50IpABCgVBZ2VudBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBW1vZGVsGAMgASgJEh4KFm1vZGVsX292ZXJyaWRlX2FsbG93ZWQYBCABKAgSEQoJbWF4X3N0ZXBzGAUgASgFEiIKBXRvb2xzGAYgAygLMhMuYWdlbnRkLnYxLlRvb2xJbmZvIukBCghUb29sSW5mbxIhCgRzcGVjGAEgASgLMhMuYWdlbnRkLnYxLlRvb2xTcGVjEg4KBnNvdXJjZRgCIAEoCRIPCgdlbmFibGVkGAMgASgIEhkKEXJlcXVpcmVzX2FwcHJvdmFsGAQgASgIEhUKDWNvbXBsZXRlc19ydW4YBSABKAgSKgoHdGltZW91dBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghwYXJhbGxlbBgHIAEoCBIpCghhcHByb3ZhbBgIIAEoDjIXLmFnZW50ZC52MS5Ub29sQXBwcm92YWwqdgoMVG9vbEFwcHJvdmFsEh0KGVRPT0xfQVBQUk9WQUxfVU5TUEVDSUZJRUQQABIWChJUT09MX0FQUFJPVkFMX0FVVE8QARIVChFUT09MX0FQUFJPVkFMX0FTSxACEhgKFFRPT0xfQVBQUk9WQUxfQUxXQVlTEAMypwUKDEFnZW50U2VydmljZRI4CgNSdW4SFS5hZ2VudGQudjEuUnVuUmVxdWVzdBoWLmFnZW50ZC52MS5SdW5SZXNwb25zZSgBMAESRQoIU3RhcnRSdW4SGi5hZ2VudGQudjEuU3RhcnRSdW5SZXF1ZXN0GhsuYWdlbnRkLnYxLlN0YXJ0UnVuUmVzcG9uc2UwARJJCgpFeGVjdXRlUnVuEhwuYWdlbnRkLnYxLkV4ZWN1dGVSdW5SZXF1ZXN0Gh0uYWdlbnRkLnYxLkV4ZWN1dGVSdW5SZXNwb25zZRJJCgpMaXN0QWdlbnRzEhwuYWdlbnRkLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0uYWdlbnRkLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJICglBdHRhY2hSdW4SGy5hZ2VudGQudjEuQXR0YWNoUnVuUmVxdWVzdBocLmFnZW50ZC52MS5BdHRhY2hSdW5SZXNwb25zZTABEk8KDFNlbmRSdW5JbnB1dBIeLmFnZW50ZC52MS5TZW5kUnVuSW5wdXRSZXF1ZXN0Gh8uYWdlbnRkLnYxLlNlbmRSdW5JbnB1dFJlc3BvbnNlEkYKCUdldFRocmVhZBIbLmFnZW50ZC52MS5HZXRUaHJlYWRSZXF1ZXN0GhwuYWdlbnRkLnYxLkdldFRocmVhZFJlc3BvbnNlEkwKC0xpc3RUaHJlYWRzEh0uYWdlbnRkLnYxLkxpc3RUaHJlYWRzUmVxdWVzdBoeLmFnZW50ZC52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlEk8KDERlbGV0ZVRocmVhZBIeLmFnZW50ZC52MS5EZWxldGVUaHJlYWRSZXF1ZXN0Gh8uYWdlbnRkLnYxLkRlbGV0ZVRocmVhZFJlc3BvbnNlQpgBCg1jb20uYWdlbnRkLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWi9naXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2FnZW50ZC92MTthZ2VudGR2MaICA0FYWKoCCUFnZW50ZC5WMcoCCUFnZW50ZFxWMeICFUFnZW50ZFxWMVxHUEJNZXRhZGF0YeoCCkFnZW50ZDo6VjFiBnByb3RvMw", [file_agentd_v1_events, file_agentd_v1_run, file_agentd_v1_transcript, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message agentd.v1.RunRequest.
@@ -92,32 +92,81 @@ export const SendRunInputResponseSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_service, 10);
 
 /**
+ * Describes the message agentd.v1.Thread.
+ * Use `create(ThreadSchema)` to create a new message.
+ */
+export const ThreadSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 11);
+
+/**
+ * Describes the message agentd.v1.GetThreadRequest.
+ * Use `create(GetThreadRequestSchema)` to create a new message.
+ */
+export const GetThreadRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 12);
+
+/**
+ * Describes the message agentd.v1.GetThreadResponse.
+ * Use `create(GetThreadResponseSchema)` to create a new message.
+ */
+export const GetThreadResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 13);
+
+/**
+ * Describes the message agentd.v1.ListThreadsRequest.
+ * Use `create(ListThreadsRequestSchema)` to create a new message.
+ */
+export const ListThreadsRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 14);
+
+/**
+ * Describes the message agentd.v1.ListThreadsResponse.
+ * Use `create(ListThreadsResponseSchema)` to create a new message.
+ */
+export const ListThreadsResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 15);
+
+/**
+ * Describes the message agentd.v1.DeleteThreadRequest.
+ * Use `create(DeleteThreadRequestSchema)` to create a new message.
+ */
+export const DeleteThreadRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 16);
+
+/**
+ * Describes the message agentd.v1.DeleteThreadResponse.
+ * Use `create(DeleteThreadResponseSchema)` to create a new message.
+ */
+export const DeleteThreadResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_service, 17);
+
+/**
  * Describes the message agentd.v1.ListAgentsRequest.
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 11);
+  messageDesc(file_agentd_v1_agent_service, 18);
 
 /**
  * Describes the message agentd.v1.ListAgentsResponse.
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 12);
+  messageDesc(file_agentd_v1_agent_service, 19);
 
 /**
  * Describes the message agentd.v1.Agent.
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 13);
+  messageDesc(file_agentd_v1_agent_service, 20);
 
 /**
  * Describes the message agentd.v1.ToolInfo.
  * Use `create(ToolInfoSchema)` to create a new message.
  */
 export const ToolInfoSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_service, 14);
+  messageDesc(file_agentd_v1_agent_service, 21);
 
 /**
  * Describes the enum agentd.v1.ToolApproval.
@@ -226,6 +275,13 @@ export const ToolApproval = /*@__PURE__*/
  *     used for a different input of the same run.
  *   - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
  *     finished and that this server does not run.
+ *   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
+ *     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
+ *     holds the id.
+ *   - THREAD_BUSY — (ABORTED) the thread has an active run;
+ *     ErrorInfo.metadata["active_run_id"] names it.
+ *   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
+ *     server gave.
  *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
  *     runs, journals and threads) failed: retry.
  *   - INTERNAL — (INTERNAL) a fault in agentd.

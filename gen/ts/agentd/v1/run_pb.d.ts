@@ -114,6 +114,21 @@ export declare type RunSpec = Message<"agentd.v1.RunSpec"> & {
    * @generated from field: google.protobuf.Struct metadata = 11;
    */
   metadata?: JsonObject | undefined;
+
+  /**
+   * Where the run's history comes from. Unset means HISTORY_CLIENT.
+   *
+   * @generated from field: agentd.v1.History history = 12;
+   */
+  history: History;
+
+  /**
+   * What a start on a thread that has an active run does (HISTORY_THREAD
+   * only). Unset means ON_BUSY_REJECT.
+   *
+   * @generated from field: agentd.v1.OnBusy on_busy = 13;
+   */
+  onBusy: OnBusy;
 };
 
 /**
@@ -400,6 +415,83 @@ export declare type Ping = Message<"agentd.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export declare const PingSchema: GenMessage<Ping>;
+
+/**
+ * History says where a run's history comes from.
+ *
+ * @generated from enum agentd.v1.History
+ */
+export enum History {
+  /**
+   * HISTORY_CLIENT.
+   *
+   * @generated from enum value: HISTORY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The client sends it in messages, and keeps it: the server keeps nothing
+   * of the conversation.
+   *
+   * @generated from enum value: HISTORY_CLIENT = 1;
+   */
+  CLIENT = 1,
+
+  /**
+   * The server keeps the conversation as a thread: the history is the
+   * thread's messages, and messages and input hold only the new input. The
+   * run's new messages are added to the thread as it finishes. An empty
+   * thread_id starts a new thread; one the caller does not own, or that no
+   * longer exists, gets NOT_FOUND (THREAD_NOT_FOUND). A thread has at most
+   * one active run: see on_busy. A continuation of a run on a thread is
+   * sent with history THREAD and no messages.
+   *
+   * @generated from enum value: HISTORY_THREAD = 2;
+   */
+  THREAD = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.History.
+ */
+export declare const HistorySchema: GenEnum<History>;
+
+/**
+ * OnBusy says what a start on a thread with an active run does.
+ *
+ * @generated from enum agentd.v1.OnBusy
+ */
+export enum OnBusy {
+  /**
+   * ON_BUSY_REJECT.
+   *
+   * @generated from enum value: ON_BUSY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The start is refused with ABORTED (THREAD_BUSY), ErrorInfo naming the
+   * active run in metadata["active_run_id"]: attach to it, or wait.
+   *
+   * @generated from enum value: ON_BUSY_REJECT = 1;
+   */
+  REJECT = 1,
+
+  /**
+   * The start's input is steered into the active run (as a NEXT_STEP steer)
+   * and the stream attaches to that run from its next event, its first
+   * event attached; only Run and StartRun, and only with input or messages
+   * of text and media.
+   *
+   * @generated from enum value: ON_BUSY_STEER = 2;
+   */
+  STEER = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.OnBusy.
+ */
+export declare const OnBusySchema: GenEnum<OnBusy>;
 
 /**
  * OnDisconnect says what a run does when the stream that started it goes
