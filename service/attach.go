@@ -188,7 +188,15 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		}
 		return nil, statusError(codes.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
 	}
+	// The input is an answer the run waits for from here on: a parked run wakes for it,
+	// and waits for it instead of parking again.
+	ss.addAnswerer()
+	if err := s.wake(ctx, ss); err != nil {
+		ss.dropAnswerer()
+		return nil, err
+	}
 	ki, err := ss.takeKeyed(in.GetClientKey(), digest, req)
+	ss.dropAnswerer()
 	if err != nil {
 		return nil, err
 	}

@@ -109,6 +109,8 @@ func sameEvents(t *testing.T, what string, a, b []*agentdv1.RunEvent) {
 func TestAttach_ClientKilledThenReattached(t *testing.T) {
 	type phase struct {
 		name string
+		// parks says the run waits for the client: with none attached it parks.
+		parks bool
 		// serve returns the server, the start, the event at which the client is
 		// killed, and what lets the run go on once the new client is attached.
 		serve func(t *testing.T) (srv *servicetest.Server, spec *agentdv1.RunSpec, at func(*agentdv1.RunEvent) bool, resume func(s *servicetest.Stream, attached *agentdv1.Attached))
@@ -135,7 +137,7 @@ func TestAttach_ClientKilledThenReattached(t *testing.T) {
 			},
 		},
 		{
-			name: "approval open",
+			name: "approval open", parks: true,
 			serve: func(t *testing.T) (*servicetest.Server, *agentdv1.RunSpec, func(*agentdv1.RunEvent) bool, func(*servicetest.Stream, *agentdv1.Attached)) {
 				m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Say("echoed")}}
 				srv := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}})
@@ -144,8 +146,8 @@ func TestAttach_ClientKilledThenReattached(t *testing.T) {
 						id = ev.GetApprovalRequested().GetApprovalId()
 						return id != ""
 					}, func(s *servicetest.Stream, a *agentdv1.Attached) {
-						if a.GetState() != agentdv1.RunState_RUN_STATE_WAITING || len(a.GetPendingApprovals()) != 1 || a.GetPendingApprovals()[0].GetApprovalId() != id || a.GetPendingApprovals()[0].GetToolName() != "echo" {
-							t.Errorf("attached %v, want WAITING on approval %s of echo", a, id)
+						if a.GetState() != agentdv1.RunState_RUN_STATE_PARKED || len(a.GetPendingApprovals()) != 1 || a.GetPendingApprovals()[0].GetApprovalId() != id || a.GetPendingApprovals()[0].GetToolName() != "echo" {
+							t.Errorf("attached %v, want PARKED on approval %s of echo", a, id)
 						}
 						seq := s.Send(servicetest.Approve(id))
 						if ack := s.Until(isAck(seq)).GetInputAck(); !ack.GetAccepted() {
@@ -191,8 +193,10 @@ func TestAttach_ClientKilledThenReattached(t *testing.T) {
 			kill() // the client is gone, its connection too
 			conn.Close()
 			time.Sleep(50 * time.Millisecond)
-			if n := srv.Service.ActiveRuns(); n != 1 {
-				t.Fatalf("ActiveRuns() = %d once the client was gone, want the run going on", n)
+			// A run that waits for the client parks, and holds no place among the runs
+			// going on; the others go on.
+			if n, want := srv.Service.ActiveRuns(), map[bool]int{false: 1, true: 0}[p.parks]; n != want {
+				t.Fatalf("ActiveRuns() = %d once the client was gone, want %d", n, want)
 			}
 
 			_, c2 := srv.Connect(t)

@@ -99,13 +99,21 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		slot.closeLocked(w.parked)
 		ss.mu.Unlock()
 		return zero, runtime.ErrInterrupt
+	case ss.parking || ss.canParkLocked():
+		// Nobody attached can answer: the run parks in the store (park.go), and the
+		// slot comes back when it wakes.
+		ss.parking = true
+		ss.mu.Unlock()
+		return zero, runtime.ErrInterrupt
 	}
+	nobody := ss.nobody
 	ss.mu.Unlock()
 	select {
 	case v := <-slot.ch:
 		return v, nil
 	case <-ctx.Done():
 	case <-ss.inputDoneCh:
+	case <-nobody: // the last stream that could answer went away
 	}
 	// The wait ended; an answer may have been acked just before, and is then applied.
 	ss.mu.Lock()
@@ -114,6 +122,10 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 	case v := <-slot.ch:
 		return v, nil
 	default:
+	}
+	if ctx.Err() == nil && ss.ctx.Err() == nil && ss.canParkLocked() {
+		ss.parking = true
+		return zero, runtime.ErrInterrupt
 	}
 	slot.closed = ss.waitEnded(ctx, w.expired)
 	if err := ctx.Err(); err != nil {

@@ -24,7 +24,7 @@ func awaitSession(t *testing.T, mode rpcMode) *session {
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
 		journal:     newJournal(nil, false),
 		outs:        map[*outbox]struct{}{},
-		tools:       runTools{specs: map[string]runtime.ToolSpec{"calc": {Name: "calc"}}, schemas: map[string]*runtime.Schema{}},
+		tools:       runTools{specs: map[string]runtime.ToolSpec{"calc": {Name: "calc"}}, schemas: map[string]*runtime.Schema{}, agent: &compiledSchemas{m: map[string]*runtime.Schema{}}},
 		inputDoneCh: make(chan struct{}),
 		approvals:   map[string]*answerSlot[runtime.Decision]{},
 		clientCalls: map[string]*answerSlot[runtime.Output]{},

@@ -113,6 +113,19 @@ func (c *continuationCodec) seal(ct *continuation) ([]byte, error) {
 // of the errContinuation sentinels, anything it did not seal with the same key, and a
 // continuation past its expiry. It never panics.
 func (c *continuationCodec) open(b []byte) (*continuation, error) {
+	ct, err := c.verify(b)
+	if err != nil {
+		return nil, err
+	}
+	if now := c.now(); !now.Before(ct.ExpiresAt) {
+		return nil, fmt.Errorf("%w at %s; start a new run with the transcript", errContinuationExpired, ct.ExpiresAt.Format(time.RFC3339))
+	}
+	return ct, nil
+}
+
+// verify opens a continuation whether or not it expired: a run parked in the store
+// resumes from its own, however long it waited.
+func (c *continuationCodec) verify(b []byte) (*continuation, error) {
 	switch {
 	case len(b) == 0:
 		return nil, fmt.Errorf("%w: empty", errContinuationMalformed)
@@ -136,9 +149,6 @@ func (c *continuationCodec) open(b []byte) (*continuation, error) {
 		// Only a server holding the key can get here: a bug, a newer release, or a key
 		// shared with something that is not agentd.
 		return nil, fmt.Errorf("%w: signed payload (version %d) does not decode: %v", errContinuationMalformed, body[0], err)
-	}
-	if now := c.now(); !now.Before(ct.ExpiresAt) {
-		return nil, fmt.Errorf("%w at %s; start a new run with the transcript", errContinuationExpired, ct.ExpiresAt.Format(time.RFC3339))
 	}
 	return ct, nil
 }

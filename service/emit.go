@@ -3,6 +3,8 @@ package service
 import (
 	"errors"
 
+	"google.golang.org/grpc/codes"
+
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 )
@@ -11,6 +13,9 @@ import (
 // it: every run, ExecuteRun's too, may have streams attached.
 func (ss *session) emit(ev runtime.Event) error {
 	ss.observe(ev)
+	if ss.rereported(ev) {
+		return nil
+	}
 	pe := eventToProto(ev)
 	switch e := ev.(type) {
 	case *runtime.ApprovalRequested:
@@ -33,7 +38,9 @@ func (ss *session) emit(ev runtime.Event) error {
 			ss.transcript.add(m)
 		}
 		ss.mu.Lock()
-		ss.usage = pe.GetStepFinished().GetUsage()
+		sf := pe.GetStepFinished()
+		sf.Usage = addUsage(sf.GetUsage(), ss.priorUsage)
+		ss.usage = sf.GetUsage()
 		ss.mu.Unlock()
 		if err := ss.sendEvent(pe); err != nil {
 			return err
@@ -41,6 +48,24 @@ func (ss *session) emit(ev runtime.Event) error {
 		return ss.checkpoint(e)
 	}
 	return ss.sendEvent(pe)
+}
+
+// rereported reports whether ev is what a woken run's runtime reports again, and its
+// journal has: the run's start, the step it parked in, the approvals it asked then.
+func (ss *session) rereported(ev runtime.Event) bool {
+	w := ss.woken
+	if w == nil {
+		return false
+	}
+	switch e := ev.(type) {
+	case *runtime.RunStarted:
+		return true
+	case *runtime.StepStarted:
+		return e.StepID == w.stepID
+	case *runtime.ApprovalRequested:
+		return w.approvals[e.ApprovalID]
+	}
+	return false
 }
 
 // observe records what the session must know of an event before it goes out: the run's
@@ -56,7 +81,11 @@ func (ss *session) observe(ev runtime.Event) {
 		ss.mu.Unlock()
 	case *runtime.ApprovalRequested:
 		ss.mu.Lock()
-		ss.approvals[e.ApprovalID] = newAnswerSlot[runtime.Decision](e.ToolName, e.Arguments, len(ss.approvals))
+		// A woken run asks again what it parked on: the slot, and any answer in it,
+		// stays.
+		if ss.approvals[e.ApprovalID] == nil {
+			ss.approvals[e.ApprovalID] = newAnswerSlot[runtime.Decision](e.ToolName, e.Arguments, len(ss.approvals))
+		}
 		ss.mu.Unlock()
 	case *runtime.ApprovalResolved:
 		// However the run resolved it (an interrupting steer cancels approvals it never
@@ -67,7 +96,7 @@ func (ss *session) observe(ev runtime.Event) {
 	case *runtime.ToolExecutionStarted:
 		if e.Executor == runtime.ExecutorClient {
 			ss.mu.Lock()
-			if _, pre := ss.preResults[e.CallID]; !pre {
+			if _, pre := ss.preResults[e.CallID]; !pre && ss.clientCalls[e.CallID] == nil {
 				ss.clientCalls[e.CallID] = newAnswerSlot[runtime.Output]("", "", len(ss.clientCalls))
 			}
 			ss.mu.Unlock()
@@ -121,9 +150,13 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		Usage:       usageToProto(fin.Usage),
 		FinalText:   protoString(fin.FinalText),
 	}
-	if fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled) {
+	switch {
+	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled):
 		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
 		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
+	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errStoreFailed):
+		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
+		rf.Error = &agentdv1.RunError{Code: int32(codes.Unavailable), Reason: reasonStoreUnavailable, Message: protoString(fin.Err.Error()), Retryable: true}
 	}
 	if p := fin.Pending; p != nil {
 		// The parked step's assistant message travels in Pending, not in NewMessages, so
@@ -147,6 +180,13 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 			}
 		}
 	}
+	// A run woken from the store reports everything it did, before it parked too.
+	ss.mu.Lock()
+	if len(ss.priorNew) > 0 {
+		rf.NewMessages = append(append([]*agentdv1.Message(nil), ss.priorNew...), rf.NewMessages...)
+	}
+	rf.Usage = addUsage(rf.Usage, ss.priorUsage)
+	ss.mu.Unlock()
 	return rf
 }
 

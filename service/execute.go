@@ -18,14 +18,22 @@ import (
 // execute runs the loop to its end, journaling every event, and returns run_finished
 // and the status the RPC that started the run ends with.
 func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) {
-	defer ss.cancel(nil)
+	ctx, cancel := ss.runCtx()
+	defer cancel(nil)
 	var rf *agentdv1.RunFinished
-	for ev, err := range ss.entry.Runtime.Run(ss.ctx, req) {
+	for ev, err := range ss.entry.Runtime.Run(ctx, req) {
 		if err != nil {
 			// Refused before it started: nothing was journaled.
 			return nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: err.Error()}})
 		}
 		if fin, ok := ev.(*runtime.RunFinished); ok {
+			if fin.Reason == runtime.EndAwaitingInput && ss.isParking() {
+				err := ss.park(fin)
+				if err == nil {
+					return nil, errParked
+				}
+				ss.srv.log.Error("parking the run in the store failed: it ends AWAITING_INPUT with its continuation", "run_id", ss.runID, "error", err)
+			}
 			rf = ss.finished(fin)
 			if err := ss.sendFinished(rf); err != nil {
 				return rf, sendStatus(err)
@@ -43,10 +51,29 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 }
 
 // own runs the session to its end with heartbeats and go_away, on whichever goroutine
-// calls it, then closes its journal and hands it to the server to keep. A panic in the
-// run ends it INTERNAL instead of the process.
+// calls it, then closes its journal and records its end in the store; a run that parks
+// only lets go of its goroutine and its admission, and is woken again at once if a
+// stream that can answer attached while it parked. A panic in the run ends it INTERNAL
+// instead of the process.
 func (ss *session) own(req *runtime.Request) {
-	defer ss.srv.endSession(ss)
+	if ss.runToEnd(req) {
+		ss.wakeIfAnswered()
+	}
+}
+
+// runToEnd runs one stretch of the run, from its start or a wake to its end or its
+// park, and reports whether it parked. What this stretch holds (its context, its
+// admission, its done channel) is taken at its start: a wake may set the next
+// stretch's before this one has unwound.
+func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
+	ss.mu.Lock()
+	stopAfter, cancel, caller, done := ss.stopAfter, ss.cancel, ss.caller, ss.done
+	ss.mu.Unlock()
+	defer func() {
+		stopAfter()
+		cancel(nil)
+		ss.srv.unadmit(caller)
+	}()
 	stop := ss.keepAlive()
 	defer func() {
 		stop() // a panic in the run too: the timer must not re-arm for ever
@@ -61,17 +88,47 @@ func (ss *session) own(req *runtime.Request) {
 				ss.sendFinished(ss.result)
 			}
 			ss.status = statusError(codes.Internal, reasonInternal, re.GetMessage(), nil)
+			parked = false
+		}
+		if parked {
+			close(done)
+			return
 		}
 		ss.journal.close()
 		ss.srv.finishRun(ss)
 		ss.srv.release(ss)
-		close(ss.done)
+		close(done)
 	}()
 	rf, err := ss.execute(req)
+	if errors.Is(err, errParked) {
+		return true
+	}
 	if err == nil {
 		err = runStatus(rf.GetError())
 	}
 	ss.result, ss.status = rf, err
+	return false
+}
+
+// isParking reports whether a wait found nobody to answer, so that the run's end of
+// the step it waits in parks it in the store.
+func (ss *session) isParking() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.parking
+}
+
+// wakeIfAnswered wakes a run that parked while a stream that can answer attached.
+func (ss *session) wakeIfAnswered() {
+	ss.mu.Lock()
+	answerers, ctx := ss.answerers, ss.wakeCtx
+	ss.mu.Unlock()
+	if answerers == 0 {
+		return
+	}
+	if err := ss.srv.wake(ctx, ss); err != nil {
+		ss.srv.log.Warn("waking the run for the stream attached as it parked failed", "run_id", ss.runID, "error", err)
+	}
 }
 
 // start runs the session on a goroutine of its own: the run belongs to the server, and
@@ -113,7 +170,11 @@ func (ss *session) detachOut(o *outbox) {
 func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 	stall := ss.srv.cfg.StallTimeout
 	if o.flush(ctx, stall) {
-		<-ss.done
+		// The journal closed: the run's last stretch has ended, or ends now.
+		ss.mu.Lock()
+		done := ss.done
+		ss.mu.Unlock()
+		<-done
 		return ss.status
 	}
 	ss.detachOut(o)
@@ -131,8 +192,11 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 	default:
 		ss.srv.log.Warn("the client read nothing for the stall timeout: ending its run", "run_id", ss.runID, "stall_timeout", stall.String())
 	}
-	ss.cancel(cause)
-	<-ss.done
+	ss.mu.Lock()
+	done, cancel := ss.done, ss.cancel
+	ss.mu.Unlock()
+	cancel(cause)
+	<-done
 	switch {
 	case cause == errClientStalled:
 		re := stalledError(stall)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -58,12 +59,18 @@ func (ss *session) closeInput() {
 // ends when the RPC does. The end of the stream that started the run may end the input
 // (a half-close: what then needs the client parks the run) or the run (a client gone,
 // under ON_DISCONNECT_CANCEL); an attached stream's end changes nothing for the run.
+//
+// The stream counts as an answerer (addAnswerer) from before receive starts, which its
+// caller does, so that the run never parks for want of it; receive uncounts it when it
+// ends.
 func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox, starter bool) {
+	defer ss.dropAnswerer()
 	lim := rate.NewLimiter(rate.Limit(ss.srv.cfg.MessageRate), ss.srv.cfg.MessageBurst)
 	for {
 		// Acks queue like events: while the client reads nothing, read nothing from it
 		// either, so that flow control, not agentd's memory, holds what it sends.
-		if o.wait(ss.ctx) != nil {
+		ctx, cancel := ss.runCtx()
+		if o.wait(ctx) != nil {
 			if starter && !ss.detach {
 				ss.closeInput()
 			}
@@ -85,7 +92,7 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 				// cancels the run, before the input ends, so that what waits for the
 				// client does not park it as it would after a half-close. The RPC's own
 				// context may be seen done a moment after Recv fails.
-				ss.cancel(err)
+				cancel(err)
 			}
 			ss.closeInput()
 			return
@@ -100,7 +107,7 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-ss.ctx.Done():
+			case <-ctx.Done():
 			}
 			t.Stop()
 		}
@@ -191,11 +198,37 @@ func (ss *session) endingLocked() *agentdv1.RunError {
 
 // runTools are the tools of a run, by name, for checking the arguments a decision edits:
 // every tool's spec, and the schemas compiled so far. The client tools' schemas are
-// compiled at the start; an agent tool's is compiled when first needed, and kept. Only
-// the goroutine that reads client messages uses it once the run has started.
+// compiled at the start; an agent tool's is compiled when first needed, and kept: every
+// stream attached to the run, and SendRunInput, may decide at once, so compiled is
+// guarded by its lock.
 type runTools struct {
 	specs   map[string]runtime.ToolSpec
-	schemas map[string]*runtime.Schema
+	schemas map[string]*runtime.Schema // the client tools', read-only once planned
+	agent   *compiledSchemas           // the agent tools' compiled so far
+}
+
+// compiledSchemas are schemas compiled as decisions need them.
+type compiledSchemas struct {
+	mu sync.Mutex
+	m  map[string]*runtime.Schema
+}
+
+// schema returns the compiled schema of tool.
+func (t runTools) schema(tool string) (*runtime.Schema, error) {
+	if s := t.schemas[tool]; s != nil {
+		return s, nil
+	}
+	t.agent.mu.Lock()
+	defer t.agent.mu.Unlock()
+	if s := t.agent.m[tool]; s != nil {
+		return s, nil
+	}
+	s, err := runtime.CompileSchema(t.specs[tool].Parameters)
+	if err != nil {
+		return nil, err
+	}
+	t.agent.m[tool] = s
+	return s, nil
 }
 
 // decision turns a client's approval decision into the runtime's, checking it against
@@ -221,12 +254,9 @@ func (t runTools) decision(ctx context.Context, d *agentdv1.ApprovalDecision, to
 	if err != nil {
 		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments: %v", err)
 	}
-	schema := t.schemas[tool]
-	if schema == nil {
-		if schema, err = runtime.CompileSchema(t.specs[tool].Parameters); err != nil {
-			return rd, ackError(reasonInvalidEditedArgs, "tool %s has no usable schema: %v", tool, err)
-		}
-		t.schemas[tool] = schema
+	schema, err := t.schema(tool)
+	if err != nil {
+		return rd, ackError(reasonInvalidEditedArgs, "tool %s has no usable schema: %v", tool, err)
 	}
 	if err := schema.ValidateContext(ctx, edited); err != nil {
 		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments for tool %s: %v", tool, err)
@@ -248,9 +278,9 @@ func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 		ss.mu.Unlock()
 		return
 	}
-	tool, args := slot.tool, slot.args
+	tool, args, tools, ctx := slot.tool, slot.args, ss.tools, ss.ctx
 	ss.mu.Unlock()
-	rd, refusal := ss.tools.decision(ss.ctx, d, tool, args)
+	rd, refusal := tools.decision(ctx, d, tool, args)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended {

@@ -185,6 +185,18 @@ func (j *journal) storedState() (storedMark, error) {
 	return storedMark{j.stored.Load(), j.storedChanged}, j.failed
 }
 
+// release lets go of every frame memory holds, all of them in the store: the run parked.
+func (j *journal) release() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.stored.Load() < j.last.Load() {
+		return // not all stored: the frames stay, for the readers
+	}
+	clear(j.frames)
+	j.frames, j.size = nil, 0
+	j.first = j.last.Load() + 1
+}
+
 // close records that the run ended: readers that have read everything are done.
 func (j *journal) close() {
 	j.mu.Lock()

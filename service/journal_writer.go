@@ -106,7 +106,8 @@ func (w *journalWriter) write(runs []*session) {
 			w.srv.log.Error("the store refused a run's events: ending the run", "run_id", p.ss.runID, "error", err)
 			err = fmt.Errorf("%w: %w", errStoreFailed, err)
 			p.ss.journal.storeFailed(err)
-			p.ss.cancel(err)
+			_, cancel := p.ss.runCtx()
+			cancel(err)
 			continue
 		}
 		p.ss.journal.storedUpTo(p.last)

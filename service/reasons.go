@@ -44,6 +44,7 @@ const (
 	reasonClientStalled   = "CLIENT_STALLED"
 	reasonModelError      = "MODEL_ERROR"
 	reasonModelIncomplete = "MODEL_STREAM_INCOMPLETE"
+	reasonParkExpired     = "PARK_EXPIRED"
 )
 
 // Ack reasons: InputAck.error.reason of a refused client message.

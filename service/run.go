@@ -30,7 +30,12 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 			return err
 		}
 		if ss != nil {
+			// A stream that can answer wakes a parked run: the run waits for it.
+			ss.addAnswerer()
 			go ss.receive(stream.Recv, o, false)
+			if err := s.wake(stream.Context(), ss); err != nil {
+				s.log.Warn("waking a parked run for a stream that attached failed", "run_id", ss.runID, "error", err)
+			}
 		}
 		return s.serveAttached(stream.Context(), at.GetRunId(), ss, o)
 	}
@@ -44,6 +49,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		if err != nil {
 			return err
 		}
+		ss.addAnswerer()
 		go ss.receive(stream.Recv, o, false)
 		return s.serveAttached(stream.Context(), si.runID, ss, o)
 	}
@@ -53,7 +59,10 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	o := ss.attachStarter(stream.Context(), send)
 	// Client messages are read once run_started is journaled, so that it stays the first
 	// event and every ack follows it.
-	ss.started = func() { go ss.receive(stream.Recv, o, true) }
+	ss.started = func() {
+		ss.addAnswerer()
+		go ss.receive(stream.Recv, o, true)
+	}
 	ss.start(req)
 	return ss.serveStarter(stream.Context(), o)
 }

@@ -148,10 +148,14 @@ func (ss *session) attachedLocked(oldest int64) *agentdv1.RunEvent {
 		ThreadId: ss.thread, Agent: ss.entry.Name, State: agentdv1.RunState_RUN_STATE_RUNNING,
 		LastSeq: ss.seq, OldestSeq: oldest, Usage: ss.usage, RequestId: ss.reqID,
 	}
-	if ss.ended {
+	switch {
+	case ss.ended:
 		a.State = agentdv1.RunState_RUN_STATE_FINISHED
 		a.Usage = ss.result.GetUsage()
-	} else {
+	case ss.parked != nil:
+		a.State = agentdv1.RunState_RUN_STATE_PARKED
+		a.PendingApprovals, a.PendingClientToolCallIds = ss.parked.approvals, ss.parked.clientCalls
+	default:
 		a.PendingApprovals = openSlots(ss.approvals, func(id string, s *answerSlot[runtime.Decision]) *agentdv1.ApprovalRequested { return s.event })
 		a.PendingClientToolCallIds = openSlots(ss.clientCalls, func(id string, _ *answerSlot[runtime.Output]) string { return id })
 		if len(a.PendingApprovals)+len(a.PendingClientToolCallIds) > 0 {

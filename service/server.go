@@ -73,6 +73,10 @@ type Config struct {
 	RunRetention time.Duration
 	// ThreadRetention is how long a thread nobody adds to is kept; 0 means 30 days.
 	ThreadRetention time.Duration
+	// ParkTimeout is how long a run parked in the store (its client gone, under
+	// ON_DISCONNECT_CONTINUE) waits for the input it needs before it ends EXPIRED; 0
+	// means 24 hours.
+	ParkTimeout time.Duration
 	// StartTimeout bounds how long a Run stream may stay open without its start message;
 	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
 	StartTimeout time.Duration
@@ -195,6 +199,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RunRetention <= 0 {
 		cfg.RunRetention = 24 * time.Hour
+	}
+	if cfg.ParkTimeout <= 0 {
+		cfg.ParkTimeout = 24 * time.Hour
 	}
 	if cfg.ThreadRetention <= 0 {
 		cfg.ThreadRetention = 30 * 24 * time.Hour

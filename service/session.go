@@ -97,6 +97,24 @@ type session struct {
 	dirty           bool                // journaled frames wait for the journal writer
 	// threaded is the run's thread start (history THREAD); nil for history CLIENT.
 	threaded *threadStart
+
+	// Parking (park.go): a run that waits for a client with nobody attached who can
+	// answer parks in the store, with nothing running, and wakes on the next input.
+	callerName string // Config.Caller's name for the run's caller
+	// historyMsgs are the history the run started from; priorNew and priorUsage what
+	// the run did before it last parked, which its end reports with what it does after.
+	historyMsgs []*agentdv1.Message
+	priorNew    []*agentdv1.Message
+	priorUsage  *agentdv1.Usage
+	answerers   int           // Run streams attached that can answer (their receive goroutines)
+	nobody      chan struct{} // closed when answerers falls to 0; nil while it is 0
+	parking     bool          // a wait found nobody to answer: the run parks in the store
+	parked      *parkedRun    // set while the run is parked
+	woken       *wakeFilter   // set while a woken run re-reports what the journal has
+	wakeMu      sync.Mutex    // held while the run wakes or expires
+	// wakeCtx carries the values (hooks, trace, caller) of the RPC that last started or
+	// woke the run, for a wake nobody's RPC asks for.
+	wakeCtx context.Context
 }
 
 // newSession checks a RunSpec and prepares its run, which the server then keeps: any
@@ -137,7 +155,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		return nil, nil, err
 	}
 	ss := s.sessionFor(mode, entry, spec.GetRequestId(), plan)
-	ss.caller, ss.threaded = counted, threaded
+	ss.caller, ss.threaded, ss.callerName = counted, threaded, caller
 	req := ss.request(plan, caller)
 	// The hooks the server's interceptors put on the RPC's context run first, in the
 	// order they were installed; the agent's own hooks follow (runtime.Config.Hooks).
@@ -154,9 +172,12 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		// The run outlives the RPC that started it, with the RPC's values (trace,
 		// hooks, caller), not its end.
 		ctx = context.WithoutCancel(ctx)
+		ss.wakeCtx = ctx
 	}
-	ss.ctx, ss.cancel = context.WithCancelCause(ctx)
-	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { ss.cancel(context.Cause(s.stopRuns)) })
+	var cancel context.CancelCauseFunc
+	ss.ctx, cancel = context.WithCancelCause(ctx)
+	ss.cancel = cancel
+	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { cancel(context.Cause(s.stopRuns)) })
 	s.keep(ss)
 	return ss, req, nil
 }
@@ -178,7 +199,7 @@ func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *continuation) (*Agent, err
 }
 
 // admit counts a run against the caller's share of the server, then against the
-// server's limit. It returns the caller it counted, which endSession releases: empty
+// server's limit. It returns the caller it counted, which unadmit releases: empty
 // when no per-caller limit applies.
 func (s *Server) admit(caller string) (string, error) {
 	counted := ""
@@ -232,6 +253,9 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 		preDecisions: plan.preDecisions,
 		preResults:   plan.preResults,
 	}
+	if mode == modeRun && ss.detach {
+		ss.historyMsgs = plan.historyMsgs
+	}
 	if ss.thread == "" {
 		ss.thread = ids.New("thread")
 	}
@@ -258,13 +282,6 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 		req.ClientTools = append(req.ClientTools, ss.clientTool(ts, plan.tools.schemas[ts.Name]))
 	}
 	return &req
-}
-
-// endSession releases what a session holds.
-func (s *Server) endSession(ss *session) {
-	ss.stopAfter()
-	ss.cancel(nil)
-	s.unadmit(ss.caller)
 }
 
 // unadmit releases a run's place, which admit counted.
@@ -312,12 +329,20 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 func (ss *session) sendEvent(ev *agentdv1.RunEvent) error {
 	ss.mu.Lock()
 	err := ss.sendLocked(ev, true)
-	primary := ss.primary
+	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
 	if err == nil && primary != nil {
-		err = primary.wait(ss.ctx)
+		err = primary.wait(ctx)
 	}
 	return err
+}
+
+// runCtx returns the context of the run's current stretch (a parked run's next one is
+// another), and its cancel.
+func (ss *session) runCtx() (context.Context, context.CancelCauseFunc) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.ctx, ss.cancel
 }
 
 // input names a client input for its ack: a message on a stream, by its client_seq, or

@@ -40,6 +40,9 @@ type startPlan struct {
 	// steers are the start's input, queued for the first step: it enters the transcript
 	// like a steer, so it is among the run's new messages.
 	steers []runtime.Steer
+	// historyMsgs are the start's messages as the client sent them, which a run kept in
+	// the store when it parks needs again.
+	historyMsgs []*agentdv1.Message
 	// history is fed the start's messages: a parked run's continuation is digested from
 	// it. transcript is a copy that goes on with each step's messages, for the run's
 	// checkpoints.
@@ -64,7 +67,7 @@ type startInput struct {
 // carry; nothing else is waited for.
 func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 	spec, ct, entry, limits := in.spec, in.ct, in.agent, in.limits
-	p := &startPlan{thread: spec.GetThreadId(), tools: runTools{specs: map[string]runtime.ToolSpec{}, schemas: map[string]*runtime.Schema{}}}
+	p := &startPlan{thread: spec.GetThreadId(), tools: runTools{specs: map[string]runtime.ToolSpec{}, schemas: map[string]*runtime.Schema{}, agent: &compiledSchemas{m: map[string]*runtime.Schema{}}}}
 	if p.thread == "" && ct != nil {
 		p.thread = ct.ThreadID
 	}
@@ -90,6 +93,7 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 	}
 
 	history := messagesToProto(p.req.Messages)
+	p.historyMsgs = history
 	if ct == nil {
 		if len(spec.GetDecisions()) > 0 || len(spec.GetToolResults()) > 0 {
 			fe.add("start.continuation", "decisions and tool_results resume a parked run: send its continuation too")

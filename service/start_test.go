@@ -434,7 +434,7 @@ func TestPlanStart(t *testing.T) {
 				t.Errorf("preloaded results (-want +got):\n%s", diff)
 			}
 			// The schema the edited arguments were checked with is kept for the run.
-			if p.tools.schemas["calc"] == nil {
+			if p.tools.agent.m["calc"] == nil {
 				t.Error("calc's schema was not kept")
 			}
 		})

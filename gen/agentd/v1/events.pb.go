@@ -37,6 +37,12 @@ const (
 	RunState_RUN_STATE_WAITING RunState = 2
 	// The run has finished: run_finished is its last event.
 	RunState_RUN_STATE_FINISHED RunState = 3
+	// The run waits for a client with nothing of it running on the server
+	// (the stream that started it went away, under ON_DISCONNECT_CONTINUE):
+	// a decision, tool result, steer or cancel sent with SendRunInput, or a
+	// Run stream attaching, takes it up again; after the server's park
+	// timeout (24 hours unless configured) it ends EXPIRED.
+	RunState_RUN_STATE_PARKED RunState = 4
 )
 
 // Enum value maps for RunState.
@@ -46,12 +52,14 @@ var (
 		1: "RUN_STATE_RUNNING",
 		2: "RUN_STATE_WAITING",
 		3: "RUN_STATE_FINISHED",
+		4: "RUN_STATE_PARKED",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED": 0,
 		"RUN_STATE_RUNNING":     1,
 		"RUN_STATE_WAITING":     2,
 		"RUN_STATE_FINISHED":    3,
+		"RUN_STATE_PARKED":      4,
 	}
 )
 
@@ -292,6 +300,10 @@ const (
 	RunEndReason_RUN_END_REASON_FAILED RunEndReason = 6
 	// The server shut down; resume with the continuation elsewhere.
 	RunEndReason_RUN_END_REASON_SHUTDOWN RunEndReason = 7
+	// The run waited, parked (RUN_STATE_PARKED), for the server's park
+	// timeout without the input it needed; error.reason is PARK_EXPIRED. Its
+	// continuation can still resume it while it has not expired itself.
+	RunEndReason_RUN_END_REASON_EXPIRED RunEndReason = 8
 )
 
 // Enum value maps for RunEndReason.
@@ -305,6 +317,7 @@ var (
 		5: "RUN_END_REASON_STOPPED",
 		6: "RUN_END_REASON_FAILED",
 		7: "RUN_END_REASON_SHUTDOWN",
+		8: "RUN_END_REASON_EXPIRED",
 	}
 	RunEndReason_value = map[string]int32{
 		"RUN_END_REASON_UNSPECIFIED":    0,
@@ -315,6 +328,7 @@ var (
 		"RUN_END_REASON_STOPPED":        5,
 		"RUN_END_REASON_FAILED":         6,
 		"RUN_END_REASON_SHUTDOWN":       7,
+		"RUN_END_REASON_EXPIRED":        8,
 	}
 )
 
@@ -1240,7 +1254,11 @@ type MessageFinished struct {
 	// (also in the transcript's ReasoningPart.state).
 	ReasoningState []byte `protobuf:"bytes,4,opt,name=reasoning_state,json=reasoningState,proto3" json:"reasoning_state,omitempty"`
 	// True when the block was cut short.
-	Partial       bool `protobuf:"varint,5,opt,name=partial,proto3" json:"partial,omitempty"`
+	Partial bool `protobuf:"varint,5,opt,name=partial,proto3" json:"partial,omitempty"`
+	// True when the block was left open by a server that stopped (a crash):
+	// the run went on from its last checkpoint, and the block is not in the
+	// transcript.
+	Abandoned     bool `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1306,6 +1324,13 @@ func (x *MessageFinished) GetReasoningState() []byte {
 func (x *MessageFinished) GetPartial() bool {
 	if x != nil {
 		return x.Partial
+	}
+	return false
+}
+
+func (x *MessageFinished) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
 	}
 	return false
 }
@@ -2185,7 +2210,11 @@ type StepFinished struct {
 	// message_id of its tool_call_started events; each of its text and
 	// reasoning parts has the message_id of the block that streamed it as its
 	// Part.id.
-	NewMessages   []*Message `protobuf:"bytes,4,rep,name=new_messages,json=newMessages,proto3" json:"new_messages,omitempty"`
+	NewMessages []*Message `protobuf:"bytes,4,rep,name=new_messages,json=newMessages,proto3" json:"new_messages,omitempty"`
+	// True when the step was left open by a server that stopped (a crash): the
+	// run went on from its last checkpoint and does the step again under a new
+	// step_id; new_messages is empty.
+	Abandoned     bool `protobuf:"varint,5,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2246,6 +2275,13 @@ func (x *StepFinished) GetNewMessages() []*Message {
 		return x.NewMessages
 	}
 	return nil
+}
+
+func (x *StepFinished) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
 }
 
 // InputAck answers a client message, on a stream or from SendRunInput.
@@ -2583,6 +2619,11 @@ type RunError struct {
 	//   - MODEL_ERROR — (UNAVAILABLE) the model call failed, retries included.
 	//   - MODEL_STREAM_INCOMPLETE — (UNAVAILABLE) the model's stream ended
 	//     without saying why the model stopped.
+	//   - PARK_EXPIRED — (DEADLINE_EXCEEDED) the run waited, parked, for the
+	//     server's park timeout without the input it needed.
+	//   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store refused the
+	//     run's events, so the run ended rather than go on with events no
+	//     client could read again.
 	//   - INTERNAL — (INTERNAL) any other failure of the run.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human-readable text.
@@ -2842,14 +2883,15 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\x0e2\x0f.agentd.v1.RoleR\x04role\x12*\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x16.agentd.v1.MessageKindR\x04kind\x12\x17\n" +
 	"\astep_id\x18\x04 \x01(\tR\x06stepId\x12*\n" +
-	"\x11parent_message_id\x18\x05 \x01(\tR\x0fparentMessageId\"\xc4\x01\n" +
+	"\x11parent_message_id\x18\x05 \x01(\tR\x0fparentMessageId\"\xe2\x01\n" +
 	"\x0fMessageFinished\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12#\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x0f.agentd.v1.RoleR\x04role\x12*\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x16.agentd.v1.MessageKindR\x04kind\x12'\n" +
 	"\x0freasoning_state\x18\x04 \x01(\fR\x0ereasoningState\x12\x18\n" +
-	"\apartial\x18\x05 \x01(\bR\apartial\"@\n" +
+	"\apartial\x18\x05 \x01(\bR\apartial\x12\x1c\n" +
+	"\tabandoned\x18\x06 \x01(\bR\tabandoned\"@\n" +
 	"\tTextDelta\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
@@ -2923,12 +2965,13 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x18\n" +
 	"\adropped\x18\x04 \x01(\bR\adropped\x12\x1f\n" +
 	"\vdrop_reason\x18\x05 \x01(\tR\n" +
-	"dropReason\"\xc4\x01\n" +
+	"dropReason\"\xe2\x01\n" +
 	"\fStepFinished\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12<\n" +
 	"\rfinish_reason\x18\x02 \x01(\x0e2\x17.agentd.v1.FinishReasonR\ffinishReason\x12&\n" +
 	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x125\n" +
-	"\fnew_messages\x18\x04 \x03(\v2\x12.agentd.v1.MessageR\vnewMessages\"\x8f\x01\n" +
+	"\fnew_messages\x18\x04 \x03(\v2\x12.agentd.v1.MessageR\vnewMessages\x12\x1c\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x8f\x01\n" +
 	"\bInputAck\x12\x1d\n" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12\x1a\n" +
@@ -2961,12 +3004,13 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x1cpending_client_tool_call_ids\x18\x06 \x03(\tR\x18pendingClientToolCallIds\x12\"\n" +
 	"\fcontinuation\x18\a \x01(\fR\fcontinuation\x12\x1d\n" +
 	"\n" +
-	"final_text\x18\b \x01(\tR\tfinalText*k\n" +
+	"final_text\x18\b \x01(\tR\tfinalText*\x81\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x15\n" +
 	"\x11RUN_STATE_WAITING\x10\x02\x12\x16\n" +
-	"\x12RUN_STATE_FINISHED\x10\x03*^\n" +
+	"\x12RUN_STATE_FINISHED\x10\x03\x12\x14\n" +
+	"\x10RUN_STATE_PARKED\x10\x04*^\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_KIND_TEXT\x10\x01\x12\x1a\n" +
@@ -2985,7 +3029,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x14FINISH_REASON_LENGTH\x10\x03\x12 \n" +
 	"\x1cFINISH_REASON_CONTENT_FILTER\x10\x04\x12\x1d\n" +
 	"\x19FINISH_REASON_INTERRUPTED\x10\x05\x12\x17\n" +
-	"\x13FINISH_REASON_ERROR\x10\x06*\xff\x01\n" +
+	"\x13FINISH_REASON_ERROR\x10\x06*\x9b\x02\n" +
 	"\fRunEndReason\x12\x1e\n" +
 	"\x1aRUN_END_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RUN_END_REASON_COMPLETED\x10\x01\x12!\n" +
@@ -2994,7 +3038,8 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x18RUN_END_REASON_MAX_STEPS\x10\x04\x12\x1a\n" +
 	"\x16RUN_END_REASON_STOPPED\x10\x05\x12\x19\n" +
 	"\x15RUN_END_REASON_FAILED\x10\x06\x12\x1b\n" +
-	"\x17RUN_END_REASON_SHUTDOWN\x10\aB\x92\x01\n" +
+	"\x17RUN_END_REASON_SHUTDOWN\x10\a\x12\x1a\n" +
+	"\x16RUN_END_REASON_EXPIRED\x10\bB\x92\x01\n" +
 	"\rcom.agentd.v1B\vEventsProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 

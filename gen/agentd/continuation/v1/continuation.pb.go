@@ -529,11 +529,125 @@ func (x *Steer) GetInterrupt() bool {
 	return false
 }
 
+// RunCheckpoint is what a store keeps of a run to take it up again: after the
+// process that ran it stopped, or when it parked with nothing running. It is
+// agentd's own, like Continuation.
+type RunCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq of the run's last journaled event when the checkpoint was taken.
+	Seq int64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The run's transcript at the checkpoint: the start's history, then every
+	// message the run added so far.
+	Messages []*v1.Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// How many of messages are the start's history; the rest are the run's new
+	// messages.
+	History int64 `protobuf:"varint,3,opt,name=history,proto3" json:"history,omitempty"`
+	// The sealed continuation that resumes the run at the checkpoint; empty
+	// before the run's first checkpoint (it then starts over).
+	Continuation []byte `protobuf:"bytes,4,opt,name=continuation,proto3" json:"continuation,omitempty"`
+	// Usage of the run as of the checkpoint.
+	Usage *v1.Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// When the run parked; unset while it runs.
+	ParkedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=parked_at,json=parkedAt,proto3" json:"parked_at,omitempty"`
+	// The parked run's pending approvals, as the client was told of them.
+	PendingApprovals []*v1.ApprovalRequested `protobuf:"bytes,7,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
+	// The parked run's client tool calls waiting for a result.
+	PendingClientToolCallIds []string `protobuf:"bytes,8,rep,name=pending_client_tool_call_ids,json=pendingClientToolCallIds,proto3" json:"pending_client_tool_call_ids,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *RunCheckpoint) Reset() {
+	*x = RunCheckpoint{}
+	mi := &file_agentd_continuation_v1_continuation_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCheckpoint) ProtoMessage() {}
+
+func (x *RunCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_continuation_v1_continuation_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCheckpoint.ProtoReflect.Descriptor instead.
+func (*RunCheckpoint) Descriptor() ([]byte, []int) {
+	return file_agentd_continuation_v1_continuation_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RunCheckpoint) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RunCheckpoint) GetMessages() []*v1.Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetHistory() int64 {
+	if x != nil {
+		return x.History
+	}
+	return 0
+}
+
+func (x *RunCheckpoint) GetContinuation() []byte {
+	if x != nil {
+		return x.Continuation
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetParkedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ParkedAt
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetPendingApprovals() []*v1.ApprovalRequested {
+	if x != nil {
+		return x.PendingApprovals
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetPendingClientToolCallIds() []string {
+	if x != nil {
+		return x.PendingClientToolCallIds
+	}
+	return nil
+}
+
 var File_agentd_continuation_v1_continuation_proto protoreflect.FileDescriptor
 
 const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
-	")agentd/continuation/v1/continuation.proto\x12\x16agentd.continuation.v1\x1a\x1aagentd/v1/transcript.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x02\n" +
+	")agentd/continuation/v1/continuation.proto\x12\x16agentd.continuation.v1\x1a\x16agentd/v1/events.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x02\n" +
 	"\fContinuation\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12%\n" +
@@ -570,7 +684,16 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12\x1c\n" +
-	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt*t\n" +
+	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xfb\x02\n" +
+	"\rRunCheckpoint\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
+	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12\x18\n" +
+	"\ahistory\x18\x03 \x01(\x03R\ahistory\x12\"\n" +
+	"\fcontinuation\x18\x04 \x01(\fR\fcontinuation\x12&\n" +
+	"\x05usage\x18\x05 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x127\n" +
+	"\tparked_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bparkedAt\x12I\n" +
+	"\x11pending_approvals\x18\a \x03(\v2\x1c.agentd.v1.ApprovalRequestedR\x10pendingApprovals\x12>\n" +
+	"\x1cpending_client_tool_call_ids\x18\b \x03(\tR\x18pendingClientToolCallIds*t\n" +
 	"\tCallState\x12\x1a\n" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCALL_STATE_DONE\x10\x01\x12 \n" +
@@ -591,7 +714,7 @@ func file_agentd_continuation_v1_continuation_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_continuation_v1_continuation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_continuation_v1_continuation_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_agentd_continuation_v1_continuation_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentd_continuation_v1_continuation_proto_goTypes = []any{
 	(CallState)(0),                // 0: agentd.continuation.v1.CallState
 	(*Continuation)(nil),          // 1: agentd.continuation.v1.Continuation
@@ -599,27 +722,34 @@ var file_agentd_continuation_v1_continuation_proto_goTypes = []any{
 	(*PendingCall)(nil),           // 3: agentd.continuation.v1.PendingCall
 	(*ToolOutput)(nil),            // 4: agentd.continuation.v1.ToolOutput
 	(*Steer)(nil),                 // 5: agentd.continuation.v1.Steer
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*v1.Message)(nil),            // 7: agentd.v1.Message
-	(*v1.ToolCallPart)(nil),       // 8: agentd.v1.ToolCallPart
-	(*v1.MediaPart)(nil),          // 9: agentd.v1.MediaPart
+	(*RunCheckpoint)(nil),         // 6: agentd.continuation.v1.RunCheckpoint
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*v1.Message)(nil),            // 8: agentd.v1.Message
+	(*v1.ToolCallPart)(nil),       // 9: agentd.v1.ToolCallPart
+	(*v1.MediaPart)(nil),          // 10: agentd.v1.MediaPart
+	(*v1.Usage)(nil),              // 11: agentd.v1.Usage
+	(*v1.ApprovalRequested)(nil),  // 12: agentd.v1.ApprovalRequested
 }
 var file_agentd_continuation_v1_continuation_proto_depIdxs = []int32{
-	6,  // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 1: agentd.continuation.v1.Continuation.pending:type_name -> agentd.continuation.v1.Pending
-	7,  // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
+	8,  // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
 	3,  // 3: agentd.continuation.v1.Pending.calls:type_name -> agentd.continuation.v1.PendingCall
 	5,  // 4: agentd.continuation.v1.Pending.steers:type_name -> agentd.continuation.v1.Steer
-	8,  // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
+	9,  // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
 	0,  // 6: agentd.continuation.v1.PendingCall.state:type_name -> agentd.continuation.v1.CallState
 	4,  // 7: agentd.continuation.v1.PendingCall.result:type_name -> agentd.continuation.v1.ToolOutput
-	9,  // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
-	7,  // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
+	8,  // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
+	8,  // 10: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
+	11, // 11: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
+	7,  // 12: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
+	12, // 13: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_agentd_continuation_v1_continuation_proto_init() }
@@ -634,7 +764,7 @@ func file_agentd_continuation_v1_continuation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_continuation_v1_continuation_proto_rawDesc), len(file_agentd_continuation_v1_continuation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

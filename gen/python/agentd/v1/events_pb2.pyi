@@ -29,12 +29,14 @@ MESSAGE_KIND_UNSPECIFIED: MessageKind
 RUN_END_REASON_AWAITING_INPUT: RunEndReason
 RUN_END_REASON_CANCELLED: RunEndReason
 RUN_END_REASON_COMPLETED: RunEndReason
+RUN_END_REASON_EXPIRED: RunEndReason
 RUN_END_REASON_FAILED: RunEndReason
 RUN_END_REASON_MAX_STEPS: RunEndReason
 RUN_END_REASON_SHUTDOWN: RunEndReason
 RUN_END_REASON_STOPPED: RunEndReason
 RUN_END_REASON_UNSPECIFIED: RunEndReason
 RUN_STATE_FINISHED: RunState
+RUN_STATE_PARKED: RunState
 RUN_STATE_RUNNING: RunState
 RUN_STATE_UNSPECIFIED: RunState
 RUN_STATE_WAITING: RunState
@@ -136,18 +138,20 @@ class InputAck(_message.Message):
     def __init__(self, client_seq: _Optional[int] = ..., accepted: bool = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., client_key: _Optional[str] = ...) -> None: ...
 
 class MessageFinished(_message.Message):
-    __slots__ = ["kind", "message_id", "partial", "reasoning_state", "role"]
+    __slots__ = ["abandoned", "kind", "message_id", "partial", "reasoning_state", "role"]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     REASONING_STATE_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    abandoned: bool
     kind: MessageKind
     message_id: str
     partial: bool
     reasoning_state: bytes
     role: _transcript_pb2.Role
-    def __init__(self, message_id: _Optional[str] = ..., role: _Optional[_Union[_transcript_pb2.Role, str]] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., reasoning_state: _Optional[bytes] = ..., partial: bool = ...) -> None: ...
+    def __init__(self, message_id: _Optional[str] = ..., role: _Optional[_Union[_transcript_pb2.Role, str]] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., reasoning_state: _Optional[bytes] = ..., partial: bool = ..., abandoned: bool = ...) -> None: ...
 
 class MessageStarted(_message.Message):
     __slots__ = ["kind", "message_id", "parent_message_id", "role", "step_id"]
@@ -292,16 +296,18 @@ class SteerApplied(_message.Message):
     def __init__(self, client_seq: _Optional[int] = ..., step_id: _Optional[str] = ..., message_id: _Optional[str] = ..., dropped: bool = ..., drop_reason: _Optional[str] = ...) -> None: ...
 
 class StepFinished(_message.Message):
-    __slots__ = ["finish_reason", "new_messages", "step_id", "usage"]
+    __slots__ = ["abandoned", "finish_reason", "new_messages", "step_id", "usage"]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     NEW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    abandoned: bool
     finish_reason: FinishReason
     new_messages: _containers.RepeatedCompositeFieldContainer[_transcript_pb2.Message]
     step_id: str
     usage: _transcript_pb2.Usage
-    def __init__(self, step_id: _Optional[str] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ...) -> None: ...
+    def __init__(self, step_id: _Optional[str] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., abandoned: bool = ...) -> None: ...
 
 class StepStarted(_message.Message):
     __slots__ = ["index", "index_in_turn", "step_id", "turn"]

@@ -544,6 +544,15 @@ export declare type MessageFinished = Message<"agentd.v1.MessageFinished"> & {
    * @generated from field: bool partial = 5;
    */
   partial: boolean;
+
+  /**
+   * True when the block was left open by a server that stopped (a crash):
+   * the run went on from its last checkpoint, and the block is not in the
+   * transcript.
+   *
+   * @generated from field: bool abandoned = 6;
+   */
+  abandoned: boolean;
 };
 
 /**
@@ -1073,6 +1082,15 @@ export declare type StepFinished = Message<"agentd.v1.StepFinished"> & {
    * @generated from field: repeated agentd.v1.Message new_messages = 4;
    */
   newMessages: Message$1[];
+
+  /**
+   * True when the step was left open by a server that stopped (a crash): the
+   * run went on from its last checkpoint and does the step again under a new
+   * step_id; new_messages is empty.
+   *
+   * @generated from field: bool abandoned = 5;
+   */
+  abandoned: boolean;
 };
 
 /**
@@ -1285,6 +1303,11 @@ export declare type RunError = Message<"agentd.v1.RunError"> & {
    *   - MODEL_ERROR — (UNAVAILABLE) the model call failed, retries included.
    *   - MODEL_STREAM_INCOMPLETE — (UNAVAILABLE) the model's stream ended
    *     without saying why the model stopped.
+   *   - PARK_EXPIRED — (DEADLINE_EXCEEDED) the run waited, parked, for the
+   *     server's park timeout without the input it needed.
+   *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store refused the
+   *     run's events, so the run ended rather than go on with events no
+   *     client could read again.
    *   - INTERNAL — (INTERNAL) any other failure of the run.
    *
    * @generated from field: string reason = 2;
@@ -1425,6 +1448,17 @@ export enum RunState {
    * @generated from enum value: RUN_STATE_FINISHED = 3;
    */
   FINISHED = 3,
+
+  /**
+   * The run waits for a client with nothing of it running on the server
+   * (the stream that started it went away, under ON_DISCONNECT_CONTINUE):
+   * a decision, tool result, steer or cancel sent with SendRunInput, or a
+   * Run stream attaching, takes it up again; after the server's park
+   * timeout (24 hours unless configured) it ends EXPIRED.
+   *
+   * @generated from enum value: RUN_STATE_PARKED = 4;
+   */
+  PARKED = 4,
 }
 
 /**
@@ -1644,6 +1678,15 @@ export enum RunEndReason {
    * @generated from enum value: RUN_END_REASON_SHUTDOWN = 7;
    */
   SHUTDOWN = 7,
+
+  /**
+   * The run waited, parked (RUN_STATE_PARKED), for the server's park
+   * timeout without the input it needed; error.reason is PARK_EXPIRED. Its
+   * continuation can still resume it while it has not expired itself.
+   *
+   * @generated from enum value: RUN_END_REASON_EXPIRED = 8;
+   */
+  EXPIRED = 8,
 }
 
 /**

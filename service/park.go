@@ -1,0 +1,265 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/store"
+)
+
+// A run whose starting stream went away (ON_DISCONNECT_CONTINUE) goes on until it waits
+// for a client, and then, when no Run stream that can answer is attached, parks: the
+// runtime ends the step it waits in (AWAITING_INPUT), and instead of run_finished the
+// session writes a checkpoint to the store (the transcript, the sealed continuation,
+// what the run waits for) and lets go of its goroutine, its admission and everything
+// heavy. What stays in memory is the parked session itself: its journal (emptied, for
+// the streams attached to it), its identity, and what attached says of it.
+//
+// Any input for it (SendRunInput) and any Run stream attaching to it wakes it: the
+// session plans a resume from the checkpoint, as a client resuming a continuation would,
+// and runs it on a new goroutine as the same run, its seq going on, its run_started and
+// the re-announced step and approvals left out of the journal, which has them. A run
+// parked for Config.ParkTimeout ends EXPIRED.
+
+// errParked is what execute returns for a run that parked in the store.
+var errParked = errors.New("the run parked")
+
+// parkedRun is what a parked run keeps in memory.
+type parkedRun struct {
+	approvals    []*agentdv1.ApprovalRequested
+	clientCalls  []string
+	continuation []byte
+	at           time.Time
+	expiry       *time.Timer
+}
+
+// wakeFilter is what a woken run's runtime reports again that its journal has.
+type wakeFilter struct {
+	stepID    string
+	approvals map[string]bool
+}
+
+// canParkLocked reports whether a wait for the client parks the run in the store: a
+// Run run whose client went away (not half-closed), with no Run stream attached to
+// answer.
+func (ss *session) canParkLocked() bool {
+	return ss.mode == modeRun && ss.detach && ss.answerers == 0 && !ss.inputDone
+}
+
+// addAnswerer counts a Run stream attached that can answer the run.
+func (ss *session) addAnswerer() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.answerers++
+	if ss.nobody == nil {
+		ss.nobody = make(chan struct{})
+	}
+}
+
+// dropAnswerer uncounts one: with none left, what waits for the client parks the run.
+func (ss *session) dropAnswerer() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.answerers--
+	if ss.answerers == 0 && ss.nobody != nil {
+		close(ss.nobody)
+		ss.nobody = nil
+	}
+}
+
+// park writes a run that waits for a client to the store and lets it go: fin is the
+// runtime's end of the step it waits in. It returns an error when the store would not
+// take the run: the run then ends AWAITING_INPUT with its continuation, as it would
+// have before runs outlived their streams.
+func (ss *session) park(fin *runtime.RunFinished) error {
+	s := ss.srv
+	rf := ss.finished(fin)
+	p := &parkedRun{clientCalls: rf.GetPendingClientToolCallIds(), continuation: rf.GetContinuation(), at: s.now()}
+	ss.mu.Lock()
+	for _, a := range rf.GetPendingApprovals() {
+		// As the client was told of it, when it was.
+		if slot := ss.approvals[a.GetApprovalId()]; slot != nil && slot.event != nil {
+			a = slot.event
+		}
+		p.approvals = append(p.approvals, a)
+	}
+	history := ss.historyMsgs
+	ss.mu.Unlock()
+	if len(p.continuation) == 0 {
+		return errors.New("no continuation was sealed")
+	}
+	cp := &continuationv1.RunCheckpoint{
+		Seq: ss.seq, Messages: append(append([]*agentdv1.Message(nil), history...), rf.GetNewMessages()...), History: int64(len(history)),
+		Continuation: p.continuation, Usage: rf.GetUsage(), ParkedAt: timestamppb.New(p.at),
+		PendingApprovals: p.approvals, PendingClientToolCallIds: p.clientCalls,
+	}
+	b, err := proto.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	if err := s.writer.flushRun(ss); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := s.store.UpdateRun(ctx, ss.runID, store.Parked, b); err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.parked, ss.parking, ss.woken = p, false, nil
+	ss.priorNew, ss.priorUsage = rf.GetNewMessages(), rf.GetUsage()
+	// Everything heavy goes: the store has what waking needs.
+	ss.tools, ss.transcript, ss.history, ss.historyMsgs = runTools{}, nil, nil, nil
+	ss.approvals, ss.clientCalls = map[string]*answerSlot[runtime.Decision]{}, map[string]*answerSlot[runtime.Output]{}
+	ss.preDecisions, ss.preResults = nil, nil
+	ss.journal.release()
+	wait := s.cfg.ParkTimeout
+	p.expiry = time.AfterFunc(wait, func() { s.expire(ss) })
+	s.log.Info("run parked: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "expires_in", wait.String())
+	return nil
+}
+
+// wake takes a parked run up again, on ctx's behalf (the RPC that brings its input or
+// attaches to it: its hooks and caller are the woken run's). It returns at once for a
+// run that is not parked. The caller counts as an answerer (addAnswerer) before it
+// wakes the run, so that the run waits for what it brings instead of parking again.
+func (s *Server) wake(ctx context.Context, ss *session) error {
+	ss.wakeMu.Lock()
+	defer ss.wakeMu.Unlock()
+	ss.mu.Lock()
+	p := ss.parked
+	ss.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	rec, err := s.store.GetRun(ctx, ss.runID)
+	if err != nil {
+		return storeStatus(err)
+	}
+	spec, cp := &agentdv1.RunSpec{}, &continuationv1.RunCheckpoint{}
+	if err := errors.Join(proto.Unmarshal(rec.Spec, spec), proto.Unmarshal(rec.Checkpoint, cp)); err != nil {
+		return statusError(codes.Internal, reasonInternal, "the parked run's checkpoint does not decode: "+err.Error(), nil)
+	}
+	ct, err := s.codec.verify(cp.GetContinuation())
+	if err != nil {
+		return statusError(codes.Internal, reasonInternal, "the parked run's continuation does not open: "+err.Error(), nil)
+	}
+	spec.Messages, spec.Continuation, spec.Input, spec.ThreadId = cp.GetMessages(), cp.GetContinuation(), "", ss.thread
+	spec.History, spec.OnBusy, spec.Decisions, spec.ToolResults = agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.OnBusy_ON_BUSY_UNSPECIFIED, nil, nil
+	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: ss.entry, limits: &s.cfg, mode: modeRun})
+	if err != nil {
+		return err
+	}
+	caller := ""
+	if s.cfg.Caller != nil {
+		caller = s.cfg.Caller(ctx)
+	}
+	counted, err := s.admit(caller)
+	if err != nil {
+		return err
+	}
+	hist := int(cp.GetHistory())
+	ss.mu.Lock()
+	p.expiry.Stop()
+	ss.parked = nil
+	ss.wakeCtx = context.WithoutCancel(ctx)
+	ss.caller, ss.callerName = counted, caller
+	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
+	ss.historyMsgs, ss.priorNew, ss.priorUsage = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage()
+	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
+	ss.inbox = runtime.Inbox{MaxSteers: s.cfg.MaxQueuedSteers, MaxBytes: s.cfg.MaxQueuedSteerBytes}
+	ss.done = make(chan struct{})
+	ss.woken = &wakeFilter{stepID: ct.Pending.StepID, approvals: map[string]bool{}}
+	for i, a := range p.approvals {
+		slot := newAnswerSlot[runtime.Decision](a.GetToolName(), a.GetArgumentsJson(), i)
+		slot.event = a
+		ss.approvals[a.GetApprovalId()] = slot
+		ss.woken.approvals[a.GetApprovalId()] = true
+	}
+	for i, id := range p.clientCalls {
+		ss.clientCalls[id] = newAnswerSlot[runtime.Output]("", "", i)
+	}
+	req := ss.request(plan, caller)
+	if hs := hooks.FromContext(ctx); len(hs) > 0 {
+		req.Hooks = runtime.Chain(s.log, hs...)
+	}
+	runCtx, links := s.runTraceContext(context.WithoutCancel(ctx))
+	req.SpanLinks = links
+	var cancel context.CancelCauseFunc
+	ss.ctx, cancel = context.WithCancelCause(runCtx)
+	ss.cancel = cancel
+	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { cancel(context.Cause(s.stopRuns)) })
+	ss.mu.Unlock()
+	s.log.Info("parked run woken", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())
+	ss.start(req)
+	return nil
+}
+
+// expire ends a run that stayed parked for the park timeout: its approvals expire, its
+// calls are cancelled, and run_finished says EXPIRED, with the run's messages and a
+// continuation that still resumes it while it has not expired itself.
+func (s *Server) expire(ss *session) {
+	ss.wakeMu.Lock()
+	defer ss.wakeMu.Unlock()
+	ss.mu.Lock()
+	p := ss.parked
+	if p == nil {
+		ss.mu.Unlock()
+		return
+	}
+	ss.parked = nil
+	var cancelled []string
+	for _, a := range p.approvals {
+		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
+			ApprovalId: a.GetApprovalId(), ToolCallId: a.GetToolCallId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED,
+			DecidedBy: agentdv1.DecidedBy_DECIDED_BY_TIMEOUT, ArgumentsJson: a.GetArgumentsJson(), Reason: "the run stayed parked for the server's park timeout",
+		}}}, true)
+		cancelled = append(cancelled, a.GetToolCallId())
+	}
+	cancelled = append(cancelled, p.clientCalls...)
+	if len(cancelled) > 0 {
+		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallsCancelled{ToolCallsCancelled: &agentdv1.ToolCallsCancelled{
+			ToolCallIds: cancelled, Reason: "the run stayed parked for the server's park timeout",
+		}}}, true)
+	}
+	rf := &agentdv1.RunFinished{
+		Reason: agentdv1.RunEndReason_RUN_END_REASON_EXPIRED,
+		Error: &agentdv1.RunError{Code: int32(codes.DeadlineExceeded), Reason: reasonParkExpired,
+			Message: protoString(fmt.Sprintf("the run waited, parked, for %s without the input it needed", s.cfg.ParkTimeout))},
+		NewMessages: ss.priorNew, Usage: ss.priorUsage, Continuation: p.continuation,
+	}
+	ss.ended, ss.result = true, rf
+	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+	ss.mu.Unlock()
+	s.log.Info("parked run expired", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())
+	ss.journal.close()
+	s.finishRun(ss)
+	s.release(ss)
+}
+
+// addUsage returns a and b added up; either may be nil.
+func addUsage(a, b *agentdv1.Usage) *agentdv1.Usage {
+	if a == nil || b == nil {
+		if a == nil {
+			return b
+		}
+		return a
+	}
+	return &agentdv1.Usage{
+		InputTokens: a.GetInputTokens() + b.GetInputTokens(), OutputTokens: a.GetOutputTokens() + b.GetOutputTokens(),
+		ReasoningTokens: a.GetReasoningTokens() + b.GetReasoningTokens(), CacheReadInputTokens: a.GetCacheReadInputTokens() + b.GetCacheReadInputTokens(),
+		CacheCreationInputTokens: a.GetCacheCreationInputTokens() + b.GetCacheCreationInputTokens(),
+		ModelCalls: a.GetModelCalls() + b.GetModelCalls(), ToolCalls: a.GetToolCalls() + b.GetToolCalls(),
+	}
+}
