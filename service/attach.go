@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -40,11 +41,16 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 		if err := checkCursor(after, oldest, ref.rec.LastSeq); err != nil {
 			return nil, nil, err
 		}
-		f, err := marshalFrame(s.storedAttached(ctx, ref.rec, oldest))
+		id := ids.New("att")
+		ev := s.storedAttached(ctx, ref.rec, oldest)
+		ev.GetAttached().AttachmentId = id
+		f, err := marshalFrame(ev)
 		if err != nil {
 			return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 		}
-		return nil, newOutbox(ctx, s.storedJournal(ref.rec), after, []frame{f}, send, func(error) {}), nil
+		o := newOutbox(ctx, s.storedJournal(ref.rec), after, []frame{f}, send, func(error) {})
+		o.id = id
+		return nil, o, nil
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -54,13 +60,27 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 	if err := checkCursor(after, oldest, ss.seq); err != nil {
 		return nil, nil, err
 	}
-	f, err := marshalFrame(ss.attachedLocked(oldest))
+	o, err = ss.attachLocked(ctx, after, oldest, send)
 	if err != nil {
-		return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+		return nil, nil, err
 	}
-	o = newOutbox(ctx, ss.journal, after, []frame{f}, send, func(error) {})
-	ss.outs[o] = struct{}{}
 	return ss, o, nil
+}
+
+// attachLocked attaches a stream to a live run after seq after: its outbox sends the
+// attached event first, with the stream's attachment_id.
+func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send func(frame) error) (*outbox, error) {
+	id := ids.New("att")
+	ev := ss.attachedLocked(oldest)
+	ev.GetAttached().AttachmentId = id
+	f, err := marshalFrame(ev)
+	if err != nil {
+		return nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+	}
+	o := newOutbox(ctx, ss.journal, after, []frame{f}, send, func(error) {})
+	o.id = id
+	ss.outs[o] = struct{}{}
+	return o, nil
 }
 
 // checkCursor refuses an after_seq past a run's last event or below its oldest kept.
@@ -188,13 +208,9 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		}
 		return nil, statusError(codes.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
 	}
-	// The input is an answer the run waits for from here on: a parked run wakes for it,
-	// and waits for it instead of parking again.
+	// The input is an answer the run waits for from here on: a parked run wakes for it
+	// (takeKeyed), and waits for it instead of parking again.
 	ss.addAnswerer()
-	if err := s.wake(ctx, ss); err != nil {
-		ss.dropAnswerer()
-		return nil, err
-	}
 	ki, err := ss.takeKeyed(in.GetClientKey(), digest, req)
 	ss.dropAnswerer()
 	if err != nil {
@@ -235,6 +251,10 @@ func (ss *session) takeKeyed(key string, digest [sha256.Size]byte, req *agentdv1
 		}
 		return ki, nil
 	}
+	if ss.ended {
+		return nil, finishedStatus(ss.runID)
+	}
+	ss.readyLocked()
 	if ss.ended {
 		return nil, finishedStatus(ss.runID)
 	}

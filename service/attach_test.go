@@ -150,8 +150,8 @@ func TestAttach_ClientKilledThenReattached(t *testing.T) {
 							t.Errorf("attached %v, want PARKED on approval %s of echo", a, id)
 						}
 						seq := s.Send(servicetest.Approve(id))
-						if ack := s.Until(isAck(seq)).GetInputAck(); !ack.GetAccepted() {
-							t.Errorf("the decision on the attached stream: %v", ack)
+						if ack := s.Until(isAck(seq)).GetInputAck(); !ack.GetAccepted() || ack.GetAttachmentId() == "" || ack.GetAttachmentId() != a.GetAttachmentId() {
+							t.Errorf("the decision on the attached stream: %v, want accepted under the stream's attachment_id %q", ack, a.GetAttachmentId())
 						}
 					}
 			},

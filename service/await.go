@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
@@ -99,21 +100,34 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		slot.closeLocked(w.parked)
 		ss.mu.Unlock()
 		return zero, runtime.ErrInterrupt
+	case ctx.Err() != nil:
+		// Expired already (a woken run's approval past its first expiry): no wait.
 	case ss.parking || ss.canParkLocked():
 		// Nobody attached can answer: the run parks in the store (park.go), and the
 		// slot comes back when it wakes.
-		ss.parking = true
+		ss.startParkingLocked()
 		ss.mu.Unlock()
 		return zero, runtime.ErrInterrupt
 	}
 	nobody := ss.nobody
+	// A stream that can answer is attached: the run waits for it, and parks after
+	// ParkAfter all the same, so that a person's hours of thought cost no goroutine.
+	var parkAfter <-chan time.Time
+	if ss.canParkAttachedLocked() {
+		t := time.NewTimer(ss.srv.cfg.ParkAfter)
+		defer t.Stop()
+		parkAfter = t.C
+	}
 	ss.mu.Unlock()
+	parkNow := false
 	select {
 	case v := <-slot.ch:
 		return v, nil
 	case <-ctx.Done():
 	case <-ss.inputDoneCh:
 	case <-nobody: // the last stream that could answer went away
+	case <-parkAfter:
+		parkNow = true
 	}
 	// The wait ended; an answer may have been acked just before, and is then applied.
 	ss.mu.Lock()
@@ -123,8 +137,8 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		return v, nil
 	default:
 	}
-	if ctx.Err() == nil && ss.ctx.Err() == nil && ss.canParkLocked() {
-		ss.parking = true
+	if ctx.Err() == nil && ss.ctx.Err() == nil && (ss.canParkLocked() || (parkNow && ss.canParkAttachedLocked())) {
+		ss.startParkingLocked()
 		return zero, runtime.ErrInterrupt
 	}
 	slot.closed = ss.waitEnded(ctx, w.expired)
@@ -173,6 +187,14 @@ func (ss *session) approve(ctx context.Context, req runtime.ApprovalRequest) (ru
 		}
 	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT:
 		policy = &policyAnswer[runtime.Decision]{err: runtime.ErrInterrupt, why: parked}
+	}
+	ss.mu.Lock()
+	due, ok := ss.approvalDue[req.ID]
+	ss.mu.Unlock()
+	if ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, due)
+		defer cancel()
 	}
 	return await(ctx, ss, awaiting[runtime.Decision]{
 		id: req.ID, slots: ss.approvals, preloaded: ss.preDecisions,

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/workload"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/store/sqlite"
 )
 
 // The service's benchmarks replay the benchmark workload (runtime/llm/workload, whose
@@ -173,19 +175,23 @@ func BenchmarkRunWorkload(b *testing.B) {
 // newWorkloadService returns an agentd service whose default agent replays size. With a
 // policy, the agent runs under it (and its own name); without, it is the built-in demo
 // agent on the workload model, as agentd --model workload:<size> serves it.
-func newWorkloadService(tb testing.TB, size workload.Size, policy *agents.PolicyConfig) *service.Server {
+func newWorkloadService(tb testing.TB, size workload.Size, policy *agents.PolicyConfig, opts ...func(*service.Config)) *service.Server {
 	tb.Helper()
 	acfg := agents.Default()
-	opts := agents.RegistryOptions{ModelOverride: "workload:" + size.Name, Logger: discardLogger}
+	ropts := agents.RegistryOptions{ModelOverride: "workload:" + size.Name, Logger: discardLogger}
 	if policy != nil {
 		acfg = &agents.Config{Agents: []agents.AgentConfig{{Name: "workload", Model: "workload:" + size.Name, Policy: *policy}}}
-		opts.ModelOverride = ""
+		ropts.ModelOverride = ""
 	}
-	reg, err := agents.NewRegistry(acfg, opts)
+	reg, err := agents.NewRegistry(acfg, ropts)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := service.New(service.Config{Agents: reg, Logger: discardLogger, ContinuationKey: benchKey, MaxConcurrentRuns: 1 << 20})
+	cfg := service.Config{Agents: reg, Logger: discardLogger, ContinuationKey: benchKey, MaxConcurrentRuns: 1 << 20}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := service.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -398,9 +404,34 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(size.Name, func(b *testing.B) {
-			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"})
+			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"}, func(c *service.Config) { c.ParkAfter = -1 })
 			addr := serveLoopback(b, svc.Register)
 			measureParked(b, n, addr, size.Name, svc.ActiveRuns)
+		})
+		// The stream stays open, and the run parks once ParkAfter has passed without an
+		// answer: nothing of the run runs, the stream's goroutines wait.
+		b.Run(size.Name+"/parked", func(b *testing.B) {
+			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"}, func(c *service.Config) { c.ParkAfter = time.Millisecond })
+			addr := serveLoopback(b, svc.Register)
+			measureParked(b, n, addr, "open:"+size.Name, func() int { return svc.ActiveRuns() + svc.ParkedRuns() })
+		})
+		// The client goes away once asked: the run parks in the (memory) store at once,
+		// its journal and checkpoint counted with it.
+		b.Run(size.Name+"/detached", func(b *testing.B) {
+			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"})
+			addr := serveLoopback(b, svc.Register)
+			measureParked(b, n, addr, "detached:"+size.Name, func() int { return svc.ActiveRuns() + svc.ParkedRuns() })
+		})
+		// The same with a store on disk: what a parked run holds in the process alone.
+		b.Run(size.Name+"/detached-sqlite", func(b *testing.B) {
+			st, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "agentd.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"}, func(c *service.Config) { c.Store = st })
+			addr := serveLoopback(b, svc.Register)
+			measureParked(b, n, addr, "detached:"+size.Name, func() int { return svc.ActiveRuns() + svc.ParkedRuns() })
 		})
 	}
 }
@@ -610,12 +641,34 @@ func TestParkedRunClient(t *testing.T) {
 	}
 	client := dialLoopback(t, addr)
 	park := parkBare
+	var runsMu sync.Mutex
+	var detachedRuns []string // the runs whose client went away, for cancel
 	if mode := os.Getenv(envParkMode); mode != "bare" {
-		size, err := workload.Lookup(mode)
+		name, detached := strings.CutPrefix(mode, "detached:")
+		name, open := strings.CutPrefix(name, "open:")
+		size, err := workload.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		park = func(ctx context.Context, c agentdv1.AgentServiceClient) error { return parkWorkloadRun(ctx, c, size) }
+		park = func(ctx context.Context, c agentdv1.AgentServiceClient) error {
+			if !detached {
+				id, err := parkWorkloadRun(ctx, c, size)
+				if open {
+					// The stream stays open; the run parks, and cancel cancels it.
+					runsMu.Lock()
+					detachedRuns = append(detachedRuns, id)
+					runsMu.Unlock()
+				}
+				return err
+			}
+			runCtx, leave := context.WithCancel(ctx)
+			defer leave() // the client goes away: the run parks
+			id, err := parkWorkloadRun(runCtx, c, size)
+			runsMu.Lock()
+			detachedRuns = append(detachedRuns, id)
+			runsMu.Unlock()
+			return err
+		}
 	}
 	reply := func(s string) { fmt.Println(parkReply + s) }
 
@@ -649,6 +702,17 @@ func TestParkedRunClient(t *testing.T) {
 			reply("parked")
 		case "cancel":
 			cancel()
+			runsMu.Lock()
+			for i, id := range detachedRuns {
+				_, err := client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: id, ClientKey: "cancel-" + strconv.Itoa(i),
+					Input: &agentdv1.SendRunInputRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
+				if err != nil {
+					reply("error: " + err.Error())
+					t.Fatal(err)
+				}
+			}
+			detachedRuns = nil
+			runsMu.Unlock()
 			reply("cancelled")
 		case "quit":
 			return
@@ -659,26 +723,27 @@ func TestParkedRunClient(t *testing.T) {
 }
 
 // parkWorkloadRun starts the workload, approves its tool calls but the last, and returns
-// once that one's approval_requested has arrived. The stream stays open until ctx ends.
-func parkWorkloadRun(ctx context.Context, c agentdv1.AgentServiceClient, size workload.Size) error {
+// the run's id once that one's approval_requested has arrived. The stream stays open
+// until ctx ends.
+func parkWorkloadRun(ctx context.Context, c agentdv1.AgentServiceClient, size workload.Size) (string, error) {
 	s, err := c.Run(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := s.Send(workloadStart); err != nil {
-		return err
+		return "", err
 	}
 	last := "call_" + strconv.Itoa(size.S-1)
 	seq := workloadStart.GetClientSeq()
 	for {
 		resp, err := s.Recv()
 		if err != nil {
-			return fmt.Errorf("the run ended before its last approval: %w", err)
+			return "", fmt.Errorf("the run ended before its last approval: %w", err)
 		}
 		switch k := resp.GetEvent().GetKind().(type) {
 		case *agentdv1.RunEvent_ApprovalRequested:
 			if k.ApprovalRequested.GetToolCallId() == last {
-				return nil
+				return resp.GetEvent().GetRunId(), nil
 			}
 			seq++
 			err := s.Send(&agentdv1.RunRequest{ClientSeq: seq, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
@@ -686,10 +751,10 @@ func parkWorkloadRun(ctx context.Context, c agentdv1.AgentServiceClient, size wo
 				Outcome:    agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
 			}}})
 			if err != nil {
-				return err
+				return "", err
 			}
 		case *agentdv1.RunEvent_RunFinished:
-			return fmt.Errorf("the run finished %s before its last approval", k.RunFinished.GetReason())
+			return "", fmt.Errorf("the run finished %s before its last approval", k.RunFinished.GetReason())
 		}
 	}
 }
@@ -706,4 +771,50 @@ func parkBare(ctx context.Context, c agentdv1.AgentServiceClient) error {
 	}
 	_, err = s.Recv()
 	return err
+}
+
+// BenchmarkAttachReplay measures how fast a client attaching to a finished run reads its
+// journal back from the default (memory) store, over loopback: one op is an AttachRun
+// from seq 0 read to its end. events/s and events/CPU-s count the run's events (the
+// attached event aside); CPU is client and server together, as in BenchmarkRunWorkload.
+func BenchmarkAttachReplay(b *testing.B) {
+	for _, name := range []string{"small", "medium"} {
+		size, err := workload.Lookup(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(size.Name, func(b *testing.B) {
+			c := dialLoopback(b, serveLoopback(b, newWorkloadService(b, size, nil).Register))
+			var runID string
+			if _, err := runOnce(b.Context(), c, func(r *agentdv1.RunResponse) { runID = r.GetEvent().GetRunId() }); err != nil {
+				b.Fatal(err)
+			}
+			events := 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				stream, err := c.AttachRun(b.Context(), &agentdv1.AttachRunRequest{RunId: runID})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for {
+					resp, err := stream.Recv()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if resp.GetEvent().GetAttached() == nil {
+						n++
+					}
+				}
+				events += n
+			}
+			cpu := cpuTime() - cpu0
+			b.ReportMetric(float64(events)/float64(b.N), "events/op")
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(events)/cpu.Seconds(), "events/CPU-s")
+		})
+	}
 }

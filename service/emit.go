@@ -1,12 +1,17 @@
 package service
 
 import (
+	"context"
 	"errors"
 
 	"google.golang.org/grpc/codes"
 
+	"google.golang.org/protobuf/proto"
+
+	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/store"
 )
 
 // emit does what the session must know of one runtime event, converts it and journals
@@ -36,6 +41,9 @@ func (ss *session) emit(ev runtime.Event) error {
 	case *runtime.StepFinished:
 		for _, m := range pe.GetStepFinished().GetNewMessages() {
 			ss.transcript.add(m)
+		}
+		if ss.srv.gated {
+			ss.newSoFar = append(ss.newSoFar, pe.GetStepFinished().GetNewMessages()...)
 		}
 		ss.mu.Lock()
 		sf := pe.GetStepFinished()
@@ -135,7 +143,34 @@ func (ss *session) checkpoint(e *runtime.StepFinished) error {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
 		return nil
 	}
-	return ss.sendEvent(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}})
+	if err := ss.sendEvent(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}}); err != nil {
+		return err
+	}
+	if ss.srv.gated {
+		ss.storeCheckpoint(b)
+	}
+	return nil
+}
+
+// storeCheckpoint writes to a store on disk what recovering the run from the
+// checkpoint just journaled needs, should this process stop: the transcript so far, the
+// continuation, the usage.
+func (ss *session) storeCheckpoint(continuation []byte) {
+	ss.mu.Lock()
+	cp := &continuationv1.RunCheckpoint{
+		Seq: ss.seq, History: int64(len(ss.historyMsgs)), Continuation: continuation, Usage: ss.usage, Rpc: rpcOf(ss.mode),
+		Messages: append(append(append([]*agentdv1.Message(nil), ss.historyMsgs...), ss.priorNew...), ss.newSoFar...),
+	}
+	ss.mu.Unlock()
+	b, err := proto.Marshal(cp)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err = ss.srv.store.UpdateRun(ctx, ss.runID, store.Running, b)
+		cancel()
+	}
+	if err != nil {
+		ss.srv.log.Warn("storing the run's checkpoint failed: were this process to stop, the run would go on from an older one", "run_id", ss.runID, "error", err)
+	}
 }
 
 // finished builds run_finished from the runtime's RunFinished.

@@ -33,6 +33,9 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 					return nil, errParked
 				}
 				ss.srv.log.Error("parking the run in the store failed: it ends AWAITING_INPUT with its continuation", "run_id", ss.runID, "error", err)
+				ss.mu.Lock()
+				ss.endParkingLocked()
+				ss.mu.Unlock()
 			}
 			rf = ss.finished(fin)
 			if err := ss.sendFinished(rf); err != nil {
@@ -52,13 +55,10 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 
 // own runs the session to its end with heartbeats and go_away, on whichever goroutine
 // calls it, then closes its journal and records its end in the store; a run that parks
-// only lets go of its goroutine and its admission, and is woken again at once if a
-// stream that can answer attached while it parked. A panic in the run ends it INTERNAL
-// instead of the process.
+// only lets go of its goroutine and its admission (an input on any stream attached to
+// it wakes it). A panic in the run ends it INTERNAL instead of the process.
 func (ss *session) own(req *runtime.Request) {
-	if ss.runToEnd(req) {
-		ss.wakeIfAnswered()
-	}
+	ss.runToEnd(req)
 }
 
 // runToEnd runs one stretch of the run, from its start or a wake to its end or its
@@ -94,6 +94,9 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 			close(done)
 			return
 		}
+		ss.mu.Lock()
+		ss.endParkingLocked() // a park the run's end overtook
+		ss.mu.Unlock()
 		ss.journal.close()
 		ss.srv.finishRun(ss)
 		ss.srv.release(ss)
@@ -116,19 +119,6 @@ func (ss *session) isParking() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.parking
-}
-
-// wakeIfAnswered wakes a run that parked while a stream that can answer attached.
-func (ss *session) wakeIfAnswered() {
-	ss.mu.Lock()
-	answerers, ctx := ss.answerers, ss.wakeCtx
-	ss.mu.Unlock()
-	if answerers == 0 {
-		return
-	}
-	if err := ss.srv.wake(ctx, ss); err != nil {
-		ss.srv.log.Warn("waking the run for the stream attached as it parked failed", "run_id", ss.runID, "error", err)
-	}
 }
 
 // start runs the session on a goroutine of its own: the run belongs to the server, and

@@ -97,7 +97,7 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 			ss.closeInput()
 			return
 		}
-		if !ss.handle(req, lim) {
+		if !ss.handle(req, lim, o.id) {
 			// Over the stream's message rate: read nothing more until the bucket has a
 			// token again, so that a client flooding the stream is held back by flow
 			// control instead of being served at the flood's pace.
@@ -114,15 +114,31 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 	}
 }
 
+// wakes reports whether a client message wakes a parked run: what the run waits for, or
+// what changes it.
+func wakes(req *agentdv1.RunRequest) bool {
+	switch req.GetKind().(type) {
+	case *agentdv1.RunRequest_ApprovalDecision, *agentdv1.RunRequest_ToolResult, *agentdv1.RunRequest_Steer, *agentdv1.RunRequest_Cancel:
+		return true
+	}
+	return false
+}
+
 // handle acts on one client message of a Run stream after its first. It returns false
 // when the message was refused for the stream's message rate, lim.
-func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter) bool {
+func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream string) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended {
 		return true // run_finished is out: the stream carries nothing more
 	}
-	in := input{seq: req.GetClientSeq()}
+	if wakes(req) {
+		ss.readyLocked()
+		if ss.ended {
+			return true
+		}
+	}
+	in := input{seq: req.GetClientSeq(), stream: stream}
 	_, cancel := req.GetKind().(*agentdv1.RunRequest_Cancel)
 	if !(cancel && !ss.clientCancelled) && !lim.Allow() {
 		// A client's first cancel is never refused: it ends the run, and the flood.
@@ -286,6 +302,10 @@ func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 	if ss.ended {
 		return
 	}
+	// The run may have parked while the arguments were validated: it wakes, with the
+	// approval's slot anew.
+	ss.readyLocked()
+	slot = ss.approvals[d.GetApprovalId()]
 	// The approval may have closed, or the run begun to end, while the arguments were
 	// validated: that, not the validation it cut short, is the answer.
 	if closed := ss.approvalRefusalLocked(slot, d.GetApprovalId()); closed != nil {

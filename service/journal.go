@@ -66,8 +66,8 @@ func sendFrame[M any, PM interface {
 const minJournalFrames = 2 * outboxSize
 
 // hotJournalBytes is what a journal keeps in memory beyond minJournalFrames: older
-// frames are read from the store.
-const hotJournalBytes = 64 << 10
+// frames are read from the store, which has them all.
+const hotJournalBytes = 8 << 10
 
 // errEventsExpired is what reading a journal below what it and the store keep returns.
 var errEventsExpired = errors.New("events expired")

@@ -29,6 +29,7 @@ const outboxSize = 64
 // keeps the frame it would send next (errEventsExpired). Every method may be called from
 // any goroutine.
 type outbox struct {
+	id     string          // the stream's attachment_id; empty for the one that started the run
 	ctx    context.Context // the stream's: it bounds reads from the store
 	j      *journal
 	send   func(frame) error

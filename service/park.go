@@ -40,7 +40,25 @@ type parkedRun struct {
 	clientCalls  []string
 	continuation []byte
 	at           time.Time
-	expiry       *time.Timer
+	expiry       *time.Timer // the park timeout
+	// approvalsDue wakes the run when its approvals expire (approval_timeout), so that
+	// they expire as they would have had it waited live; nil when none expires.
+	approvalsDue *time.Timer
+	// stopBeat stops the heartbeats to the streams attached while the run is parked.
+	stopBeat func()
+}
+
+// stop stops the parked run's timers, those started so far.
+func (p *parkedRun) stop() {
+	if p.expiry != nil {
+		p.expiry.Stop()
+	}
+	if p.approvalsDue != nil {
+		p.approvalsDue.Stop()
+	}
+	if p.stopBeat != nil {
+		p.stopBeat()
+	}
 }
 
 // wakeFilter is what a woken run's runtime reports again that its journal has.
@@ -54,6 +72,50 @@ type wakeFilter struct {
 // answer.
 func (ss *session) canParkLocked() bool {
 	return ss.mode == modeRun && ss.detach && ss.answerers == 0 && !ss.inputDone
+}
+
+// canParkAttachedLocked reports whether a wait for the client parks the run after
+// ParkAfter, a stream that can answer attached or not.
+func (ss *session) canParkAttachedLocked() bool {
+	return ss.mode == modeRun && ss.detach && !ss.inputDone && ss.srv.cfg.ParkAfter > 0
+}
+
+// startParkingLocked records that the run parks: input that comes meanwhile waits for
+// the park to be over, and then wakes the run (readyLocked).
+func (ss *session) startParkingLocked() {
+	ss.parking = true
+	if ss.parkDone == nil {
+		ss.parkDone = make(chan struct{})
+	}
+}
+
+// endParkingLocked records that a park in progress is over, the run parked or not.
+func (ss *session) endParkingLocked() {
+	ss.parking = false
+	if ss.parkDone != nil {
+		close(ss.parkDone)
+		ss.parkDone = nil
+	}
+}
+
+// readyLocked makes sure the run takes input now: it waits out a park in progress, and
+// wakes a parked run. An answer given meanwhile would go to a run that no longer waits
+// for it. Called, and returns, with mu held; it lets go of mu while it waits.
+func (ss *session) readyLocked() {
+	for ss.parkDone != nil {
+		ch := ss.parkDone
+		ss.mu.Unlock()
+		<-ch
+		ss.mu.Lock()
+	}
+	if ss.parked != nil {
+		ctx := ss.wakeCtx
+		ss.mu.Unlock()
+		if err := ss.srv.wake(ctx, ss); err != nil {
+			ss.srv.log.Warn("waking a parked run for its input failed", "run_id", ss.runID, "error", err)
+		}
+		ss.mu.Lock()
+	}
 }
 
 // addAnswerer counts a Run stream attached that can answer the run.
@@ -93,15 +155,15 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 		}
 		p.approvals = append(p.approvals, a)
 	}
-	history := ss.historyMsgs
+	history, seq := ss.historyMsgs, ss.seq
 	ss.mu.Unlock()
 	if len(p.continuation) == 0 {
 		return errors.New("no continuation was sealed")
 	}
 	cp := &continuationv1.RunCheckpoint{
-		Seq: ss.seq, Messages: append(append([]*agentdv1.Message(nil), history...), rf.GetNewMessages()...), History: int64(len(history)),
+		Seq: seq, Messages: append(append([]*agentdv1.Message(nil), history...), rf.GetNewMessages()...), History: int64(len(history)),
 		Continuation: p.continuation, Usage: rf.GetUsage(), ParkedAt: timestamppb.New(p.at),
-		PendingApprovals: p.approvals, PendingClientToolCallIds: p.clientCalls,
+		PendingApprovals: p.approvals, PendingClientToolCallIds: p.clientCalls, Rpc: rpcOf(ss.mode),
 	}
 	b, err := proto.Marshal(cp)
 	if err != nil {
@@ -116,18 +178,55 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 		return err
 	}
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.parked, ss.parking, ss.woken = p, false, nil
+	ss.parked, ss.woken, ss.approvalDue = p, nil, nil
+	ss.endParkingLocked()
 	ss.priorNew, ss.priorUsage = rf.GetNewMessages(), rf.GetUsage()
 	// Everything heavy goes: the store has what waking needs.
 	ss.tools, ss.transcript, ss.history, ss.historyMsgs = runTools{}, nil, nil, nil
 	ss.approvals, ss.clientCalls = map[string]*answerSlot[runtime.Decision]{}, map[string]*answerSlot[runtime.Output]{}
 	ss.preDecisions, ss.preResults = nil, nil
 	ss.journal.release()
-	wait := s.cfg.ParkTimeout
-	p.expiry = time.AfterFunc(wait, func() { s.expire(ss) })
-	s.log.Info("run parked: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "expires_in", wait.String())
+	ss.mu.Unlock()
+	s.parkTimers(ss, p, s.cfg.ParkTimeout)
+	s.log.Info("run parked: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "expires_in", s.cfg.ParkTimeout.String())
 	return nil
+}
+
+// parkTimers starts a parked run's timers: its end after left, its approvals' expiry,
+// heartbeats to the streams attached. A run woken in the meantime has them stopped.
+func (s *Server) parkTimers(ss *session, p *parkedRun, left time.Duration) {
+	expiry := time.AfterFunc(left, func() { s.expire(ss) })
+	due := s.wakeWhenDue(ss, p.approvals)
+	beat := ss.keepAlive()
+	ss.mu.Lock()
+	p.expiry, p.approvalsDue, p.stopBeat = expiry, due, beat
+	woken := ss.parked != p
+	ss.mu.Unlock()
+	if woken {
+		p.stop()
+	}
+}
+
+// wakeWhenDue returns a timer that wakes a parked run when the first of its approvals
+// expires, or nil when none does.
+func (s *Server) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequested) *time.Timer {
+	var due time.Time
+	for _, a := range approvals {
+		if exp := a.GetExpiresAt(); exp != nil && (due.IsZero() || exp.AsTime().Before(due)) {
+			due = exp.AsTime()
+		}
+	}
+	if due.IsZero() {
+		return nil
+	}
+	return time.AfterFunc(max(due.Sub(s.now()), 0), func() {
+		ss.mu.Lock()
+		ctx := ss.wakeCtx
+		ss.mu.Unlock()
+		if err := s.wake(ctx, ss); err != nil {
+			s.log.Warn("waking a parked run whose approval expired failed", "run_id", ss.runID, "error", err)
+		}
+	})
 }
 
 // wake takes a parked run up again, on ctx's behalf (the RPC that brings its input or
@@ -155,9 +254,24 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	if err != nil {
 		return statusError(codes.Internal, reasonInternal, "the parked run's continuation does not open: "+err.Error(), nil)
 	}
-	spec.Messages, spec.Continuation, spec.Input, spec.ThreadId = cp.GetMessages(), cp.GetContinuation(), "", ss.thread
+	spec.Messages, spec.Continuation, spec.Input = cp.GetMessages(), cp.GetContinuation(), ""
+	filter := &wakeFilter{stepID: ct.Pending.StepID, approvals: map[string]bool{}}
+	if err := s.restart(ctx, ss, spec, ct, cp, filter, p); err != nil {
+		return err
+	}
+	s.log.Info("parked run woken", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())
+	return nil
+}
+
+// restart runs the next stretch of a run the server keeps with nothing of it running:
+// a parked run that wakes (p is what it waits for), or one a stopped process left. spec
+// is the start to plan it from: the run's own, with the checkpoint's transcript and
+// continuation (ct, nil to start over); filter is what the runtime will report again
+// that the journal has.
+func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *continuation, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
+	spec.ThreadId = ss.thread
 	spec.History, spec.OnBusy, spec.Decisions, spec.ToolResults = agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.OnBusy_ON_BUSY_UNSPECIFIED, nil, nil
-	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: ss.entry, limits: &s.cfg, mode: modeRun})
+	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: ss.entry, limits: &s.cfg, mode: ss.mode})
 	if err != nil {
 		return err
 	}
@@ -169,26 +283,40 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	if err != nil {
 		return err
 	}
-	hist := int(cp.GetHistory())
+	hist := min(int(cp.GetHistory()), len(cp.GetMessages()))
 	ss.mu.Lock()
-	p.expiry.Stop()
+	ss.approvalDue = map[string]time.Time{}
+	if p != nil {
+		defer p.stop() // once mu is let go: the heartbeats take it
+		for _, a := range p.approvals {
+			if exp := a.GetExpiresAt(); exp != nil {
+				ss.approvalDue[a.GetApprovalId()] = exp.AsTime()
+			}
+		}
+	}
 	ss.parked = nil
 	ss.wakeCtx = context.WithoutCancel(ctx)
 	ss.caller, ss.callerName = counted, caller
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
-	ss.historyMsgs, ss.priorNew, ss.priorUsage = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage()
+	ss.historyMsgs, ss.priorNew, ss.priorUsage, ss.newSoFar = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage(), nil
 	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
-	ss.inbox = runtime.Inbox{MaxSteers: s.cfg.MaxQueuedSteers, MaxBytes: s.cfg.MaxQueuedSteerBytes}
-	ss.done = make(chan struct{})
-	ss.woken = &wakeFilter{stepID: ct.Pending.StepID, approvals: map[string]bool{}}
-	for i, a := range p.approvals {
-		slot := newAnswerSlot[runtime.Decision](a.GetToolName(), a.GetArgumentsJson(), i)
-		slot.event = a
-		ss.approvals[a.GetApprovalId()] = slot
-		ss.woken.approvals[a.GetApprovalId()] = true
+	ss.inbox = runtime.Inbox{}
+	for _, st := range plan.steers {
+		ss.inbox.Send(st)
 	}
-	for i, id := range p.clientCalls {
-		ss.clientCalls[id] = newAnswerSlot[runtime.Output]("", "", i)
+	ss.inbox.MaxSteers, ss.inbox.MaxBytes = s.cfg.MaxQueuedSteers, s.cfg.MaxQueuedSteerBytes
+	ss.done = make(chan struct{})
+	ss.woken = filter
+	if p != nil {
+		for i, a := range p.approvals {
+			slot := newAnswerSlot[runtime.Decision](a.GetToolName(), a.GetArgumentsJson(), i)
+			slot.event = a
+			ss.approvals[a.GetApprovalId()] = slot
+			filter.approvals[a.GetApprovalId()] = true
+		}
+		for i, id := range p.clientCalls {
+			ss.clientCalls[id] = newAnswerSlot[runtime.Output]("", "", i)
+		}
 	}
 	req := ss.request(plan, caller)
 	if hs := hooks.FromContext(ctx); len(hs) > 0 {
@@ -201,7 +329,6 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	ss.cancel = cancel
 	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { cancel(context.Cause(s.stopRuns)) })
 	ss.mu.Unlock()
-	s.log.Info("parked run woken", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())
 	ss.start(req)
 	return nil
 }
@@ -219,6 +346,7 @@ func (s *Server) expire(ss *session) {
 		return
 	}
 	ss.parked = nil
+	defer p.stop() // once mu is let go: the heartbeats take it
 	var cancelled []string
 	for _, a := range p.approvals {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
@@ -260,6 +388,6 @@ func addUsage(a, b *agentdv1.Usage) *agentdv1.Usage {
 		InputTokens: a.GetInputTokens() + b.GetInputTokens(), OutputTokens: a.GetOutputTokens() + b.GetOutputTokens(),
 		ReasoningTokens: a.GetReasoningTokens() + b.GetReasoningTokens(), CacheReadInputTokens: a.GetCacheReadInputTokens() + b.GetCacheReadInputTokens(),
 		CacheCreationInputTokens: a.GetCacheCreationInputTokens() + b.GetCacheCreationInputTokens(),
-		ModelCalls: a.GetModelCalls() + b.GetModelCalls(), ToolCalls: a.GetToolCalls() + b.GetToolCalls(),
+		ModelCalls:               a.GetModelCalls() + b.GetModelCalls(), ToolCalls: a.GetToolCalls() + b.GetToolCalls(),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
@@ -182,5 +183,51 @@ func TestPark_CancelEndsTheParkedRun(t *testing.T) {
 	servicetest.CheckEvents(t, all)
 	if fin := all[len(all)-1].GetRunFinished(); fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED {
 		t.Errorf("run_finished %v, want CANCELLED", fin)
+	}
+}
+
+// A run waits for an answer from the stream attached to it for ParkAfter, then parks
+// all the same, the stream still open: the decision sent on it wakes the run, and the
+// stream reads one run from start to end.
+func TestPark_WithItsStreamOpen(t *testing.T) {
+	srv := askerServer(t, service.Config{ParkAfter: 20 * time.Millisecond})
+	s := servicetest.Open(t, srv.Client, servicetest.Input("asker", "echo hi"))
+	asked := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+	waitState(t, srv.Client, asked.GetRunId(), agentdv1.RunState_RUN_STATE_PARKED)
+	if n, p := srv.Service.ActiveRuns(), srv.Service.ParkedRuns(); n != 0 || p != 1 {
+		t.Fatalf("%d runs going on, %d parked; want the run parked", n, p)
+	}
+	seq := s.Send(servicetest.Approve(asked.GetApprovalRequested().GetApprovalId()))
+	fin, err := s.Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetUsage().GetToolCalls() != 1 {
+		t.Fatalf("the run ended %v, %v", fin, err)
+	}
+	if a := ack(s.Events(), seq); !a.GetAccepted() {
+		t.Errorf("the decision's ack: %v", a)
+	}
+}
+
+// An approval of a parked run expires when it would have had the run waited live: the
+// run wakes, the call is not run, and the model goes on.
+func TestPark_ApprovalExpiresWhileParked(t *testing.T) {
+	srv := askerServer(t, service.Config{ParkAfter: 10 * time.Millisecond})
+	spec := servicetest.Input("asker", "echo hi")
+	spec.Config = &agentdv1.RunConfig{ApprovalTimeout: durationpb.New(300 * time.Millisecond)}
+	s := servicetest.Open(t, srv.Client, spec)
+	fin, err := s.Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("the run ended %v, %v", fin, err)
+	}
+	var res *agentdv1.ApprovalResolved
+	for _, ev := range s.Events() {
+		if r := ev.GetApprovalResolved(); r != nil {
+			res = r
+		}
+	}
+	if res.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED || res.GetDecidedBy() != agentdv1.DecidedBy_DECIDED_BY_TIMEOUT {
+		t.Errorf("approval_resolved %v, want expired by timeout", res)
+	}
+	if fin.GetUsage().GetToolCalls() != 0 {
+		t.Errorf("usage %v: the expired call ran", fin.GetUsage())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
@@ -48,6 +49,26 @@ func (s *Server) release(ss *session) {
 	if s.live[ss.runID] == ss {
 		delete(s.live, ss.runID)
 	}
+}
+
+// ParkedRuns returns how many runs wait parked, with nothing of them running: their
+// clients went away while they waited for one (see ParkTimeout).
+func (s *Server) ParkedRuns() int {
+	s.liveMu.Lock()
+	runs := make([]*session, 0, len(s.live))
+	for _, ss := range s.live {
+		runs = append(runs, ss)
+	}
+	s.liveMu.Unlock()
+	n := 0
+	for _, ss := range runs {
+		ss.mu.Lock()
+		if ss.parked != nil {
+			n++
+		}
+		ss.mu.Unlock()
+	}
+	return n
 }
 
 // runRef is a run a caller may see: live on this server (ss), or in the store alone (rec).
@@ -206,9 +227,20 @@ func openSlots[T, R any](slots map[string]*answerSlot[T], f func(id string, s *a
 func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) error {
 	bare := proto.CloneOf(spec)
 	bare.Messages, bare.Continuation = nil, nil
+	if ss.threaded != nil {
+		bare.Messages = ss.threaded.input // the new input, which the thread gets at the end
+	}
 	b, err := proto.Marshal(bare)
 	if err != nil {
 		return statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+	}
+	var cp []byte
+	if s.gated {
+		// A store that outlives the process gets what recovering the run needs from
+		// the start: its history, and the RPC that started it.
+		if cp, err = proto.Marshal(&continuationv1.RunCheckpoint{Messages: ss.historyMsgs, History: int64(len(ss.historyMsgs)), Rpc: rpcOf(ss.mode)}); err != nil {
+			return statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+		}
 	}
 	if ts := ss.threaded; ts != nil && ts.created {
 		err := s.store.CreateThread(ctx, store.Thread{ID: ts.id, Owner: ss.owner, Agent: ss.entry.Name})
@@ -226,10 +258,24 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 		}
 		return threadBusy(ss.thread, busy.RunID)
 	}
+	if err == nil && cp != nil {
+		err = s.store.UpdateRun(ctx, ss.runID, store.Running, cp)
+	}
 	if err != nil {
 		return storeStatus(err)
 	}
 	return nil
+}
+
+// rpcOf names the RPC of a mode in a checkpoint.
+func rpcOf(m rpcMode) continuationv1.Rpc {
+	switch m {
+	case modeRun:
+		return continuationv1.Rpc_RPC_RUN
+	case modeStart:
+		return continuationv1.Rpc_RPC_START_RUN
+	}
+	return continuationv1.Rpc_RPC_EXECUTE_RUN
 }
 
 // finishRun records in the store that a run ended, once its last frames are there, and

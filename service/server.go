@@ -73,6 +73,12 @@ type Config struct {
 	RunRetention time.Duration
 	// ThreadRetention is how long a thread nobody adds to is kept; 0 means 30 days.
 	ThreadRetention time.Duration
+	// ParkAfter is how long a run waits for an answer from the Run streams attached to
+	// it (the one that started it, or others) before it parks in the store all the same,
+	// with nothing of it running until the answer comes; 0 means 30 seconds, negative
+	// never (it waits, live, as long as a stream that can answer is attached). With no
+	// such stream attached it parks at once.
+	ParkAfter time.Duration
 	// ParkTimeout is how long a run parked in the store (its client gone, under
 	// ON_DISCONNECT_CONTINUE) waits for the input it needs before it ends EXPIRED; 0
 	// means 24 hours.
@@ -146,14 +152,14 @@ type Server struct {
 	stopCancel  context.CancelCauseFunc
 
 	// The store, its journal writer and sweeper, and the runs this server runs (runs.go).
-	store   store.Store
-	gated   bool // the store keeps frames on disk: streams send only what it has
-	writer  *journalWriter
-	sweepMu sync.Mutex
-	sweeper *time.Timer
+	store        store.Store
+	gated        bool // the store keeps frames on disk: streams send only what it has
+	writer       *journalWriter
+	sweepMu      sync.Mutex
+	sweeper      *time.Timer
 	sweepStopped bool
-	liveMu  sync.Mutex
-	live    map[string]*session
+	liveMu       sync.Mutex
+	live         map[string]*session
 }
 
 // New returns a Server. Its one required field is cfg.Agents.
@@ -199,6 +205,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RunRetention <= 0 {
 		cfg.RunRetention = 24 * time.Hour
+	}
+	if cfg.ParkAfter == 0 {
+		cfg.ParkAfter = 30 * time.Second
 	}
 	if cfg.ParkTimeout <= 0 {
 		cfg.ParkTimeout = 24 * time.Hour

@@ -106,12 +106,17 @@ type session struct {
 	historyMsgs []*agentdv1.Message
 	priorNew    []*agentdv1.Message
 	priorUsage  *agentdv1.Usage
-	answerers   int           // Run streams attached that can answer (their receive goroutines)
-	nobody      chan struct{} // closed when answerers falls to 0; nil while it is 0
-	parking     bool          // a wait found nobody to answer: the run parks in the store
-	parked      *parkedRun    // set while the run is parked
-	woken       *wakeFilter   // set while a woken run re-reports what the journal has
-	wakeMu      sync.Mutex    // held while the run wakes or expires
+	newSoFar    []*agentdv1.Message // the stretch's new messages, for a store on disk's checkpoints
+	answerers   int                 // Run streams attached that can answer (their receive goroutines)
+	nobody      chan struct{}       // closed when answerers falls to 0; nil while it is 0
+	parking     bool                // a wait found nobody to answer: the run parks in the store
+	parkDone    chan struct{}       // closed when a park in progress is over, parked or not
+	parked      *parkedRun          // set while the run is parked
+	woken       *wakeFilter         // set while a woken run re-reports what the journal has
+	wakeMu      sync.Mutex          // held while the run wakes or expires
+	// approvalDue are the expiries of the approvals a woken run asks again: they expire
+	// when they first would have.
+	approvalDue map[string]time.Time
 	// wakeCtx carries the values (hooks, trace, caller) of the RPC that last started or
 	// woke the run, for a wake nobody's RPC asks for.
 	wakeCtx context.Context
@@ -253,7 +258,8 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 		preDecisions: plan.preDecisions,
 		preResults:   plan.preResults,
 	}
-	if mode == modeRun && ss.detach {
+	if (mode == modeRun && ss.detach) || s.gated {
+		// What a run that parks, or that a store on disk recovers, starts again from.
 		ss.historyMsgs = plan.historyMsgs
 	}
 	if ss.thread == "" {
@@ -345,16 +351,17 @@ func (ss *session) runCtx() (context.Context, context.CancelCauseFunc) {
 	return ss.ctx, ss.cancel
 }
 
-// input names a client input for its ack: a message on a stream, by its client_seq, or
-// SendRunInput's, by its client_key.
+// input names a client input for its ack: a message on a stream, by its client_seq and
+// the stream's attachment_id, or SendRunInput's, by its client_key.
 type input struct {
-	seq int64
-	key string
+	seq    int64
+	key    string
+	stream string
 }
 
 // ackLocked answers a client input, and returns the ack's seq.
 func (ss *session) ackLocked(in input, refusal *agentdv1.RunError) int64 {
-	ack := &agentdv1.InputAck{ClientSeq: in.seq, ClientKey: in.key, Accepted: refusal == nil, Error: refusal}
+	ack := &agentdv1.InputAck{ClientSeq: in.seq, ClientKey: in.key, AttachmentId: in.stream, Accepted: refusal == nil, Error: refusal}
 	if ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: ack}}, true) != nil {
 		return 0
 	}

@@ -284,11 +284,9 @@ func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(frame) e
 	if err != nil || ss.journal.stored.Load() == 0 {
 		oldest = 1
 	}
-	f, err := marshalFrame(ss.attachedLocked(oldest))
+	o, err := ss.attachLocked(ctx, after, oldest, send)
 	if err != nil {
-		return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+		return nil, nil, err
 	}
-	o := newOutbox(ctx, ss.journal, after, []frame{f}, send, func(error) {})
-	ss.outs[o] = struct{}{}
 	return ss, o, nil
 }

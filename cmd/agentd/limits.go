@@ -55,6 +55,15 @@ func (cfg config) checkLimits() []error {
 	notNegative("max-connection-age-grace", cfg.maxConnAgeGrace, "; 0 lets the streams finish")
 	atLeast("max-health-watches", cfg.maxHealthWatches, 0, "; 0 turns the cap off")
 	atLeast("max-health-watches-per-peer", cfg.maxHealthWatchesPeer, 0, "; 0 turns the cap off")
+	positive("run-retention", cfg.runRetention)
+	positive("park-timeout", cfg.parkTimeout)
+	positive("thread-retention", cfg.threadRetention)
+	if cfg.storeMaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--store-max-bytes (%d) must be at least 1 MiB", cfg.storeMaxBytes))
+	}
+	if cfg.journalMaxRunBytes < 64<<10 || cfg.journalMaxRunBytes > cfg.storeMaxBytes {
+		errs = append(errs, fmt.Errorf("--journal-max-run-bytes (%d) must be at least 64 KiB and at most --store-max-bytes", cfg.journalMaxRunBytes))
+	}
 	return errs
 }
 

@@ -24,8 +24,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/hooks/audit"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/store"
 )
 
 func main() {
@@ -63,6 +66,14 @@ type config struct {
 	limitByPeerIP   bool
 	metricsListen   string
 	recordContent   bool
+
+	// The store of runs, journals and threads (store.go).
+	store              string
+	storeMaxBytes      int64
+	journalMaxRunBytes int64
+	runRetention       time.Duration
+	parkTimeout        time.Duration
+	threadRetention    time.Duration
 
 	// Runs (service.Config).
 	maxRunsPerCaller   int
@@ -102,6 +113,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the run ends FAILED (CLIENT_STALLED) with its transcript")
 	fs.DurationVar(&cfg.maxApprovalTimeout, "max-approval-timeout", 24*time.Hour, "longest approval_timeout a run may ask for; a longer one is refused with INVALID_ARGUMENT")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
+	fs.StringVar(&cfg.store, "store", "memory", "where runs, their journals and threads are kept: memory (bounded, gone with the process), sqlite:`PATH` (one replica, across restarts) or a postgres:// URL (shared by replicas)")
+	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 512<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
+	fs.Int64Var(&cfg.journalMaxRunBytes, "journal-max-run-bytes", 8<<20, "with --store memory, the bytes of one run's journal kept: past it the oldest events go, and attaching from before them is refused (EVENTS_EXPIRED)")
+	fs.DurationVar(&cfg.parkTimeout, "park-timeout", 24*time.Hour, "how long a run whose client went away waits, parked, for the input it needs (an approval, a client tool's result) before it ends EXPIRED")
+	fs.DurationVar(&cfg.runRetention, "run-retention", 24*time.Hour, "how long a finished run and its journal are kept for clients that attach to it")
+	fs.DurationVar(&cfg.threadRetention, "thread-retention", 30*24*time.Hour, "how long a thread no run adds to is kept")
 	fs.StringVar(&cfg.keyFile, "continuation-key-file", "", "`file` holding the key that signs continuations (or set AGENTD_CONTINUATION_KEY); every replica needs the same")
 	fs.StringVar(&cfg.authTokensFile, "auth-tokens-file", "", "`file` of bearer tokens, one a line (# comments): every call but health and reflection then needs \"authorization: Bearer <token>\"; without one there is no auth")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "PEM certificate `file` to serve TLS with (needs --tls-key)")
@@ -222,6 +239,15 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 			log.Warn("closing the agents", "error", err)
 		}
 	}()
+	// Runs a stopped agentd left in a store on disk go on, with the hooks every run has.
+	recoverCtx := context.WithoutCancel(ctx)
+	if cfg.audit {
+		recoverCtx = hooks.NewContext(recoverCtx, audit.New(log))
+	}
+	if _, err := srv.RecoverRuns(recoverCtx); err != nil {
+		lis.Close()
+		return fmt.Errorf("recovering the runs in the store: %w", err)
+	}
 	gs := grpc.NewServer(opts...)
 	srv.register(gs)
 
@@ -230,7 +256,7 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	log.Info("agentd listening", "addr", lis.Addr().String(),
 		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "",
 		"rate_limit", cfg.rateLimit, "max_runs_per_caller", cfg.maxRunsPerCaller, "limit_by_peer_ip", cfg.limitByPeerIP,
-		"max_connections", cfg.maxConnections)
+		"max_connections", cfg.maxConnections, "store", storeName(cfg.store))
 	if cfg.authTokensFile == "" && cfg.clientCA == "" && !isLoopback(lis.Addr()) {
 		log.Warn("no authentication: anyone who reaches " + lis.Addr().String() + " can run agents; set --auth-tokens-file (AGENTD_AUTH_TOKENS_FILE) or --client-ca, or listen on loopback")
 	}
@@ -262,6 +288,7 @@ type daemon struct {
 	*service.Server
 	agents *agents.Registry
 	health *health.Server
+	store  store.Store
 }
 
 // newServer builds the service from the configuration; tel may be nil. The caller closes
@@ -290,11 +317,17 @@ func newServer(cfg config, log *slog.Logger, tel *telemetry) (*daemon, error) {
 		reg.Close()
 		return nil, err
 	}
-	d := &daemon{agents: reg, health: health.NewServer()}
+	st, err := openStore(cfg)
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	d := &daemon{agents: reg, health: health.NewServer(), store: st}
 	sc := serviceLimits(cfg)
-	sc.Agents, sc.Health, sc.Logger, sc.ContinuationKey = reg, d.health, log, key
+	sc.Agents, sc.Health, sc.Logger, sc.ContinuationKey, sc.Store = reg, d.health, log, key, st
 	if d.Server, err = service.New(sc); err != nil {
 		reg.Close()
+		st.Close()
 		return nil, err
 	}
 	return d, nil
@@ -318,10 +351,11 @@ func (d *daemon) shutdown(ctx context.Context, period time.Duration) error {
 }
 
 // close stops the agents' MCP servers and closes their remote hook connections.
-// close ends the runs still going (they outlive their streams) and closes the agents.
+// close ends the runs still going (they outlive their streams), closes the agents and
+// then the store.
 func (d *daemon) close() error {
 	d.Shutdown(context.Background(), 0)
-	return d.agents.Close()
+	return errors.Join(d.agents.Close(), d.store.Close())
 }
 
 // serviceLimits returns the service's limits from the flags, with the identity its
@@ -338,6 +372,9 @@ func serviceLimits(cfg config) service.Config {
 		Identity: func(ctx context.Context) string { return limitKey(ctx, false) },
 		// The transcript a start carries is bounded by the message size an operator allows.
 		MaxTranscriptBytes: cfg.maxMessageBytes,
+		RunRetention:       cfg.runRetention,
+		ParkTimeout:        cfg.parkTimeout,
+		ThreadRetention:    cfg.threadRetention,
 		StartTimeout:       cfg.startTimeout,
 		StallTimeout:       cfg.stallTimeout,
 		MaxApprovalTimeout: cfg.maxApprovalTimeout,

@@ -272,6 +272,16 @@ func (p *Process) Terminate(within time.Duration) error {
 	}
 }
 
+// Kill sends agentd SIGKILL, as a crash or an OOM kill would end it, and waits for it
+// to exit: nothing of it runs its shutdown.
+func (p *Process) Kill() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
 // exitStatus says how agentd exited; call it once exited is closed.
 func (p *Process) exitStatus() string {
 	if p.waitErr == nil {

@@ -875,7 +875,10 @@ type Attached struct {
 	// Usage of the run as of its last finished step.
 	Usage *Usage `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The client's request_id of the run's start.
-	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// This stream's id among the run's attachments: the acks of the messages
+	// it sends carry it (InputAck.attachment_id).
+	AttachmentId  string `protobuf:"bytes,10,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -969,6 +972,13 @@ func (x *Attached) GetUsage() *Usage {
 func (x *Attached) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Attached) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
 	}
 	return ""
 }
@@ -2327,7 +2337,12 @@ type InputAck struct {
 	//     stream.
 	Error *RunError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// SendRunInput's client_key; empty for a message on a stream.
-	ClientKey     string `protobuf:"bytes,4,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
+	ClientKey string `protobuf:"bytes,4,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
+	// The attachment_id of the Run stream the message came on, as its attached
+	// event told it; empty for the stream that started the run and for
+	// SendRunInput. Every stream of the run sees every ack: a stream that
+	// attached answers to its own by client_seq and this id.
+	AttachmentId  string `protobuf:"bytes,5,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2386,6 +2401,13 @@ func (x *InputAck) GetError() *RunError {
 func (x *InputAck) GetClientKey() string {
 	if x != nil {
 		return x.ClientKey
+	}
+	return ""
+}
+
+func (x *InputAck) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
 	}
 	return ""
 }
@@ -2849,7 +2871,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"hook_event\x18\x1e \x01(\v2\x14.agentd.v1.HookEventH\x00R\thookEvent\x12;\n" +
 	"\frun_finished\x18\x1f \x01(\v2\x16.agentd.v1.RunFinishedH\x00R\vrunFinished\x121\n" +
 	"\battached\x18  \x01(\v2\x13.agentd.v1.AttachedH\x00R\battachedB\x06\n" +
-	"\x04kind\"\xf4\x02\n" +
+	"\x04kind\"\x99\x03\n" +
 	"\bAttached\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12)\n" +
@@ -2861,7 +2883,9 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x1cpending_client_tool_call_ids\x18\a \x03(\tR\x18pendingClientToolCallIds\x12&\n" +
 	"\x05usage\x18\b \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\t \x01(\tR\trequestId\"\xc0\x01\n" +
+	"request_id\x18\t \x01(\tR\trequestId\x12#\n" +
+	"\rattachment_id\x18\n" +
+	" \x01(\tR\fattachmentId\"\xc0\x01\n" +
 	"\n" +
 	"RunStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
@@ -2971,14 +2995,15 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\rfinish_reason\x18\x02 \x01(\x0e2\x17.agentd.v1.FinishReasonR\ffinishReason\x12&\n" +
 	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x125\n" +
 	"\fnew_messages\x18\x04 \x03(\v2\x12.agentd.v1.MessageR\vnewMessages\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x8f\x01\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xb4\x01\n" +
 	"\bInputAck\x12\x1d\n" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12)\n" +
 	"\x05error\x18\x03 \x01(\v2\x13.agentd.v1.RunErrorR\x05error\x12\x1d\n" +
 	"\n" +
-	"client_key\x18\x04 \x01(\tR\tclientKey\"I\n" +
+	"client_key\x18\x04 \x01(\tR\tclientKey\x12#\n" +
+	"\rattachment_id\x18\x05 \x01(\tR\fattachmentId\"I\n" +
 	"\n" +
 	"Checkpoint\x12\"\n" +
 	"\fcontinuation\x18\x01 \x01(\fR\fcontinuation\x12\x17\n" +

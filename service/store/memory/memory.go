@@ -15,7 +15,7 @@ import (
 // Options bound what the store holds.
 type Options struct {
 	// MaxRunBytes bounds one run's journal: past it the oldest events go (ReadEvents
-	// below them gets ErrExpired). 0 means 8 MiB.
+	// below them gets ErrExpired). 0 means 8 MiB; more than 1 GiB is taken as 1 GiB.
 	MaxRunBytes int64
 	// MaxBytes bounds everything the store holds (journals, specs and checkpoints,
 	// thread messages): past it the finished runs that finished first go, then the
@@ -33,14 +33,19 @@ type Store struct {
 	runs    map[string]*run
 	threads map[string]*thread
 	active  map[string]string // thread id → its unfinished exclusive run
-	bytes   int64 // what the runs and threads hold, counted as len of what they keep
+	bytes   int64             // what the runs and threads hold, counted as len of what they keep
 }
 
 type run struct {
-	rec    store.Run
-	first  int64 // seq of frames[0]
-	frames [][]byte
-	size   int64 // of frames
+	rec store.Run
+	// The run's journal, packed: every frame kept, back to back, in data from base on;
+	// ends[i] is where the frame of seq first+i ends. One allocation holds many frames,
+	// not one each, which is most of what a journal of small deltas would cost.
+	first  int64
+	data   []byte
+	base   int
+	ends   []int32
+	size   int64 // len(data) - base
 	inputs map[string]store.Input
 }
 
@@ -56,6 +61,7 @@ func New(opts Options) *Store {
 	if opts.MaxRunBytes <= 0 {
 		opts.MaxRunBytes = 8 << 20
 	}
+	opts.MaxRunBytes = min(opts.MaxRunBytes, 1<<30) // a packed journal's offsets are 32-bit
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 512 << 20
 	}
@@ -129,6 +135,10 @@ func (s *Store) UpdateRun(ctx context.Context, id string, st store.Status, check
 		r.rec.FinishedAt = s.opts.Now()
 		s.freeThreadLocked(r)
 	}
+	if st != store.Running && cap(r.data) > len(r.data)+len(r.data)/8 {
+		// Nothing more is appended for a while, or ever: the room append kept goes.
+		r.data = slices.Clip(slices.Clone(r.data))
+	}
 	return nil
 }
 
@@ -147,8 +157,7 @@ func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
 	return out, nil
 }
 
-// AppendEvents keeps the frames themselves, not copies: the service never changes a
-// frame once journaled.
+// AppendEvents copies the frames into the run's packed journal.
 func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error {
 	if err := s.lock(ctx); err != nil {
 		return err
@@ -174,23 +183,57 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 	}
 	for _, b := range batches {
 		r := s.runs[b.RunID]
-		r.frames = append(r.frames, b.Frames...)
-		r.rec.LastSeq += int64(len(b.Frames))
 		var n int64
 		for _, f := range b.Frames {
+			r.data = append(r.data, f...)
+			r.ends = append(r.ends, int32(len(r.data)))
 			n += int64(len(f))
 		}
+		r.rec.LastSeq += int64(len(b.Frames))
 		r.size += n
 		s.grewLocked(n)
-		for r.size > s.opts.MaxRunBytes && len(r.frames) > 1 {
-			s.grewLocked(-int64(len(r.frames[0])))
-			r.size -= int64(len(r.frames[0]))
-			r.frames[0] = nil
-			r.frames = r.frames[1:]
-			r.first++
-		}
+		r.trim(s.opts.MaxRunBytes, s)
 	}
 	return nil
+}
+
+// trim lets go of the run's oldest frames past max bytes, the newest always kept.
+func (r *run) trim(max int64, s *Store) {
+	dropped := 0
+	for r.size > max && len(r.ends)-dropped > 1 {
+		end := int(r.ends[dropped])
+		n := int64(end - r.base)
+		r.base = end
+		r.size -= n
+		s.grewLocked(-n)
+		dropped++
+	}
+	if dropped == 0 {
+		return
+	}
+	r.ends = slices.Delete(r.ends, 0, dropped)
+	r.first += int64(dropped)
+	if r.base > len(r.data)/2 {
+		// Most of the array is frames let go: keep only the rest. Frames a reader holds
+		// still point into the old array, which stays theirs.
+		rest := make([]byte, len(r.data)-r.base, cap(r.data)-r.base)
+		copy(rest, r.data[r.base:])
+		for i := range r.ends {
+			r.ends[i] -= int32(r.base)
+		}
+		r.data, r.base = rest, 0
+	}
+}
+
+// frame returns the frame at index i of the kept ones, capped so that an append to it
+// cannot reach the next.
+func (r *run) frame(i int) []byte {
+	start := r.base
+	if i > 0 {
+		start = int(r.ends[i-1])
+	}
+	end := int(r.ends[i])
+	return r.data[start:end:end]
 }
 
 func (s *Store) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {
@@ -206,10 +249,15 @@ func (s *Store) ReadEvents(ctx context.Context, id string, after int64, limit in
 		return nil, store.ErrExpired
 	}
 	i := int(after + 1 - r.first)
-	if i >= len(r.frames) {
+	if i >= len(r.ends) {
 		return nil, nil
 	}
-	return slices.Clone(r.frames[i:min(len(r.frames), i+limit)]), nil
+	end := min(len(r.ends), i+limit)
+	out := make([][]byte, 0, end-i)
+	for j := i; j < end; j++ {
+		out = append(out, r.frame(j))
+	}
+	return out, nil
 }
 
 func (s *Store) EventBounds(ctx context.Context, id string) (oldest, last int64, err error) {

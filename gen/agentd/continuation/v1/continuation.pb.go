@@ -81,6 +81,63 @@ func (CallState) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_continuation_v1_continuation_proto_rawDescGZIP(), []int{0}
 }
 
+// Rpc names the RPC that started a run.
+type Rpc int32
+
+const (
+	// Not known.
+	Rpc_RPC_UNSPECIFIED Rpc = 0
+	// AgentService.Run.
+	Rpc_RPC_RUN Rpc = 1
+	// AgentService.StartRun.
+	Rpc_RPC_START_RUN Rpc = 2
+	// AgentService.ExecuteRun.
+	Rpc_RPC_EXECUTE_RUN Rpc = 3
+)
+
+// Enum value maps for Rpc.
+var (
+	Rpc_name = map[int32]string{
+		0: "RPC_UNSPECIFIED",
+		1: "RPC_RUN",
+		2: "RPC_START_RUN",
+		3: "RPC_EXECUTE_RUN",
+	}
+	Rpc_value = map[string]int32{
+		"RPC_UNSPECIFIED": 0,
+		"RPC_RUN":         1,
+		"RPC_START_RUN":   2,
+		"RPC_EXECUTE_RUN": 3,
+	}
+)
+
+func (x Rpc) Enum() *Rpc {
+	p := new(Rpc)
+	*p = x
+	return p
+}
+
+func (x Rpc) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Rpc) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_continuation_v1_continuation_proto_enumTypes[1].Descriptor()
+}
+
+func (Rpc) Type() protoreflect.EnumType {
+	return &file_agentd_continuation_v1_continuation_proto_enumTypes[1]
+}
+
+func (x Rpc) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Rpc.Descriptor instead.
+func (Rpc) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_continuation_v1_continuation_proto_rawDescGZIP(), []int{1}
+}
+
 // Continuation is what agentd seals when a run parks: the payload of the
 // opaque bytes a client receives in agentd.v1 Checkpoint.continuation and
 // RunFinished.continuation, and sends back in RunSpec.continuation to resume.
@@ -553,8 +610,10 @@ type RunCheckpoint struct {
 	PendingApprovals []*v1.ApprovalRequested `protobuf:"bytes,7,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
 	// The parked run's client tool calls waiting for a result.
 	PendingClientToolCallIds []string `protobuf:"bytes,8,rep,name=pending_client_tool_call_ids,json=pendingClientToolCallIds,proto3" json:"pending_client_tool_call_ids,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// The RPC that started the run.
+	Rpc           Rpc `protobuf:"varint,9,opt,name=rpc,proto3,enum=agentd.continuation.v1.Rpc" json:"rpc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunCheckpoint) Reset() {
@@ -643,6 +702,13 @@ func (x *RunCheckpoint) GetPendingClientToolCallIds() []string {
 	return nil
 }
 
+func (x *RunCheckpoint) GetRpc() Rpc {
+	if x != nil {
+		return x.Rpc
+	}
+	return Rpc_RPC_UNSPECIFIED
+}
+
 var File_agentd_continuation_v1_continuation_proto protoreflect.FileDescriptor
 
 const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
@@ -684,7 +750,7 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12\x1c\n" +
-	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xfb\x02\n" +
+	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xaa\x03\n" +
 	"\rRunCheckpoint\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12\x18\n" +
@@ -693,12 +759,18 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\x05usage\x18\x05 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x127\n" +
 	"\tparked_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bparkedAt\x12I\n" +
 	"\x11pending_approvals\x18\a \x03(\v2\x1c.agentd.v1.ApprovalRequestedR\x10pendingApprovals\x12>\n" +
-	"\x1cpending_client_tool_call_ids\x18\b \x03(\tR\x18pendingClientToolCallIds*t\n" +
+	"\x1cpending_client_tool_call_ids\x18\b \x03(\tR\x18pendingClientToolCallIds\x12-\n" +
+	"\x03rpc\x18\t \x01(\x0e2\x1b.agentd.continuation.v1.RpcR\x03rpc*t\n" +
 	"\tCallState\x12\x1a\n" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCALL_STATE_DONE\x10\x01\x12 \n" +
 	"\x1cCALL_STATE_AWAITING_APPROVAL\x10\x02\x12\x14\n" +
-	"\x10CALL_STATE_READY\x10\x03B\xed\x01\n" +
+	"\x10CALL_STATE_READY\x10\x03*O\n" +
+	"\x03Rpc\x12\x13\n" +
+	"\x0fRPC_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aRPC_RUN\x10\x01\x12\x11\n" +
+	"\rRPC_START_RUN\x10\x02\x12\x13\n" +
+	"\x0fRPC_EXECUTE_RUN\x10\x03B\xed\x01\n" +
 	"\x1acom.agentd.continuation.v1B\x11ContinuationProtoP\x01ZBgithub.com/agentd/agentd/gen/agentd/continuation/v1;continuationv1\xa2\x02\x03ACX\xaa\x02\x16Agentd.Continuation.V1\xca\x02\x16Agentd\\Continuation\\V1\xe2\x02\"Agentd\\Continuation\\V1\\GPBMetadata\xea\x02\x18Agentd::Continuation::V1b\x06proto3"
 
 var (
@@ -713,43 +785,45 @@ func file_agentd_continuation_v1_continuation_proto_rawDescGZIP() []byte {
 	return file_agentd_continuation_v1_continuation_proto_rawDescData
 }
 
-var file_agentd_continuation_v1_continuation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agentd_continuation_v1_continuation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_agentd_continuation_v1_continuation_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentd_continuation_v1_continuation_proto_goTypes = []any{
 	(CallState)(0),                // 0: agentd.continuation.v1.CallState
-	(*Continuation)(nil),          // 1: agentd.continuation.v1.Continuation
-	(*Pending)(nil),               // 2: agentd.continuation.v1.Pending
-	(*PendingCall)(nil),           // 3: agentd.continuation.v1.PendingCall
-	(*ToolOutput)(nil),            // 4: agentd.continuation.v1.ToolOutput
-	(*Steer)(nil),                 // 5: agentd.continuation.v1.Steer
-	(*RunCheckpoint)(nil),         // 6: agentd.continuation.v1.RunCheckpoint
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*v1.Message)(nil),            // 8: agentd.v1.Message
-	(*v1.ToolCallPart)(nil),       // 9: agentd.v1.ToolCallPart
-	(*v1.MediaPart)(nil),          // 10: agentd.v1.MediaPart
-	(*v1.Usage)(nil),              // 11: agentd.v1.Usage
-	(*v1.ApprovalRequested)(nil),  // 12: agentd.v1.ApprovalRequested
+	(Rpc)(0),                      // 1: agentd.continuation.v1.Rpc
+	(*Continuation)(nil),          // 2: agentd.continuation.v1.Continuation
+	(*Pending)(nil),               // 3: agentd.continuation.v1.Pending
+	(*PendingCall)(nil),           // 4: agentd.continuation.v1.PendingCall
+	(*ToolOutput)(nil),            // 5: agentd.continuation.v1.ToolOutput
+	(*Steer)(nil),                 // 6: agentd.continuation.v1.Steer
+	(*RunCheckpoint)(nil),         // 7: agentd.continuation.v1.RunCheckpoint
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*v1.Message)(nil),            // 9: agentd.v1.Message
+	(*v1.ToolCallPart)(nil),       // 10: agentd.v1.ToolCallPart
+	(*v1.MediaPart)(nil),          // 11: agentd.v1.MediaPart
+	(*v1.Usage)(nil),              // 12: agentd.v1.Usage
+	(*v1.ApprovalRequested)(nil),  // 13: agentd.v1.ApprovalRequested
 }
 var file_agentd_continuation_v1_continuation_proto_depIdxs = []int32{
-	7,  // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 1: agentd.continuation.v1.Continuation.pending:type_name -> agentd.continuation.v1.Pending
-	8,  // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
-	3,  // 3: agentd.continuation.v1.Pending.calls:type_name -> agentd.continuation.v1.PendingCall
-	5,  // 4: agentd.continuation.v1.Pending.steers:type_name -> agentd.continuation.v1.Steer
-	9,  // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
+	8,  // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 1: agentd.continuation.v1.Continuation.pending:type_name -> agentd.continuation.v1.Pending
+	9,  // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
+	4,  // 3: agentd.continuation.v1.Pending.calls:type_name -> agentd.continuation.v1.PendingCall
+	6,  // 4: agentd.continuation.v1.Pending.steers:type_name -> agentd.continuation.v1.Steer
+	10, // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
 	0,  // 6: agentd.continuation.v1.PendingCall.state:type_name -> agentd.continuation.v1.CallState
-	4,  // 7: agentd.continuation.v1.PendingCall.result:type_name -> agentd.continuation.v1.ToolOutput
-	10, // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
-	8,  // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
-	8,  // 10: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
-	11, // 11: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
-	7,  // 12: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
-	12, // 13: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 7: agentd.continuation.v1.PendingCall.result:type_name -> agentd.continuation.v1.ToolOutput
+	11, // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
+	9,  // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
+	9,  // 10: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
+	12, // 11: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
+	8,  // 12: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
+	13, // 13: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	1,  // 14: agentd.continuation.v1.RunCheckpoint.rpc:type_name -> agentd.continuation.v1.Rpc
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentd_continuation_v1_continuation_proto_init() }
@@ -763,7 +837,7 @@ func file_agentd_continuation_v1_continuation_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_continuation_v1_continuation_proto_rawDesc), len(file_agentd_continuation_v1_continuation_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,

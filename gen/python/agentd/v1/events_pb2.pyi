@@ -76,8 +76,9 @@ class ApprovalResolved(_message.Message):
     def __init__(self, approval_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., outcome: _Optional[_Union[_run_pb2.ApprovalOutcome, str]] = ..., decided_by: _Optional[_Union[DecidedBy, str]] = ..., arguments_json: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Attached(_message.Message):
-    __slots__ = ["agent", "last_seq", "oldest_seq", "pending_approvals", "pending_client_tool_call_ids", "request_id", "state", "thread_id", "usage"]
+    __slots__ = ["agent", "attachment_id", "last_seq", "oldest_seq", "pending_approvals", "pending_client_tool_call_ids", "request_id", "state", "thread_id", "usage"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENT_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     OLDEST_SEQ_FIELD_NUMBER: _ClassVar[int]
     PENDING_APPROVALS_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +88,7 @@ class Attached(_message.Message):
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     agent: str
+    attachment_id: str
     last_seq: int
     oldest_seq: int
     pending_approvals: _containers.RepeatedCompositeFieldContainer[ApprovalRequested]
@@ -95,7 +97,7 @@ class Attached(_message.Message):
     state: RunState
     thread_id: str
     usage: _transcript_pb2.Usage
-    def __init__(self, thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., last_seq: _Optional[int] = ..., oldest_seq: _Optional[int] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., last_seq: _Optional[int] = ..., oldest_seq: _Optional[int] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., request_id: _Optional[str] = ..., attachment_id: _Optional[str] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
     __slots__ = ["continuation", "step_id"]
@@ -126,16 +128,18 @@ class HookEvent(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class InputAck(_message.Message):
-    __slots__ = ["accepted", "client_key", "client_seq", "error"]
+    __slots__ = ["accepted", "attachment_id", "client_key", "client_seq", "error"]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEQ_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
+    attachment_id: str
     client_key: str
     client_seq: int
     error: RunError
-    def __init__(self, client_seq: _Optional[int] = ..., accepted: bool = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., client_key: _Optional[str] = ...) -> None: ...
+    def __init__(self, client_seq: _Optional[int] = ..., accepted: bool = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., client_key: _Optional[str] = ..., attachment_id: _Optional[str] = ...) -> None: ...
 
 class MessageFinished(_message.Message):
     __slots__ = ["abandoned", "kind", "message_id", "partial", "reasoning_state", "role"]

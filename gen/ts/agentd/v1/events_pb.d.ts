@@ -331,6 +331,14 @@ export declare type Attached = Message<"agentd.v1.Attached"> & {
    * @generated from field: string request_id = 9;
    */
   requestId: string;
+
+  /**
+   * This stream's id among the run's attachments: the acks of the messages
+   * it sends carry it (InputAck.attachment_id).
+   *
+   * @generated from field: string attachment_id = 10;
+   */
+  attachmentId: string;
 };
 
 /**
@@ -1165,6 +1173,16 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
    * @generated from field: string client_key = 4;
    */
   clientKey: string;
+
+  /**
+   * The attachment_id of the Run stream the message came on, as its attached
+   * event told it; empty for the stream that started the run and for
+   * SendRunInput. Every stream of the run sees every ack: a stream that
+   * attached answers to its own by client_seq and this id.
+   *
+   * @generated from field: string attachment_id = 5;
+   */
+  attachmentId: string;
 };
 
 /**
