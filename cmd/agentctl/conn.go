@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -108,13 +109,19 @@ func describeErr(err error) string {
 		return err.Error()
 	}
 	msg := st.Code().String()
-	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() != "" {
-			msg += " (" + ei.GetReason() + ")"
-		}
+	ei := errorInfo(st)
+	if ei.GetReason() != "" {
+		msg += " (" + ei.GetReason() + ")"
 	}
 	msg += ": " + st.Message()
+	md := ei.GetMetadata()
 	switch {
+	case ei.GetReason() == "THREAD_BUSY" && md["active_run_id"] != "":
+		msg += fmt.Sprintf("\n  the thread's run %s is going on: follow it with agentctl attach %s, or wait for it to finish", md["active_run_id"], md["active_run_id"])
+	case ei.GetReason() == "EVENTS_EXPIRED" && md["oldest_seq"] != "":
+		if oldest, err := strconv.ParseInt(md["oldest_seq"], 10, 64); err == nil && oldest > 0 {
+			msg += fmt.Sprintf("\n  the run's events are kept from seq %d on: attach with --after %d", oldest, oldest-1)
+		}
 	case strings.Contains(st.Message(), "first record does not look like a TLS handshake"):
 		msg += "\n  the server does not speak TLS: add --plaintext"
 	case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "tls:"):
@@ -123,6 +130,39 @@ func describeErr(err error) string {
 		msg += "\n  send a token with -H 'authorization: Bearer <token>'"
 	}
 	return msg
+}
+
+// errorInfo returns the ErrorInfo of agentd's status st, or nil.
+func errorInfo(st *status.Status) *errdetails.ErrorInfo {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			return ei
+		}
+	}
+	return nil
+}
+
+// streamLost reports whether err, ending a run's stream after it opened and before
+// run_finished, is the loss of the stream rather than agentd's answer about the run: the
+// connection broke or agentd could not send (UNAVAILABLE, with no reason or
+// STREAM_BROKEN), --max-time passed (DEADLINE_EXCEEDED with no reason), or agentd let a
+// client that read too slowly go (CLIENT_STALLED). The run goes on on the server then, so
+// it can be followed again; a status that names a run's failure does not say that.
+func streamLost(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	reason := errorInfo(st).GetReason()
+	switch st.Code() {
+	case codes.Unavailable:
+		return reason == "" || reason == "STREAM_BROKEN"
+	case codes.DeadlineExceeded:
+		return reason == ""
+	case codes.ResourceExhausted:
+		return reason == "CLIENT_STALLED"
+	}
+	return false
 }
 
 // isCanceled reports whether err is the end of a call agentctl cancelled itself.

@@ -1,13 +1,18 @@
 // Command agentctl is the client a person uses in a terminal to talk to agentd. It lists
 // the agents a server offers, and runs one: the answer streams in as the model writes it,
 // tool calls show their arguments filling in, each approval is asked at the prompt, a line
-// typed while the run goes on steers it, and Ctrl-C cancels it.
+// typed while the run goes on steers it, and Ctrl-C cancels it. It attaches to a run that
+// goes on on the server, holds a conversation on a thread the server keeps, and lists,
+// shows and deletes those threads.
 //
 // Usage:
 //
 //	agentctl [connection flags] agents [--json]
 //	agentctl [connection flags] run [flags] PROMPT...
 //	agentctl [connection flags] run [flags] --resume FILE
+//	agentctl [connection flags] attach [--after SEQ] [--json] RUN_ID
+//	agentctl [connection flags] chat [flags]
+//	agentctl [connection flags] threads [list | show ID | delete ID] [--json]
 //	agentctl [connection flags] load [flags]
 //
 // The connection flags mirror grpcurl's (--plaintext, -H, --cacert, …), and may come
@@ -29,6 +34,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
 // Exit codes.
@@ -36,8 +43,8 @@ const (
 	exitOK     = 0   // the run completed, or agents listed them
 	exitFailed = 1   // the run failed (or stopped, or hit its step limit), or agentctl could not run it
 	exitUsage  = 2   // bad flags or arguments
-	exitParked = 3   // the run parked (AWAITING_INPUT, SHUTDOWN): its continuation was saved
-	exitCancel = 130 // cancelled or quit with Ctrl-C
+	exitParked = 3   // the run parked (AWAITING_INPUT, SHUTDOWN): run saved its continuation
+	exitCancel = 130 // cancelled, detached or quit with Ctrl-C
 )
 
 // defaultSave is where a parked run's continuation goes when --save does not say.
@@ -47,6 +54,9 @@ const usageText = `Usage:
   agentctl [connection flags] agents [--json]
   agentctl [connection flags] run [flags] PROMPT...
   agentctl [connection flags] run [flags] --resume FILE
+  agentctl [connection flags] attach [--after SEQ] [--json] RUN_ID
+  agentctl [connection flags] chat [flags]
+  agentctl [connection flags] threads [list | show ID | delete ID] [--json]
   agentctl [connection flags] load [flags]
 
 agentctl talks to agentd (agentd.v1.AgentService).
@@ -67,6 +77,22 @@ agentctl talks to agentd (agentd.v1.AgentService).
            on any replica that shares the server's continuation key, asking the
            pending approvals first. A resumed file is removed once the run it resumed
            has finished, so that an approved call cannot run twice.
+           A run goes on on the server when its connection is lost: agentctl then
+           prints the attach command that follows it again.
+  attach   follows a run that goes on on the server (or shows one that finished),
+           from the start or from --after SEQ: first a line with the run's state, then
+           its events, shown as run shows them. Its pending approvals are asked at the
+           prompt, typed lines steer it, and "/cancel" cancels it. Ctrl-C detaches and
+           prints the command that attaches again from the last event seen; the run
+           goes on. End of input leaves the approvals to another client: an attached
+           agentctl never parks a run.
+  chat     holds a conversation on a thread the server keeps: each line is a turn, a
+           run with history THREAD whose input is that line alone, shown as run shows
+           it. The first turn makes the thread (--thread continues one); end of input
+           (Ctrl-D) ends the chat. Ctrl-C cancels the turn's run, a second quits; at the
+           prompt it quits. A run that parks ends the chat, saved as run saves it.
+  threads  lists the threads the server keeps for you; show ID prints one's messages,
+           delete ID deletes it.
   load     runs the agent on --concurrency streams at once, over and over, for
            --duration (or --runs runs), approving every approval, and reports runs/s,
            deltas/s, percentiles of the time to the first event and to run_finished,
@@ -83,11 +109,15 @@ Connection flags:
 %s
 Run flags:
 %s
-Agents flags:
-  --json   print the ListAgents response as JSON
+Attach flags:
+%s
+Chat flags:
+%s
+Agents and threads flags:
+  --json   print the response as JSON
 Load flags:
 %s
-Exit codes: 0 completed, 1 failed, 2 usage, 3 parked (continuation saved), 130 Ctrl-C.
+Exit codes: 0 completed, 1 failed, 2 usage, 3 parked (awaiting input), 130 Ctrl-C.
 `
 
 // env is what a command runs with: main passes the process's, tests their own.
@@ -125,7 +155,8 @@ func main() {
 func run(ctx context.Context, args []string, e env) int {
 	cmd, err := parseCommand(args, e.getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(e.stdout, usageText, flagHelp(connFlagSet(&connConfig{})), flagHelp(runFlagSet(&runConfig{})), flagHelp(loadFlagSet(&loadConfig{})))
+		fmt.Fprintf(e.stdout, usageText, flagHelp(connFlagSet(&connConfig{})), flagHelp(runFlagSet(&runConfig{})),
+			flagHelp(attachFlagSet(&attachConfig{})), flagHelp(chatFlagSet(&runConfig{})), flagHelp(loadFlagSet(&loadConfig{})))
 		return exitOK
 	}
 	if err != nil {
@@ -153,6 +184,12 @@ func run(ctx context.Context, args []string, e env) int {
 		return listAgents(ctx, client, cmd.agentsJSON, e)
 	case "load":
 		return runLoad(ctx, client, *cmd.load, e)
+	case "attach":
+		return runAttach(ctx, client, cmd.attach, e)
+	case "chat":
+		return runChat(ctx, client, cmd.run, e)
+	case "threads":
+		return runThreads(ctx, client, cmd.threads, e)
 	default:
 		return runAgent(ctx, client, cmd.run, e)
 	}
@@ -160,9 +197,11 @@ func run(ctx context.Context, args []string, e env) int {
 
 // command is a parsed command line.
 type command struct {
-	name       string // "agents", "run" or "load"
+	name       string // "agents", "run", "attach", "chat", "threads" or "load"
 	conn       connConfig
-	run        runConfig
+	run        runConfig // of run and chat
+	attach     attachConfig
+	threads    threadsConfig
 	load       *loadConfig // with load
 	agentsJSON bool
 }
@@ -182,11 +221,12 @@ type connConfig struct {
 	maxTime       time.Duration
 }
 
-// runConfig is what `agentctl run` runs, and how.
+// runConfig is what `agentctl run` runs, and how; `agentctl chat` runs each turn with it.
 type runConfig struct {
 	prompt      string
 	agent       string
 	thread      string
+	history     historyFlag
 	json        bool
 	autoApprove bool
 	resume      string
@@ -194,6 +234,42 @@ type runConfig struct {
 	approve     bool
 	deny        string
 	denySet     bool
+}
+
+// attachConfig is the run `agentctl attach` follows, and from where.
+type attachConfig struct {
+	runID string
+	after int64
+	json  bool
+}
+
+// threadsConfig is what `agentctl threads` does.
+type threadsConfig struct {
+	action string // "list", "show" or "delete"
+	id     string // with show and delete
+	json   bool
+}
+
+// historyFlag is --history: where a run's history comes from.
+type historyFlag agentdv1.History
+
+func (h *historyFlag) String() string {
+	if h == nil || agentdv1.History(*h) != agentdv1.History_HISTORY_THREAD {
+		return "client"
+	}
+	return "thread"
+}
+
+func (h *historyFlag) Set(v string) error {
+	switch strings.ToLower(v) {
+	case "client":
+		*h = historyFlag(agentdv1.History_HISTORY_UNSPECIFIED)
+	case "thread":
+		*h = historyFlag(agentdv1.History_HISTORY_THREAD)
+	default:
+		return fmt.Errorf("want client or thread, got %q", v)
+	}
+	return nil
 }
 
 // headerFlags collects -H values.
@@ -246,6 +322,7 @@ func runFlagSet(r *runConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentctl run", flag.ContinueOnError)
 	fs.StringVar(&r.agent, "agent", "", "`name` of the agent to run (default: the server's default agent)")
 	fs.StringVar(&r.thread, "thread", "", "`id` of the conversation the run belongs to (default: a new one)")
+	fs.Var(&r.history, "history", "history `mode`: client (agentctl sends none: the prompt is the whole conversation), or thread (the server keeps the conversation of --thread, or of a new thread, and the prompt is its next turn)")
 	fs.BoolVar(&r.json, "json", false, "print every event as one JSON line (NDJSON) and ask nothing: approvals park the run (unless --auto-approve lets the server approve them)")
 	fs.BoolVar(&r.autoApprove, "auto-approve", false, "run with APPROVAL_POLICY_AUTO_APPROVE: the server approves the calls its policy lets be approved without a person; the others are still asked")
 	fs.StringVar(&r.resume, "resume", "", "continue the parked run saved in `file`")
@@ -255,6 +332,25 @@ func runFlagSet(r *runConfig) *flag.FlagSet {
 		r.deny, r.denySet = s, true
 		return nil
 	})
+	return fs
+}
+
+// attachFlagSet returns a flag set with the attach flags, bound to a.
+func attachFlagSet(a *attachConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentctl attach", flag.ContinueOnError)
+	fs.Int64Var(&a.after, "after", 0, "show the events after `seq` (default: the whole run)")
+	fs.BoolVar(&a.json, "json", false, "print every event, the attached one first, as one JSON line (NDJSON) and ask nothing")
+	return fs
+}
+
+// chatFlagSet returns a flag set with the chat flags, bound to r.
+func chatFlagSet(r *runConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentctl chat", flag.ContinueOnError)
+	fs.StringVar(&r.agent, "agent", "", "`name` of the agent to talk to (default: the thread's agent, else the server's default agent)")
+	fs.StringVar(&r.thread, "thread", "", "`id` of the thread to continue (default: a new one)")
+	fs.BoolVar(&r.json, "json", false, "print every event as one JSON line (NDJSON) and ask nothing: an approval parks the run, which ends the chat (unless --auto-approve lets the server approve it)")
+	fs.BoolVar(&r.autoApprove, "auto-approve", false, "run each turn with APPROVAL_POLICY_AUTO_APPROVE")
+	fs.StringVar(&r.save, "save", "", "`file` to save a parked run in (default: "+defaultSave+")")
 	return fs
 }
 
@@ -279,10 +375,17 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	addConnFlags(agents, &cmd.conn)
 	runFS := runFlagSet(&cmd.run)
 	addConnFlags(runFS, &cmd.conn)
+	attachFS := attachFlagSet(&cmd.attach)
+	addConnFlags(attachFS, &cmd.conn)
+	chatFS := chatFlagSet(&cmd.run)
+	addConnFlags(chatFS, &cmd.conn)
+	threadsFS := flag.NewFlagSet("agentctl threads", flag.ContinueOnError)
+	threadsFS.BoolVar(&cmd.threads.json, "json", false, "print the response as JSON")
+	addConnFlags(threadsFS, &cmd.conn)
 	var load loadConfig
 	loadFS := loadFlagSet(&load)
 	addConnFlags(loadFS, &cmd.conn)
-	for _, fs := range []*flag.FlagSet{global, agents, runFS, loadFS} {
+	for _, fs := range []*flag.FlagSet{global, agents, runFS, attachFS, chatFS, threadsFS, loadFS} {
 		fs.SetOutput(io.Discard)
 		fs.Usage = func() {}
 	}
@@ -292,7 +395,7 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return cmd, errors.New("no command: want agents, run or load")
+		return cmd, errors.New("no command: want " + commandNames)
 	}
 	cmd.name, rest = rest[0], rest[1:]
 	var fs *flag.FlagSet
@@ -301,13 +404,19 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 		fs = agents
 	case "run":
 		fs = runFS
+	case "attach":
+		fs = attachFS
+	case "chat":
+		fs = chatFS
+	case "threads":
+		fs = threadsFS
 	case "load":
 		fs = loadFS
 		cmd.load = &load
 	case "help":
 		return cmd, flag.ErrHelp
 	default:
-		return cmd, fmt.Errorf("unknown command %q: want agents, run or load", cmd.name)
+		return cmd, fmt.Errorf("unknown command %q: want %s", cmd.name, commandNames)
 	}
 	pos, err := parseInterspersed(fs, rest)
 	if err != nil {
@@ -344,6 +453,22 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	case "run":
 		cmd.run.prompt = strings.TrimSpace(strings.Join(pos, " "))
 		if err := cmd.run.check(); err != nil {
+			return cmd, err
+		}
+	case "attach":
+		switch {
+		case len(pos) != 1:
+			return cmd, fmt.Errorf("attach takes one run id, as in: agentctl attach run_3mrar9q3b937x (got %q)", pos)
+		case cmd.attach.after < 0:
+			return cmd, errors.New("--after must not be negative")
+		}
+		cmd.attach.runID = pos[0]
+	case "chat":
+		if len(pos) > 0 {
+			return cmd, fmt.Errorf("chat takes no arguments, got %q: type each turn at its prompt", pos)
+		}
+	case "threads":
+		if err := cmd.threads.parse(pos); err != nil {
 			return cmd, err
 		}
 	case "load":
@@ -391,6 +516,27 @@ func (c connConfig) check() error {
 	return errors.Join(errs...)
 }
 
+// commandNames lists the commands, for a usage error.
+const commandNames = "agents, run, attach, chat, threads or load"
+
+// parse reads the threads command's arguments: nothing or list, show ID, or delete ID.
+func (t *threadsConfig) parse(pos []string) error {
+	t.action = "list"
+	if len(pos) > 0 {
+		t.action = pos[0]
+	}
+	switch {
+	case t.action == "list" && len(pos) <= 1:
+	case (t.action == "show" || t.action == "delete") && len(pos) == 2:
+		t.id = pos[1]
+	case t.action == "show" || t.action == "delete":
+		return fmt.Errorf("threads %s takes one thread id, as in: agentctl threads %s thread_3mrar9q3b937x", t.action, t.action)
+	default:
+		return fmt.Errorf("threads %q: want threads, threads show ID or threads delete ID", pos)
+	}
+	return nil
+}
+
 func (r runConfig) check() error {
 	switch {
 	case r.resume == "" && r.prompt == "":
@@ -401,6 +547,8 @@ func (r runConfig) check() error {
 		return errors.New("--approve and --deny decide a parked run's approvals: use them with --resume (in a live run, answer at the prompt, or use --auto-approve)")
 	case r.approve && r.denySet:
 		return errors.New("--approve and --deny exclude each other")
+	case r.resume != "" && r.history != 0:
+		return errors.New("--resume takes no --history: a resumed run keeps the history of the run it resumes")
 	}
 	return nil
 }

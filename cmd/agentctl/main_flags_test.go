@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -46,13 +48,38 @@ func TestParseCommand(t *testing.T) {
 				run:  runConfig{resume: "f.json", denySet: true},
 			},
 		},
+		{
+			name: "run on a thread the server keeps",
+			args: []string{"run", "--history", "thread", "--thread", "thread_1", "hello"},
+			want: command{name: "run", conn: connConfig{addr: "localhost:50051"}, run: runConfig{prompt: "hello", thread: "thread_1", history: historyFlag(agentdv1.History_HISTORY_THREAD)}},
+		},
+		{
+			name: "attach, its flags after the run id",
+			args: []string{"attach", "run_1", "--after", "12", "--json", "--plaintext"},
+			want: command{name: "attach", conn: connConfig{addr: "localhost:50051", plaintext: true}, attach: attachConfig{runID: "run_1", after: 12, json: true}},
+		},
+		{
+			name: "chat",
+			args: []string{"chat", "--thread", "thread_1", "--agent", "demo", "--auto-approve"},
+			want: command{name: "chat", conn: connConfig{addr: "localhost:50051"}, run: runConfig{thread: "thread_1", agent: "demo", autoApprove: true}},
+		},
+		{
+			name: "threads lists by default",
+			args: []string{"threads", "--json"},
+			want: command{name: "threads", conn: connConfig{addr: "localhost:50051"}, threads: threadsConfig{action: "list", json: true}},
+		},
+		{
+			name: "threads show",
+			args: []string{"threads", "show", "thread_1"},
+			want: command{name: "threads", conn: connConfig{addr: "localhost:50051"}, threads: threadsConfig{action: "show", id: "thread_1"}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseCommand(tc.args, getenv(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(command{}, connConfig{}, runConfig{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(command{}, connConfig{}, runConfig{}, attachConfig{}, threadsConfig{})); diff != "" {
 				t.Errorf("parseCommand(%q) (-want +got):\n%s", tc.args, diff)
 			}
 		})

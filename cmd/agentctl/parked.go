@@ -18,11 +18,13 @@ const parkedVersion = 1
 
 // parkedRun is what agentctl saves of a parked run so that --resume can continue it: the
 // transcript to send back (the history the run was started with, then its new messages),
-// the signed continuation, and what the run waits for.
+// the signed continuation, and what the run waits for. A run on a thread the server keeps
+// (History THREAD) is resumed with no transcript: the thread holds it.
 type parkedRun struct {
 	Agent                    string
 	ThreadID                 string
 	RunID                    string
+	History                  agentdv1.History
 	Reason                   agentdv1.RunEndReason
 	Messages                 []*agentdv1.Message
 	Continuation             []byte
@@ -39,6 +41,7 @@ type parkedFile struct {
 	Agent                    string            `json:"agent,omitempty"`
 	ThreadID                 string            `json:"thread_id,omitempty"`
 	RunID                    string            `json:"run_id,omitempty"`
+	History                  string            `json:"history,omitempty"`
 	Reason                   string            `json:"reason"`
 	Messages                 []json.RawMessage `json:"messages"`
 	Continuation             []byte            `json:"continuation"`
@@ -56,6 +59,7 @@ func (p *parkedRun) save(path string) error {
 		ThreadID:                 p.ThreadID,
 		RunID:                    p.RunID,
 		Reason:                   p.Reason.String(),
+		History:                  historyName(p.History),
 		Continuation:             p.Continuation,
 		PendingClientToolCallIDs: p.PendingClientToolCallIDs,
 		Messages:                 []json.RawMessage{},
@@ -93,6 +97,15 @@ func (p *parkedRun) save(path string) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// historyName is how a parked file names a run's history: empty for the client's (the
+// files of agentctl versions before threads say nothing), else the enum's name.
+func historyName(h agentdv1.History) string {
+	if h == agentdv1.History_HISTORY_UNSPECIFIED || h == agentdv1.History_HISTORY_CLIENT {
+		return ""
+	}
+	return h.String()
+}
+
 // loadParked reads a file save wrote.
 func loadParked(path string) (*parkedRun, error) {
 	b, err := os.ReadFile(path)
@@ -109,10 +122,15 @@ func loadParked(path string) (*parkedRun, error) {
 	if len(f.Continuation) == 0 {
 		return nil, fmt.Errorf("%s: no continuation", path)
 	}
+	history, ok := agentdv1.History_value[f.History]
+	if f.History != "" && !ok {
+		return nil, fmt.Errorf("%s: history %q is none agentctl knows", path, f.History)
+	}
 	p := &parkedRun{
 		Agent:                    f.Agent,
 		ThreadID:                 f.ThreadID,
 		RunID:                    f.RunID,
+		History:                  agentdv1.History(history),
 		Reason:                   agentdv1.RunEndReason(agentdv1.RunEndReason_value[f.Reason]),
 		Continuation:             f.Continuation,
 		PendingClientToolCallIDs: f.PendingClientToolCallIDs,

@@ -27,6 +27,15 @@ func (s *session) onLine(ctx context.Context, l line) {
 		return
 	}
 	switch {
+	case s.stage == stageNone && s.e.stdinTTY && s.att != nil && strings.TrimSpace(l.text) == "/cancel":
+		// Ctrl-C detaches an attached agentctl, so the cancel is typed.
+		s.status.moved()
+		s.scr.answered(l.text, false)
+		if s.cancelled || s.sendClosed {
+			s.scr.line(s.scr.yellow("the run is ending: cancel not sent"))
+		} else {
+			s.cancelRun("/cancel in agentctl attach")
+		}
 	case s.stage == stageNone && s.e.stdinTTY:
 		s.status.moved()
 		s.scr.answered(l.text, false)
@@ -43,7 +52,8 @@ func (s *session) onLine(ctx context.Context, l line) {
 }
 
 // onEOF handles the end of input: the run goes on without the person, and parks at what
-// needs them.
+// needs them. An attached stream is not half-closed: the run's input is its starter's,
+// and the run waits for another client to answer.
 func (s *session) onEOF(l line) {
 	s.inputEnded = true
 	if l.err != nil {
@@ -53,10 +63,17 @@ func (s *session) onEOF(l line) {
 		s.scr.prompt = ""
 		s.scr.newline() // after the prompt: nothing was echoed
 	}
-	if n := len(s.queue); n > 0 && s.stream != nil {
+	n := len(s.queue)
+	s.queue, s.stage, s.scr.prompt = nil, stageNone, ""
+	if s.att != nil {
+		if n > 0 {
+			s.scr.line(s.scr.dim(fmt.Sprintf("end of input: %s left for another client to answer; watching the run", plural(int64(n), "approval"))))
+		}
+		return
+	}
+	if n > 0 && s.stream != nil {
 		s.scr.line(s.scr.dim(fmt.Sprintf("end of input: the run parks with %s waiting", plural(int64(n), "approval"))))
 	}
-	s.queue, s.stage, s.scr.prompt = nil, stageNone, ""
 	s.halfClose()
 }
 
@@ -227,8 +244,12 @@ func (s *session) resumeSpec(ctx context.Context, path string) (*agentdv1.RunSpe
 		Agent:        cmp.Or(s.cfg.agent, p.Agent),
 		ThreadId:     cmp.Or(s.cfg.thread, p.ThreadID),
 		Messages:     p.Messages,
+		History:      p.History,
 		Continuation: p.Continuation,
 		Config:       &agentdv1.RunConfig{ApprovalPolicy: s.policy()},
+	}
+	if p.History == agentdv1.History_HISTORY_THREAD {
+		spec.Messages = nil // the server holds the thread's history
 	}
 	pending := p.PendingApprovals
 	for _, a := range pending {
@@ -256,7 +277,7 @@ func (s *session) resumeSpec(ctx context.Context, path string) (*agentdv1.RunSpe
 
 	s.scr.line(s.scr.dim(fmt.Sprintf("● parked run %s · agent %s · thread %s · waiting for %s", p.RunID, p.Agent, p.ThreadID, plural(int64(len(pending)), "approval"))))
 	for _, a := range pending {
-		s.printApproval(a)
+		s.printApproval(a, true)
 	}
 	s.decide = func(_ *agentdv1.ApprovalRequested, d *agentdv1.ApprovalDecision) {
 		spec.Decisions = append(spec.Decisions, d)

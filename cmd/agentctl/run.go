@@ -22,12 +22,17 @@ const statusTick = 100 * time.Millisecond
 // runAgent is `agentctl run`: it starts (or resumes) a run on a Run stream and shows it
 // until it finishes.
 func runAgent(ctx context.Context, client agentdv1.AgentServiceClient, cfg runConfig, e env) int {
-	s := newSession(cfg, e)
-	defer s.lines.stop()
+	var lines *lineReader
+	if !cfg.json {
+		lines = newLineReader(e.stdin)
+	}
+	defer lines.stop()
+	s := newSession(cfg, e, lines)
 	spec := &agentdv1.RunSpec{
 		Agent:    cfg.agent,
 		ThreadId: cfg.thread,
 		Input:    cfg.prompt,
+		History:  agentdv1.History(cfg.history),
 		Config:   &agentdv1.RunConfig{ApprovalPolicy: s.policy()},
 	}
 	if cfg.resume != "" {
@@ -49,21 +54,25 @@ const (
 	stageInline              // edited arguments, typed on one line
 )
 
-// session is one `agentctl run`: the stream, the terminal, and what the run showed so far.
-// Everything but the receiving goroutine runs on the goroutine of run, so nothing in it is
-// locked.
+// session is one run on a Run stream, started (`agentctl run`, a turn of `agentctl chat`)
+// or attached to (`agentctl attach`): the stream, the terminal, and what the run showed
+// so far. Everything but the receiving goroutine runs on the goroutine of serve, so
+// nothing in it is locked.
 type session struct {
 	cfg    runConfig
 	e      env
 	scr    *screen
 	status *statusLine
 	lines  *lineReader // nil with --json: nothing is read
+	att    *attachment // set when the stream attaches to a run instead of starting one
 
 	stream     agentdv1.AgentService_RunClient
 	clientSeq  int64
 	sendClosed bool // half-closed (or broken): nothing more goes out
 	inputEnded bool // stdin ended
-	cancelled  bool // Ctrl-C sent a cancel
+	cancelled  bool // Ctrl-C (or /cancel) sent a cancel
+	quit       bool // Ctrl-C ended agentctl's part: it quit, or detached
+	lastSeq    int64
 
 	// queue holds the approvals waiting for the person's answer; the first is being asked.
 	queue     []*agentdv1.ApprovalRequested
@@ -75,11 +84,15 @@ type session struct {
 	answeredIDs map[string]bool
 	sent        map[int64]sent // decisions and steers awaiting their input_ack
 
-	calls   map[string]*call  // tool calls by id
-	running map[string]string // tool calls executing, id to name
-	history []*agentdv1.Message
-	started *agentdv1.RunStarted
-	begin   time.Time
+	calls       map[string]*call  // tool calls by id
+	running     map[string]string // tool calls executing, id to name
+	history     []*agentdv1.Message
+	historyMode agentdv1.History // the start's RunSpec.history, saved with a parked run
+	started     *agentdv1.RunStarted
+	begin       time.Time
+	// startedAt is the time of run_started, on the server: an attached run's duration is
+	// measured from it.
+	startedAt time.Time
 }
 
 // sent is a client message whose input_ack is still to come.
@@ -94,25 +107,30 @@ type call struct {
 	argsShown bool
 }
 
-func newSession(cfg runConfig, e env) *session {
+// newSession returns a session that reads the person's answers and steers from lines
+// (nil: nothing is read).
+func newSession(cfg runConfig, e env, lines *lineReader) *session {
 	st := &statusLine{w: e.stderr, enabled: e.stderrTTY && !cfg.json, now: time.Now}
-	color := e.stdoutTTY && e.getenv("NO_COLOR") == "" && e.getenv("TERM") != "dumb"
 	s := &session{
 		cfg:         cfg,
 		e:           e,
 		status:      st,
-		scr:         newScreen(e.stdout, color, st),
+		scr:         newScreen(e.stdout, useColor(e), st),
 		requested:   map[string]*agentdv1.ApprovalRequested{},
 		answeredIDs: map[string]bool{},
 		sent:        map[int64]sent{},
 		calls:       map[string]*call{},
 		running:     map[string]string{},
+		lines:       lines,
 	}
 	s.decide = s.sendDecision
-	if !cfg.json {
-		s.lines = newLineReader(e.stdin)
-	}
 	return s
+}
+
+// useColor reports whether stdout shows colours: it is a terminal, and neither NO_COLOR
+// nor TERM=dumb says otherwise.
+func useColor(e env) bool {
+	return e.stdoutTTY && e.getenv("NO_COLOR") == "" && e.getenv("TERM") != "dumb"
 }
 
 // policy is the approval policy the run asks for: ASK (the Run default) when a person
@@ -127,20 +145,48 @@ func (s *session) policy() agentdv1.ApprovalPolicy {
 	return agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED
 }
 
-// run holds the Run stream: one goroutine receives events, this one shows them, reads the
-// terminal, sends decisions, steers and the cancel, and turns the spinner.
+// run starts a run of spec on a Run stream and shows it until it finishes.
 func (s *session) run(ctx context.Context, client agentdv1.AgentServiceClient, spec *agentdv1.RunSpec) int {
+	s.history, s.historyMode = spec.GetMessages(), spec.GetHistory()
+	return s.serve(ctx, client, &agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+}
+
+// verb names what the session does, in its error messages.
+func (s *session) verb() string {
+	if s.att != nil {
+		return "attach"
+	}
+	return "run"
+}
+
+// runID is the id of the session's run, once known.
+func (s *session) runID() string {
+	if s.att != nil {
+		return s.att.runID
+	}
+	return s.started.GetRunId()
+}
+
+// opened reports whether the stream carries a run: agentd answered its first message with
+// run_started, or with attached.
+func (s *session) opened() bool {
+	return s.started != nil || (s.att != nil && s.att.snap != nil)
+}
+
+// serve holds the Run stream whose first message is first: one goroutine receives events,
+// this one shows them, reads the terminal, sends decisions, steers and the cancel, and
+// turns the spinner.
+func (s *session) serve(ctx context.Context, client agentdv1.AgentServiceClient, first *agentdv1.RunRequest) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.Run(ctx)
 	if err != nil {
-		fmt.Fprintf(s.e.stderr, "agentctl: run: %s\n", describeErr(err))
+		fmt.Fprintf(s.e.stderr, "agentctl: %s: %s\n", s.verb(), describeErr(err))
 		return exitFailed
 	}
 	s.stream = stream
-	s.history = spec.GetMessages()
 	s.begin = time.Now()
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+	s.send(first)
 
 	events := make(chan *agentdv1.RunEvent)
 	var recvErr error
@@ -172,8 +218,12 @@ func (s *session) run(ctx context.Context, client agentdv1.AgentServiceClient, s
 		select {
 		case ev, ok := <-events:
 			if !ok {
+				if s.att != nil && errors.Is(recvErr, io.EOF) && s.att.endedBefore() {
+					return s.finishedEarlier(ctx, client)
+				}
 				return s.broken(recvErr)
 			}
+			s.lastSeq = max(s.lastSeq, ev.GetSeq())
 			if code, done := s.onEvent(ctx, ev); done {
 				return code
 			}
@@ -217,38 +267,60 @@ func (s *session) halfClose() {
 	_ = s.stream.CloseSend()
 }
 
-// onInterrupt handles Ctrl-C: the first cancels the run, the next quits. It reports
-// whether to quit.
+// onInterrupt handles Ctrl-C: the first cancels the run, the next quits; on an attached
+// stream it detaches at once, leaving the run to go on. It reports whether to quit.
 func (s *session) onInterrupt() (quit bool) {
+	if s.att != nil {
+		s.quit = true
+		s.status.set("")
+		s.scr.newline()
+		fmt.Fprintf(s.e.stderr, "agentctl: detached; the run goes on. Attach again with: agentctl attach %s --after %d\n", s.runID(), s.lastSeq)
+		return true
+	}
 	if s.cancelled || s.sendClosed {
+		s.quit = true
 		s.status.set("")
 		s.scr.newline()
 		fmt.Fprintln(s.e.stderr, "agentctl: quit")
 		return true
 	}
-	s.cancelled = true
-	s.queue, s.stage, s.scr.prompt = nil, stageNone, ""
-	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "Ctrl-C in agentctl"}}})
-	if s.cfg.json {
-		fmt.Fprintln(s.e.stderr, "agentctl: cancelling the run (Ctrl-C again quits)")
-	} else {
-		s.status.set("")
-		s.scr.line(s.scr.yellow("cancelling the run (Ctrl-C again quits)"))
-	}
+	s.cancelRun("Ctrl-C in agentctl")
 	return false
 }
 
-// broken reports a stream that ended without run_finished.
+// cancelRun sends a cancel: the run ends CANCELLED, and agentctl shows it end.
+func (s *session) cancelRun(reason string) {
+	s.cancelled = true
+	s.queue, s.stage, s.scr.prompt = nil, stageNone, ""
+	s.send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: reason}}})
+	note := "cancelling the run (Ctrl-C again quits)"
+	if s.att != nil {
+		note = "cancelling the run (Ctrl-C detaches)"
+	}
+	if s.cfg.json {
+		fmt.Fprintln(s.e.stderr, "agentctl: "+note)
+	} else {
+		s.status.set("")
+		s.scr.line(s.scr.yellow(note))
+	}
+}
+
+// broken reports a stream that ended without run_finished. When the stream was lost
+// rather than ended by agentd, the run goes on on the server, and agentctl says how to
+// follow it again from the last event it showed.
 func (s *session) broken(err error) int {
 	s.status.set("")
 	s.scr.newline()
 	switch {
-	case s.started == nil && err != nil:
-		fmt.Fprintf(s.e.stderr, "agentctl: run: %s\n", describeErr(err))
+	case !s.opened() && err != nil:
+		fmt.Fprintf(s.e.stderr, "agentctl: %s: %s\n", s.verb(), describeErr(err))
 	case err == nil || errors.Is(err, io.EOF):
 		fmt.Fprintln(s.e.stderr, "agentctl: the stream ended before the run finished")
 	default:
 		fmt.Fprintf(s.e.stderr, "agentctl: the stream ended before the run finished: %s\n", describeErr(err))
+		if streamLost(err) && s.runID() != "" {
+			fmt.Fprintf(s.e.stderr, "agentctl: the run goes on on the server; follow it with: agentctl attach %s --after %d\n", s.runID(), s.lastSeq)
+		}
 	}
 	return exitFailed
 }
@@ -261,9 +333,13 @@ func (s *session) onEvent(ctx context.Context, ev *agentdv1.RunEvent) (code int,
 	}
 	sc := s.scr
 	switch k := ev.GetKind().(type) {
+	case *agentdv1.RunEvent_Attached:
+		if s.att != nil {
+			s.onAttached(ev.GetRunId(), k.Attached)
+		}
 	case *agentdv1.RunEvent_RunStarted:
 		r := k.RunStarted
-		s.started = r
+		s.started, s.startedAt = r, eventTime(ev)
 		what := "run"
 		if r.GetResumed() {
 			what = "resumed run"
@@ -309,7 +385,11 @@ func (s *session) onEvent(ctx context.Context, ev *agentdv1.RunEvent) (code int,
 		}
 		sc.newline()
 	case *agentdv1.RunEvent_ApprovalRequested:
-		s.onApprovalRequested(k.ApprovalRequested)
+		if s.att != nil && !s.att.caughtUp {
+			s.replayedApproval(k.ApprovalRequested)
+		} else {
+			s.onApprovalRequested(k.ApprovalRequested)
+		}
 	case *agentdv1.RunEvent_ApprovalResolved:
 		s.onApprovalResolved(k.ApprovalResolved)
 	case *agentdv1.RunEvent_ToolExecutionStarted:
@@ -365,7 +445,10 @@ func (s *session) onEvent(ctx context.Context, ev *agentdv1.RunEvent) (code int,
 		}
 		sc.line(sc.yellow("⚑ " + h.GetName() + v))
 	case *agentdv1.RunEvent_RunFinished:
-		return s.finish(k.RunFinished), true
+		return s.finish(k.RunFinished, eventTime(ev)), true
+	}
+	if a := s.att; a != nil && a.snap != nil && !a.caughtUp && ev.GetSeq() >= a.snap.GetLastSeq() {
+		s.catchUp()
 	}
 	if s.stage != stageNone {
 		sc.reprompt()
@@ -382,12 +465,18 @@ func (s *session) onEventJSON(ev *agentdv1.RunEvent) (int, bool) {
 		_, _ = s.e.stdout.Write(append(b, '\n'))
 	}
 	switch k := ev.GetKind().(type) {
+	case *agentdv1.RunEvent_Attached:
+		if s.att != nil {
+			s.att.snap = k.Attached
+		}
 	case *agentdv1.RunEvent_RunStarted:
-		s.started = k.RunStarted
+		s.started, s.startedAt = k.RunStarted, eventTime(ev)
 	case *agentdv1.RunEvent_ApprovalRequested:
-		s.halfClose() // nobody answers: the run parks (under --auto-approve, the server asks only what it may not approve)
+		if s.att == nil {
+			s.halfClose() // nobody answers: the run parks (under --auto-approve, the server asks only what it may not approve)
+		}
 	case *agentdv1.RunEvent_RunFinished:
-		return s.finish(k.RunFinished), true
+		return s.finish(k.RunFinished, eventTime(ev)), true
 	}
 	return 0, false
 }
@@ -421,18 +510,27 @@ func (s *session) onApprovalRequested(a *agentdv1.ApprovalRequested) {
 	if s.answeredIDs[a.GetApprovalId()] {
 		return
 	}
-	s.printApproval(a)
+	s.printApproval(a, true)
+	s.askApproval(a)
+}
+
+// askApproval asks an approval at the prompt, or says why nobody can answer it here.
+func (s *session) askApproval(a *agentdv1.ApprovalRequested) {
 	switch {
-	case s.lines == nil || s.inputEnded || s.sendClosed || s.cancelled:
-		s.scr.line(s.scr.dim("  nobody can answer here: the run parks"))
-	default:
+	case s.lines != nil && !s.inputEnded && !s.sendClosed && !s.cancelled:
 		s.queue = append(s.queue, a)
 		s.showPrompt()
+	case s.att != nil:
+		// An attached stream's end is no half-close of the run's input: the run waits.
+		s.scr.line(s.scr.dim("  nobody can answer here: the run waits for another client's answer"))
+	default:
+		s.scr.line(s.scr.dim("  nobody can answer here: the run parks"))
 	}
 }
 
-// printApproval shows what an approval is asked for.
-func (s *session) printApproval(a *agentdv1.ApprovalRequested) {
+// printApproval shows what an approval is asked for; live says it may still be answered,
+// and shows when it expires.
+func (s *session) printApproval(a *agentdv1.ApprovalRequested, live bool) {
 	sc := s.scr
 	why := ""
 	if a.GetReason() != "" {
@@ -440,7 +538,7 @@ func (s *session) printApproval(a *agentdv1.ApprovalRequested) {
 	}
 	sc.line(sc.yellow("? ") + sc.bold(a.GetToolName()) + " needs your approval" + why)
 	sc.line("  " + a.GetArgumentsJson())
-	if t := a.GetExpiresAt(); t != nil {
+	if t := a.GetExpiresAt(); t != nil && live && time.Until(t.AsTime()) > 0 {
 		sc.line(sc.dim(fmt.Sprintf("  expires in %s if not answered", time.Until(t.AsTime()).Round(time.Second))))
 	}
 }
@@ -513,8 +611,9 @@ func (s *session) onAck(ack *agentdv1.InputAck) {
 	}
 }
 
-// finish shows how the run ended, saves a parked run, and returns the exit code.
-func (s *session) finish(f *agentdv1.RunFinished) int {
+// finish shows how the run ended, at the server's time at, saves a parked run, and returns
+// the exit code.
+func (s *session) finish(f *agentdv1.RunFinished, at time.Time) int {
 	s.status.set("")
 	s.scr.newline()
 	sc := s.scr
@@ -548,21 +647,34 @@ func (s *session) finish(f *agentdv1.RunFinished) int {
 				head += ": " + joinNonEmpty(": ", e.GetReason(), e.GetMessage())
 			}
 		}
-		sc.line(head + sc.dim(" · "+usageSummary(f.GetUsage(), time.Since(s.begin))))
+		took := time.Since(s.begin)
+		if s.att != nil {
+			// Attached: the run did not start when agentctl did. Its events say how long
+			// it took, when the replay showed its start.
+			took = 0
+			if !s.startedAt.IsZero() && !at.IsZero() {
+				took = at.Sub(s.startedAt)
+			}
+		}
+		sc.line(head + sc.dim(" · "+usageSummary(f.GetUsage(), took)))
 		if parked {
-			var waits []string
-			for _, a := range f.GetPendingApprovals() {
-				waits = append(waits, "approval of "+a.GetToolName())
-			}
-			for _, id := range f.GetPendingClientToolCallIds() {
-				waits = append(waits, "client tool result for "+id)
-			}
-			if len(waits) > 0 {
-				sc.line("  waiting for: " + strings.Join(waits, ", "))
+			if w := waitList(f.GetPendingApprovals(), f.GetPendingClientToolCallIds()); w != "" {
+				sc.line("  waiting for: " + w)
 			}
 		}
 	}
 
+	if parked && s.att != nil {
+		// The history the run was started with is its starter's: agentctl cannot save a
+		// transcript that resumes it.
+		note := "the run parked: the client that started it resumes it"
+		if s.cfg.json {
+			fmt.Fprintln(s.e.stderr, "agentctl: "+note)
+		} else {
+			sc.line(sc.dim("  " + note))
+		}
+		return code
+	}
 	saved := ""
 	if parked && len(f.GetContinuation()) > 0 {
 		path := s.savePath()
@@ -570,6 +682,7 @@ func (s *session) finish(f *agentdv1.RunFinished) int {
 			Agent:                    s.started.GetAgent(),
 			ThreadID:                 s.started.GetThreadId(),
 			RunID:                    s.started.GetRunId(),
+			History:                  s.historyMode,
 			Reason:                   reason,
 			Messages:                 append(append([]*agentdv1.Message(nil), s.history...), f.GetNewMessages()...),
 			Continuation:             f.GetContinuation(),
@@ -620,7 +733,28 @@ func endWord(r agentdv1.RunEndReason) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(r.String(), "RUN_END_REASON_")), "_", " ")
 }
 
+// eventTime is when an event happened on the server; zero when it does not say.
+func eventTime(ev *agentdv1.RunEvent) time.Time {
+	if ev.GetTime() == nil {
+		return time.Time{}
+	}
+	return ev.GetTime().AsTime()
+}
+
+// waitList says what a run waits for: "approval of save_note, client tool result for call_1".
+func waitList(approvals []*agentdv1.ApprovalRequested, clientCalls []string) string {
+	var waits []string
+	for _, a := range approvals {
+		waits = append(waits, "approval of "+a.GetToolName())
+	}
+	for _, id := range clientCalls {
+		waits = append(waits, "client tool result for "+id)
+	}
+	return strings.Join(waits, ", ")
+}
+
 // usageSummary renders a run's usage: "2 model calls · 1 tool call · 180 tokens in, 12 out · 0.41s".
+// A duration of 0 is left out.
 func usageSummary(u *agentdv1.Usage, took time.Duration) string {
 	tokens := fmt.Sprintf("%d tokens in, %d out", u.GetInputTokens(), u.GetOutputTokens())
 	var extra []string
@@ -633,12 +767,15 @@ func usageSummary(u *agentdv1.Usage, took time.Duration) string {
 	if len(extra) > 0 {
 		tokens += " (" + strings.Join(extra, ", ") + ")"
 	}
-	return strings.Join([]string{
+	parts := []string{
 		plural(u.GetModelCalls(), "model call"),
 		plural(u.GetToolCalls(), "tool call"),
 		tokens,
-		roundDuration(took).String(),
-	}, " · ")
+	}
+	if took > 0 {
+		parts = append(parts, roundDuration(took).String())
+	}
+	return strings.Join(parts, " · ")
 }
 
 // roundDuration keeps a duration's meaningful digits: 12ms, 1.24s, 2m3s.

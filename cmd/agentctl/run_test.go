@@ -282,6 +282,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-H", "nocolon", "agents"}, `header "nocolon"`},
 		{[]string{"agents", "extra"}, "agents takes no arguments"},
 		{[]string{"run", "--resume", filepath.Join(t.TempDir(), "missing.json")}, "no such file"},
+		{[]string{"run", "--history", "server", "hello"}, "want client or thread"},
+		{[]string{"run", "--history", "thread", "--resume", "f.json"}, "--resume takes no --history"},
+		{[]string{"attach"}, "attach takes one run id"},
+		{[]string{"attach", "run_1", "run_2"}, "attach takes one run id"},
+		{[]string{"attach", "run_1", "--after", "-1"}, "--after must not be negative"},
+		{[]string{"chat", "hello"}, "chat takes no arguments"},
+		{[]string{"threads", "show"}, "threads show takes one thread id"},
+		{[]string{"threads", "delete", "a", "b"}, "threads delete takes one thread id"},
+		{[]string{"threads", "purge"}, `threads ["purge"]`},
 	} {
 		r := ctl{}.run(t, tc.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
@@ -289,7 +298,8 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 	r := ctl{}.run(t, "-h")
-	if r.code != exitOK || !strings.Contains(r.stdout, "Usage:\n  agentctl [connection flags] agents") || !strings.Contains(r.stdout, "-plaintext") || !strings.Contains(r.stdout, "-resume file") {
+	if r.code != exitOK || !strings.Contains(r.stdout, "Usage:\n  agentctl [connection flags] agents") || !strings.Contains(r.stdout, "-plaintext") || !strings.Contains(r.stdout, "-resume file") ||
+		!strings.Contains(r.stdout, "-after seq") || !strings.Contains(r.stdout, "agentctl [connection flags] threads [list | show ID | delete ID]") {
 		t.Errorf("-h: %s", r)
 	}
 }

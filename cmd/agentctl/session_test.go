@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -229,5 +230,130 @@ func TestRefusedRun(t *testing.T) {
 	}
 	if want := "agentctl: run: ResourceExhausted: too many runs\n"; stderr.String() != want {
 		t.Errorf("stderr = %q, want %q", stderr, want)
+	}
+}
+
+func TestLostStreamSaysHowToAttach(t *testing.T) {
+	stalled := status.New(codes.ResourceExhausted, "read nothing")
+	stalled, _ = stalled.WithDetails(&errdetails.ErrorInfo{Reason: "CLIENT_STALLED", Domain: "agentd"})
+	failed := status.New(codes.Unavailable, "the model call failed")
+	failed, _ = failed.WithDetails(&errdetails.ErrorInfo{Reason: "MODEL_ERROR", Domain: "agentd"})
+	for _, tc := range []struct {
+		name string
+		err  error
+		hint bool
+	}{
+		{"connection lost", status.Error(codes.Unavailable, "error reading from server: EOF"), true},
+		{"client stalled", stalled.Err(), true},
+		{"--max-time", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true},
+		{"a run's failure", failed.Err(), false},
+		{"internal", status.Error(codes.Internal, "boom"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stderr := &logtest.Buffer{}
+			fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, getenv: func(string) string { return "" }})
+			fs.event(t, started())
+			fs.event(t, &agentdv1.RunEvent{Seq: 2, Kind: &agentdv1.RunEvent_StepStarted{StepStarted: &agentdv1.StepStarted{StepId: "step_1"}}})
+			fs.fail <- tc.err
+			if c := exitCode(t, code); c != exitFailed {
+				t.Errorf("exit code %d, want %d", c, exitFailed)
+			}
+			const hint = "agentctl: the run goes on on the server; follow it with: agentctl attach run_1 --after 2\n"
+			if got := strings.Contains(stderr.String(), hint); got != tc.hint {
+				t.Errorf("stderr = %q; hint shown %v, want %v", stderr, got, tc.hint)
+			}
+		})
+	}
+}
+
+// fakeAttach runs `agentctl attach` against a fake stream in the background.
+func fakeAttach(t *testing.T, cfg attachConfig, e env) (*fakeStream, <-chan int) {
+	t.Helper()
+	fs := newFakeStream()
+	code := make(chan int, 1)
+	go func() { code <- runAttach(t.Context(), &fakeClient{stream: fs}, cfg, e) }()
+	select {
+	case <-fs.opened:
+	case <-time.After(5 * time.Second):
+		t.Fatal("agentctl opened no stream")
+	}
+	if a := fs.next(t).GetAttach(); a.GetRunId() != cfg.runID || a.GetAfterSeq() != cfg.after {
+		t.Fatalf("the first message attaches to %v, want %s after %d", a, cfg.runID, cfg.after)
+	}
+	return fs, code
+}
+
+func approvalRequested(seq int64, id, tool string) *agentdv1.RunEvent {
+	return &agentdv1.RunEvent{Seq: seq, Kind: &agentdv1.RunEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{
+		ApprovalId: id, ToolCallId: "call_" + id, ToolName: tool, ArgumentsJson: `{}`,
+	}}}
+}
+
+func TestAttachAsksOnlyWhatTheRunWaitsFor(t *testing.T) {
+	in, answering := io.Pipe()
+	defer answering.Close()
+	out := &logtest.Buffer{}
+	fs, code := fakeAttach(t, attachConfig{runID: "run_1"}, env{stdin: in, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }})
+	pending := approvalRequested(4, "appr_2", "rm").GetApprovalRequested()
+	fs.event(t, &agentdv1.RunEvent{RunId: "run_1", Kind: &agentdv1.RunEvent_Attached{Attached: &agentdv1.Attached{
+		ThreadId: "thread_1", Agent: "demo", State: agentdv1.RunState_RUN_STATE_WAITING, LastSeq: 5,
+		PendingApprovals: []*agentdv1.ApprovalRequested{pending},
+	}}})
+	// The replay: an approval the starter answered, then the one the run waits for, and
+	// the ack of the starter's decision, whose client_seq this stream's numbering skips.
+	fs.event(t, started())
+	fs.event(t, approvalRequested(2, "appr_1", "ls"))
+	fs.event(t, &agentdv1.RunEvent{Seq: 3, Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
+		ApprovalId: "appr_1", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, DecidedBy: agentdv1.DecidedBy_DECIDED_BY_CLIENT,
+	}}})
+	fs.event(t, approvalRequested(4, "appr_2", "rm"))
+	fs.event(t, &agentdv1.RunEvent{Seq: 5, Kind: &agentdv1.RunEvent_InputAck{InputAck: &agentdv1.InputAck{ClientSeq: 2, Accepted: true}}})
+	waitFor(t, out, "approve rm? [y]es/[n]o: ")
+	io.WriteString(answering, "y\n")
+	d := fs.next(t)
+	if d.GetApprovalDecision().GetApprovalId() != "appr_2" || d.GetClientSeq() <= 2 {
+		t.Errorf("sent %v, want the decision on appr_2", d)
+	}
+	fs.event(t, &agentdv1.RunEvent{Seq: 6, Kind: &agentdv1.RunEvent_InputAck{InputAck: &agentdv1.InputAck{ClientSeq: d.GetClientSeq(), Accepted: true}}})
+	fs.event(t, finished(agentdv1.RunEndReason_RUN_END_REASON_COMPLETED))
+	if c := exitCode(t, code); c != exitOK {
+		t.Errorf("exit code %d, want 0", c)
+	}
+	for _, w := range []string{
+		"● attached to run run_1 · agent demo · thread thread_1 · waiting for approval of rm · last seq 5\n",
+		"? ls needs your approval\n",
+		"✓ ls approved\n",
+		"? rm needs your approval\n",
+		"✓ completed · 1 model call · 0 tool calls · 0 tokens in, 0 out\n",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out.String(), "approve ls?") || strings.Count(out.String(), "approve rm?") != 1 {
+		t.Errorf("asked other than rm once:\n%s", out)
+	}
+}
+
+func TestAttachTypedCancel(t *testing.T) {
+	in, typing := io.Pipe()
+	defer typing.Close()
+	out := &logtest.Buffer{}
+	fs, code := fakeAttach(t, attachConfig{runID: "run_1", after: 1}, env{stdin: in, stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }, stdinTTY: true})
+	fs.event(t, &agentdv1.RunEvent{RunId: "run_1", Kind: &agentdv1.RunEvent_Attached{Attached: &agentdv1.Attached{State: agentdv1.RunState_RUN_STATE_RUNNING, LastSeq: 1}}})
+	io.WriteString(typing, "go left\n")
+	if s := fs.next(t).GetSteer(); s.GetText() != "go left" {
+		t.Errorf("sent %v, want the steer", s)
+	}
+	io.WriteString(typing, "/cancel\n")
+	if c := fs.next(t).GetCancel(); c == nil {
+		t.Fatal("/cancel sent no cancel")
+	}
+	fs.event(t, finished(agentdv1.RunEndReason_RUN_END_REASON_CANCELLED))
+	if c := exitCode(t, code); c != exitCancel {
+		t.Errorf("exit code %d, want %d", c, exitCancel)
+	}
+	if !strings.Contains(out.String(), "cancelling the run (Ctrl-C detaches)\n") {
+		t.Errorf("output:\n%s", out)
 	}
 }
