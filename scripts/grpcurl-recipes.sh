@@ -205,4 +205,14 @@ expect_events "save_note ran and the run completed" second.json \
 expect_events "both clients saw the same events" first.json \
 	"(map(select(.event | has(\"heartbeat\") | not)) | map(.event)[1:]) == $(jq -s 'map(.event)[1:]' second.json)"
 
+header "A conversation kept on the server: each turn sends only its new input"
+grpcurl -plaintext -d '{"start":{"input":"what is 2*3?","history":"HISTORY_THREAD"}}' "$ADDR" agentd.v1.AgentService/ExecuteRun | tee turn1.json
+expect "the first turn started a thread" turn1.json '.threadId | startswith("thread_")'
+thread_id=$(jq -r '.threadId' turn1.json)
+grpcurl -plaintext -d "{\"start\":{\"threadId\":\"$thread_id\",\"input\":\"what is 4*5?\",\"history\":\"HISTORY_THREAD\"}}" "$ADDR" agentd.v1.AgentService/ExecuteRun | tee turn2.json
+expect "the second turn answered on the same thread" turn2.json ".threadId == \"$thread_id\" and .result.finalText == \"4*5 = 20\""
+grpcurl -plaintext -d "{\"threadId\":\"$thread_id\"}" "$ADDR" agentd.v1.AgentService/GetThread | tee thread.json
+expect "the thread holds both turns, oldest first" thread.json \
+	'.thread.messageCount == "8" and .messages[0].parts[0].text == "what is 2*3?" and .messages[4].parts[0].text == "what is 4*5?"'
+
 printf '\nall %d grpcurl recipes passed against %s\n' "$step" "$ADDR"
