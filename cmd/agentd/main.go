@@ -114,7 +114,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.maxApprovalTimeout, "max-approval-timeout", 24*time.Hour, "longest approval_timeout a run may ask for; a longer one is refused with INVALID_ARGUMENT")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
 	fs.StringVar(&cfg.store, "store", "memory", "where runs, their journals and threads are kept: memory (bounded, gone with the process), sqlite:`PATH` (one replica, across restarts) or a postgres:// URL (shared by replicas)")
-	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 512<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
+	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 64<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
 	fs.Int64Var(&cfg.journalMaxRunBytes, "journal-max-run-bytes", 8<<20, "with --store memory, the bytes of one run's journal kept: past it the oldest events go, and attaching from before them is refused (EVENTS_EXPIRED)")
 	fs.DurationVar(&cfg.parkTimeout, "park-timeout", 24*time.Hour, "how long a run whose client went away waits, parked, for the input it needs (an approval, a client tool's result) before it ends EXPIRED")
 	fs.DurationVar(&cfg.runRetention, "run-retention", 24*time.Hour, "how long a finished run and its journal are kept for clients that attach to it")

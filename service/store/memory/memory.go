@@ -19,7 +19,7 @@ type Options struct {
 	MaxRunBytes int64
 	// MaxBytes bounds everything the store holds (journals, specs and checkpoints,
 	// thread messages): past it the finished runs that finished first go, then the
-	// threads idle the longest. 0 means 512 MiB.
+	// threads idle the longest. 0 means 64 MiB.
 	MaxBytes int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -63,7 +63,7 @@ func New(opts Options) *Store {
 	}
 	opts.MaxRunBytes = min(opts.MaxRunBytes, 1<<30) // a packed journal's offsets are 32-bit
 	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = 512 << 20
+		opts.MaxBytes = 64 << 20
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -184,6 +184,16 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 	for _, b := range batches {
 		r := s.runs[b.RunID]
 		var n int64
+		for _, f := range b.Frames {
+			n += int64(len(f))
+		}
+		if need := len(r.data) + int(n); need > cap(r.data) {
+			// A quarter's room, not append's doubling: the bound counts bytes kept.
+			grown := make([]byte, len(r.data), need+need/4)
+			copy(grown, r.data)
+			r.data = grown
+		}
+		n = 0
 		for _, f := range b.Frames {
 			r.data = append(r.data, f...)
 			r.ends = append(r.ends, int32(len(r.data)))
