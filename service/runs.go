@@ -71,6 +71,25 @@ func (s *Server) ParkedRuns() int {
 	return n
 }
 
+// stopParked stops the timers of the parked runs, for a server that shuts down: they
+// stay parked in the store, for the next process that serves it.
+func (s *Server) stopParked() {
+	s.liveMu.Lock()
+	runs := make([]*session, 0, len(s.live))
+	for _, ss := range s.live {
+		runs = append(runs, ss)
+	}
+	s.liveMu.Unlock()
+	for _, ss := range runs {
+		ss.mu.Lock()
+		p := ss.parked
+		ss.mu.Unlock()
+		if p != nil {
+			p.stop()
+		}
+	}
+}
+
 // runRef is a run a caller may see: live on this server (ss), or in the store alone (rec).
 type runRef struct {
 	ss  *session

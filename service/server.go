@@ -321,6 +321,7 @@ func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
 	s.sweepStopped = true
 	s.sweeper.Stop()
 	s.sweepMu.Unlock()
+	s.stopParked()
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()
