@@ -422,17 +422,19 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 			addr := serveLoopback(b, svc.Register)
 			measureParked(b, n, addr, "detached:"+size.Name, func() int { return svc.ActiveRuns() + svc.ParkedRuns() })
 		})
-		// The same with a store on disk: what a parked run holds in the process alone.
-		b.Run(size.Name+"/detached-sqlite", func(b *testing.B) {
-			st, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "agentd.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { st.Close() })
-			svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"}, func(c *service.Config) { c.Store = st })
-			addr := serveLoopback(b, svc.Register)
-			measureParked(b, n, addr, "detached:"+size.Name, func() int { return svc.ActiveRuns() + svc.ParkedRuns() })
-		})
+		// The same two with a store on disk: what a parked run holds in the process alone.
+		for _, mode := range []string{"open", "detached"} {
+			b.Run(size.Name+"/"+mode+"-sqlite", func(b *testing.B) {
+				st, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "agentd.db"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { st.Close() })
+				svc := newWorkloadService(b, size, &agents.PolicyConfig{Approval: "ask"}, func(c *service.Config) { c.Store, c.ParkAfter = st, time.Millisecond })
+				addr := serveLoopback(b, svc.Register)
+				measureParked(b, n, addr, mode+":"+size.Name, func() int { return svc.ActiveRuns() + svc.ParkedRuns() })
+			})
+		}
 	}
 }
 
