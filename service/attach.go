@@ -260,16 +260,7 @@ func (ss *session) takeKeyed(key string, digest [sha256.Size]byte, req *agentdv1
 	}
 	ki, _ := ss.keyed.begin(key, digest)
 	in := input{key: key}
-	switch k := req.GetKind().(type) {
-	case *agentdv1.RunRequest_ApprovalDecision:
-		ss.decideLocked(in, k.ApprovalDecision)
-	case *agentdv1.RunRequest_Steer:
-		ss.steerLocked(in, k.Steer)
-	case *agentdv1.RunRequest_ToolResult:
-		ss.toolResultLocked(in, k.ToolResult)
-	case *agentdv1.RunRequest_Cancel:
-		ss.cancelLocked(in, k.Cancel)
-	}
+	ss.actLocked(in, req)
 	if ki.ack == nil && ss.ended {
 		// The run finished while a decision was checked: nothing acked it.
 		delete(ss.keyed.byKey, key)

@@ -150,11 +150,26 @@ func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream st
 		ss.ackLocked(in, utf8Refusal(fe))
 		return true
 	}
-	switch k := req.GetKind().(type) {
+	if ss.actLocked(in, req) {
+		return true
+	}
+	switch req.GetKind().(type) {
 	case *agentdv1.RunRequest_Start:
 		ss.ackLocked(in, ackError(reasonAlreadyStarted, "the run has already started: one run per stream"))
 	case *agentdv1.RunRequest_Attach:
 		ss.ackLocked(in, ackError(reasonAlreadyAttached, "the stream already carries a run: one run per stream"))
+	case *agentdv1.RunRequest_Ping:
+		ss.ackLocked(in, nil)
+	default:
+		ss.ackLocked(in, ackError(reasonEmptyMessage, "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
+	}
+	return true
+}
+
+// actLocked acts on what a Run stream and SendRunInput both bring: a decision, a steer,
+// a client tool's result, a cancel. It reports false for any other kind.
+func (ss *session) actLocked(in input, req *agentdv1.RunRequest) bool {
+	switch k := req.GetKind().(type) {
 	case *agentdv1.RunRequest_ApprovalDecision:
 		ss.decideLocked(in, k.ApprovalDecision)
 	case *agentdv1.RunRequest_Steer:
@@ -163,10 +178,8 @@ func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream st
 		ss.toolResultLocked(in, k.ToolResult)
 	case *agentdv1.RunRequest_Cancel:
 		ss.cancelLocked(in, k.Cancel)
-	case *agentdv1.RunRequest_Ping:
-		ss.ackLocked(in, nil)
 	default:
-		ss.ackLocked(in, ackError(reasonEmptyMessage, "the message has no kind: set one of approval_decision, steer, tool_result, cancel or ping"))
+		return false
 	}
 	return true
 }

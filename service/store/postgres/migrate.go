@@ -5,13 +5,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentd/agentd/service/store/internal/migrations"
 )
 
 // ErrNewerSchema is Open's error for a database that a newer agentd has migrated past
@@ -27,41 +25,11 @@ const migrationLock int64 = 0x6167656e7464 // "agentd"
 var migrationFiles embed.FS
 
 // migration is one step of the schema, applied once and recorded in schema_migrations.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = migrations.Migration
 
-// loadMigrations returns the embedded migrations in order. Their files are named
-// NNNN_what.sql and numbered from 1 with no gap, so that the highest version applied
-// says exactly which steps a database has had.
+// loadMigrations returns the embedded migrations in order.
 func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	ms := make([]migration, 0, len(names))
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_what.sql", base)
-		}
-		text, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(text)})
-	}
-	// fs.Glob returns names sorted, and the zero-padded numbers sort with them.
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d", m.name, i+1)
-		}
-	}
-	return ms, nil
+	return migrations.Load(migrationFiles, "migrations")
 }
 
 // migrate brings the database up to the newest of ms in one transaction, and refuses
@@ -99,11 +67,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migrat
 	for _, m := range ms[current:] {
 		// Exec with no arguments uses the simple protocol, which runs a file of
 		// several statements.
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 	}
 	return tx.Commit(ctx)

@@ -6,11 +6,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/agentd/agentd/service/store/internal/migrations"
 )
 
 // ErrNewerSchema is Open's error for a database that a newer agentd has migrated past
@@ -21,44 +19,11 @@ var ErrNewerSchema = errors.New("sqlite: database schema is newer than this agen
 var migrationFiles embed.FS
 
 // migration is one step of the schema, applied once and recorded in schema_migrations.
-type migration struct {
-	version int64
-	name    string
-	sql     string
-}
+type migration = migrations.Migration
 
-// loadMigrations returns the embedded migrations in order. Their files are named
-// NNNN_what.sql and numbered from 1 with no gap, so that the highest version applied
-// says exactly which steps a database has had.
+// loadMigrations returns the embedded migrations in order.
 func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	ms := make([]migration, 0, len(names))
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_what.sql", base)
-		}
-		v, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_what.sql", base)
-		}
-		text, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(text)})
-	}
-	// fs.Glob returns names sorted, and the zero-padded numbers sort with them.
-	for i, m := range ms {
-		if m.version != int64(i+1) {
-			return nil, fmt.Errorf("migration %s: want version %d", m.name, i+1)
-		}
-	}
-	return ms, nil
+	return migrations.Load(migrationFiles, "migrations")
 }
 
 // migrate brings the database up to the newest migration, each missing one in its
@@ -79,7 +44,7 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	}
 	for _, m := range ms[current:] {
 		if err := apply(ctx, db, m); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 	}
 	return nil
@@ -94,17 +59,17 @@ func apply(ctx context.Context, db *sql.DB, m migration) error {
 	// Another process opening the same file may have applied it between our read of
 	// the version and this transaction, which the write lock now excludes.
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 		return err
 	}
 	if n > 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
-		m.version, time.Now().UnixNano()); err != nil {
+		m.Version, time.Now().UnixNano()); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -104,7 +104,7 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) == 0 || ms[0].name != "0001_init.sql" {
+	if len(ms) == 0 || ms[0].Name != "0001_init.sql" {
 		t.Fatalf("migrations: %+v, want 0001_init.sql first", ms)
 	}
 	versions := func() map[int64]int64 {
