@@ -32,10 +32,9 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 				if err == nil {
 					return nil, errParked
 				}
+				// Input waiting for the park goes on once run_finished is out (runToEnd),
+				// and is refused then: an answer acked now would be lost.
 				ss.srv.log.Error("parking the run in the store failed: it ends AWAITING_INPUT with its continuation", "run_id", ss.runID, "error", err)
-				ss.mu.Lock()
-				ss.endParkingLocked()
-				ss.mu.Unlock()
 			}
 			rf = ss.finished(fin)
 			if err := ss.sendFinished(rf); err != nil {
@@ -58,7 +57,9 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 // only lets go of its goroutine and its admission (an input on any stream attached to
 // it wakes it). A panic in the run ends it INTERNAL instead of the process.
 func (ss *session) own(req *runtime.Request) {
-	ss.runToEnd(req)
+	if ss.runToEnd(req) {
+		ss.publishPark()
+	}
 }
 
 // runToEnd runs one stretch of the run, from its start or a wake to its end or its
@@ -109,7 +110,12 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 	if err == nil {
 		err = runStatus(rf.GetError())
 	}
-	ss.result, ss.status = rf, err
+	ss.mu.Lock()
+	ss.status = err
+	if ss.result == nil {
+		ss.result = rf // sendFinished set it, unless run_finished could not be sent
+	}
+	ss.mu.Unlock()
 	return false
 }
 
@@ -165,6 +171,8 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 		done := ss.done
 		ss.mu.Unlock()
 		<-done
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
 		return ss.status
 	}
 	ss.detachOut(o)

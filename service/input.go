@@ -318,6 +318,9 @@ func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 	// The run may have parked while the arguments were validated: it wakes, with the
 	// approval's slot anew.
 	ss.readyLocked()
+	if ss.ended {
+		return
+	}
 	slot = ss.approvals[d.GetApprovalId()]
 	// The approval may have closed, or the run begun to end, while the arguments were
 	// validated: that, not the validation it cut short, is the answer.

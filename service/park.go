@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -46,10 +47,14 @@ type parkedRun struct {
 	approvalsDue *time.Timer
 	// stopBeat stops the heartbeats to the streams attached while the run is parked.
 	stopBeat func()
+	// mu guards the three timers, which parkTimers sets as stop may read them.
+	mu sync.Mutex
 }
 
 // stop stops the parked run's timers, those started so far.
 func (p *parkedRun) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.expiry != nil {
 		p.expiry.Stop()
 	}
@@ -178,18 +183,30 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 		return err
 	}
 	ss.mu.Lock()
+	ss.toPark, ss.parkedNew, ss.parkedUsage = p, rf.GetNewMessages(), rf.GetUsage()
+	ss.mu.Unlock()
+	return nil
+}
+
+// publishPark makes the park that park prepared the run's state, once the stretch that
+// parked has unwound (its runtime returned, its admission let go): only then may an
+// input wake the run, so that two stretches never run at once.
+func (ss *session) publishPark() {
+	s := ss.srv
+	ss.mu.Lock()
+	p := ss.toPark
+	ss.toPark = nil
 	ss.parked, ss.woken, ss.approvalDue = p, nil, nil
-	ss.endParkingLocked()
-	ss.priorNew, ss.priorUsage = rf.GetNewMessages(), rf.GetUsage()
+	ss.priorNew, ss.priorUsage = ss.parkedNew, ss.parkedUsage
 	// Everything heavy goes: the store has what waking needs.
 	ss.tools, ss.transcript, ss.history, ss.historyMsgs = runTools{}, nil, nil, nil
 	ss.approvals, ss.clientCalls = map[string]*answerSlot[runtime.Decision]{}, map[string]*answerSlot[runtime.Output]{}
 	ss.preDecisions, ss.preResults = nil, nil
 	ss.journal.release()
+	ss.endParkingLocked()
 	ss.mu.Unlock()
 	s.parkTimers(ss, p, s.cfg.ParkTimeout)
 	s.log.Info("run parked: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "expires_in", s.cfg.ParkTimeout.String())
-	return nil
 }
 
 // parkTimers starts a parked run's timers: its end after left, its approvals' expiry,
@@ -198,8 +215,10 @@ func (s *Server) parkTimers(ss *session, p *parkedRun, left time.Duration) {
 	expiry := time.AfterFunc(left, func() { s.expire(ss) })
 	due := s.wakeWhenDue(ss, p.approvals)
 	beat := ss.keepAlive()
-	ss.mu.Lock()
+	p.mu.Lock()
 	p.expiry, p.approvalsDue, p.stopBeat = expiry, due, beat
+	p.mu.Unlock()
+	ss.mu.Lock()
 	woken := ss.parked != p
 	ss.mu.Unlock()
 	if woken {
@@ -300,11 +319,7 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
 	ss.historyMsgs, ss.priorNew, ss.priorUsage, ss.newSoFar = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage(), nil
 	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
-	ss.inbox = runtime.Inbox{}
-	for _, st := range plan.steers {
-		ss.inbox.Send(st)
-	}
-	ss.inbox.MaxSteers, ss.inbox.MaxBytes = s.cfg.MaxQueuedSteers, s.cfg.MaxQueuedSteerBytes
+	ss.inbox = newInbox(&s.cfg, plan.steers)
 	ss.done = make(chan struct{})
 	ss.woken = filter
 	if p != nil {
@@ -367,7 +382,7 @@ func (s *Server) expire(ss *session) {
 			Message: protoString(fmt.Sprintf("the run waited, parked, for %s without the input it needed", s.cfg.ParkTimeout))},
 		NewMessages: ss.priorNew, Usage: ss.priorUsage, Continuation: p.continuation,
 	}
-	ss.ended, ss.result = true, rf
+	ss.ended, ss.result, ss.status = true, rf, runStatus(rf.GetError())
 	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
 	ss.mu.Unlock()
 	s.log.Info("parked run expired", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())

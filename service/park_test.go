@@ -231,3 +231,25 @@ func TestPark_ApprovalExpiresWhileParked(t *testing.T) {
 		t.Errorf("usage %v: the expired call ran", fin.GetUsage())
 	}
 }
+
+// A parked run woken by a Run stream that attaches takes that stream's steers: the woken
+// stretch has an inbox of its own, which the stretch that parked cannot close.
+func TestPark_WokenRunTakesSteers(t *testing.T) {
+	gate := make(chan struct{})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), gated(gate, "done")}}
+	srv := newTestServer(t, service.Config{}, scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}})
+	runID, approvalID, _ := parkRun(t, srv)
+	s := servicetest.Attach(t, srv.Client, runID, 0)
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetAttached() != nil })
+	seq := s.Send(servicetest.Approve(approvalID))
+	if a := s.Until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
+		t.Fatalf("the decision: %v", a)
+	}
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolCallResult() != nil })
+	seq = s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "and then this"}}})
+	if a := s.Until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
+		t.Fatalf("a steer to the woken run: %v, want accepted", a)
+	}
+	close(gate)
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunFinished() != nil })
+}

@@ -130,6 +130,7 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 		approvals:   map[string]*answerSlot[runtime.Decision]{},
 		clientCalls: map[string]*answerSlot[runtime.Output]{},
 		steerLimit:  newSteerLimiter(&s.cfg),
+		inbox:       newInbox(&s.cfg, nil),
 		seq:         rec.LastSeq,
 		wakeCtx:     context.Background(),
 	}

@@ -33,9 +33,9 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 			// A stream that can answer wakes a parked run: the run waits for it.
 			ss.addAnswerer()
 			go ss.receive(stream.Recv, o, false)
-			if err := s.wake(stream.Context(), ss); err != nil {
-				s.log.Warn("waking a parked run for a stream that attached failed", "run_id", ss.runID, "error", err)
-			}
+			ss.mu.Lock()
+			ss.readyLocked() // wakes a run parked, or parking, for the stream that can answer
+			ss.mu.Unlock()
 		}
 		return s.serveAttached(stream.Context(), at.GetRunId(), ss, o)
 	}

@@ -86,7 +86,7 @@ type session struct {
 	outs            map[*outbox]struct{} // every attached stream's, primary included
 	approvals       map[string]*answerSlot[runtime.Decision]
 	clientCalls     map[string]*answerSlot[runtime.Output]
-	inbox           runtime.Inbox // the run's steers: the start's input, then the client's
+	inbox           *runtime.Inbox // the stretch's steers: the start's input, then the client's
 	steerLimit      *rate.Limiter
 	clientCancelled bool
 	preDecisions    map[string]runtime.Decision
@@ -112,8 +112,13 @@ type session struct {
 	parking     bool                // a wait found nobody to answer: the run parks in the store
 	parkDone    chan struct{}       // closed when a park in progress is over, parked or not
 	parked      *parkedRun          // set while the run is parked
-	woken       *wakeFilter         // set while a woken run re-reports what the journal has
-	wakeMu      sync.Mutex          // held while the run wakes or expires
+	// toPark, parkedNew and parkedUsage are a park prepared, which publishPark makes the
+	// run's once its stretch has unwound.
+	toPark      *parkedRun
+	parkedNew   []*agentdv1.Message
+	parkedUsage *agentdv1.Usage
+	woken       *wakeFilter // set while a woken run re-reports what the journal has
+	wakeMu      sync.Mutex  // held while the run wakes or expires
 	// approvalDue are the expiries of the approvals a woken run asks again: they expire
 	// when they first would have.
 	approvalDue map[string]time.Time
@@ -266,11 +271,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 		ss.thread = ids.New("thread")
 	}
 	ss.journal = newJournal(s.olderFrames(ss.runID), s.gated)
-	// The start's input goes in before the bounds, which are the client's steers'.
-	for _, st := range plan.steers {
-		ss.inbox.Send(st)
-	}
-	ss.inbox.MaxSteers, ss.inbox.MaxBytes = s.cfg.MaxQueuedSteers, s.cfg.MaxQueuedSteerBytes
+	ss.inbox = newInbox(&s.cfg, plan.steers)
 	if mode != modeRun {
 		ss.inputDone = true
 		close(ss.inputDoneCh)
@@ -278,12 +279,24 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *star
 	return ss
 }
 
+// newInbox returns a stretch's inbox: the start's input, then the client's steers, within
+// the bounds, which are the client's steers' only. A woken run gets a new one: the
+// runtime closes a stretch's inbox as it returns.
+func newInbox(cfg *Config, steers []runtime.Steer) *runtime.Inbox {
+	in := &runtime.Inbox{}
+	for _, st := range steers {
+		in.Send(st)
+	}
+	in.MaxSteers, in.MaxBytes = cfg.MaxQueuedSteers, cfg.MaxQueuedSteerBytes
+	return in
+}
+
 // request returns the run's runtime.Request: the plan's, with the session's callbacks
 // and the client's tools, whose Execute waits on the session.
 func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 	req := plan.req
 	req.RunID, req.ThreadID, req.Caller = ss.runID, ss.thread, caller
-	req.Inbox, req.Approve = &ss.inbox, ss.approve
+	req.Inbox, req.Approve = ss.inbox, ss.approve
 	for _, ts := range plan.clientTools {
 		req.ClientTools = append(req.ClientTools, ss.clientTool(ts, plan.tools.schemas[ts.Name]))
 	}
