@@ -213,6 +213,10 @@ func (ss *session) endingLocked() *agentdv1.RunError {
 	if ss.ctx.Err() == nil {
 		return nil
 	}
+	if ss.parked != nil && !ss.ended {
+		// readyLocked could not wake it: the run is parked, not ending.
+		return ackError(reasonWakeFailed, "the run is parked and could not be taken up again to act on this (%v): send it again (from SendRunInput, under a new client_key)", ss.wakeErr)
+	}
 	why := "it is ending"
 	switch cause := context.Cause(ss.ctx); {
 	case errors.Is(cause, errClientCancel):

@@ -116,10 +116,12 @@ func (ss *session) readyLocked() {
 	if ss.parked != nil {
 		ctx := ss.wakeCtx
 		ss.mu.Unlock()
-		if err := ss.srv.wake(ctx, ss); err != nil {
+		err := ss.srv.wake(ctx, ss)
+		if err != nil {
 			ss.srv.log.Warn("waking a parked run for its input failed", "run_id", ss.runID, "error", err)
 		}
 		ss.mu.Lock()
+		ss.wakeErr = err
 	}
 }
 

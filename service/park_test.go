@@ -253,3 +253,38 @@ func TestPark_WokenRunTakesSteers(t *testing.T) {
 	close(gate)
 	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunFinished() != nil })
 }
+
+// A parked run that cannot be woken (the server runs its limit of runs) refuses the
+// input in its ack, WAKE_FAILED, and stays parked: the same input sent again once there
+// is room wakes it.
+func TestPark_WakeRefusedWhileTheServerIsFull(t *testing.T) {
+	gate := make(chan struct{})
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Say("echoed")}}
+	busy := &rt.Model{Steps: []rt.Step{gated(gate, "at last")}}
+	srv := newTestServer(t, service.Config{MaxConcurrentRuns: 1},
+		scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}},
+		scripted{name: "busy", model: busy})
+	runID, approvalID, _ := parkRun(t, srv)
+	other := servicetest.Open(t, srv.Client, servicetest.Input("busy", "take the only place"))
+	other.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil })
+	decide := func(key string) *agentdv1.InputAck {
+		resp, err := srv.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: runID, ClientKey: key,
+			Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: approvalID, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetAck()
+	}
+	if a := decide("try-1"); a.GetAccepted() || a.GetError().GetReason() != "WAKE_FAILED" {
+		t.Fatalf("the decision with the server full: %v, want refused WAKE_FAILED", a)
+	}
+	waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_PARKED)
+	close(gate)
+	if _, err := other.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if a := decide("try-2"); !a.GetAccepted() {
+		t.Fatalf("the decision once there is room: %v", a)
+	}
+	waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
+}

@@ -65,4 +65,5 @@ const (
 	reasonToolCallClosed    = "TOOL_CALL_CLOSED"
 	reasonInvalidToolResult = "INVALID_TOOL_RESULT"
 	reasonAlreadyAttached   = "ALREADY_ATTACHED"
+	reasonWakeFailed        = "WAKE_FAILED"
 )

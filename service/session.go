@@ -115,6 +115,7 @@ type session struct {
 	// toPark, parkedNew and parkedUsage are a park prepared, which publishPark makes the
 	// run's once its stretch has unwound.
 	toPark      *parkedRun
+	wakeErr     error // why the last wake failed, for the refusal of what it was for
 	parkedNew   []*agentdv1.Message
 	parkedUsage *agentdv1.Usage
 	woken       *wakeFilter // set while a woken run re-reports what the journal has

@@ -2335,6 +2335,9 @@ type InputAck struct {
 	//   - INVALID_TOOL_RESULT — the result's json output cannot be used.
 	//   - ALREADY_ATTACHED — an attach after the first message: one run per
 	//     stream.
+	//   - WAKE_FAILED — the run is parked and could not be taken up again to act
+	//     on the message (the server runs as many runs as it allows, or its
+	//     store failed): send it again.
 	Error *RunError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// SendRunInput's client_key; empty for a message on a stream.
 	ClientKey string `protobuf:"bytes,4,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`

@@ -1162,6 +1162,9 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
    *   - INVALID_TOOL_RESULT — the result's json output cannot be used.
    *   - ALREADY_ATTACHED — an attach after the first message: one run per
    *     stream.
+   *   - WAKE_FAILED — the run is parked and could not be taken up again to act
+   *     on the message (the server runs as many runs as it allows, or its
+   *     store failed): send it again.
    *
    * @generated from field: agentd.v1.RunError error = 3;
    */
