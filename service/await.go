@@ -66,8 +66,10 @@ type policyAnswer[T any] struct {
 // await answers the call w.id for the run: from what a resume carried, from the run's
 // policy, or from the client, whose answer it waits for. The run parks (ErrInterrupt)
 // when nobody can answer: on an RPC that takes no input, or once the client has
-// half-closed. However await returns, the slot takes no answer afterwards: one acked is
-// one applied.
+// half-closed, it ends AWAITING_INPUT with a continuation; a run whose client went away
+// parks in the store (park.go), at once with no Run stream attached to answer, after
+// ParkAfter with one. However await returns, the slot takes no answer afterwards: one
+// acked is one applied.
 func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 	var zero T
 	ss.mu.Lock()

@@ -16,4 +16,10 @@
 //	srv, err := service.New(service.Config{Agents: agents, Health: hs})
 //	…
 //	srv.Register(gs)
+//
+// A run belongs to the Server, not to the stream that started it: its events are
+// journaled in [Config.Store] (a bounded memory store unless set), streams attach to it
+// with a cursor, and a run whose client went away parks there while it waits for one.
+// With a store that outlives the process, call [Server.RecoverRuns] after New so that
+// the runs a stopped process left go on.
 package service

@@ -253,10 +253,3 @@ func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (
 	end := min(int(visible-j.first)+1, i+max)
 	return append(dst, j.frames[i:end]...), nil, false, nil
 }
-
-// bytes returns the bytes the journal holds in memory.
-func (j *journal) bytes() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.size
-}

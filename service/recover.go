@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
-	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -118,26 +116,11 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 	if entry == nil {
 		entry = &Agent{Name: rec.Agent}
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(errors.New(serverStopped)) // until a stretch runs, input is refused
-	ss := &session{
-		srv: s, mode: mode, entry: entry, runID: rec.ID, thread: rec.ThreadID, reqID: rec.RequestID, owner: rec.Owner,
-		detach: mode != modeExecute && spec.GetConfig().GetOnDisconnect() != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
-		ctx:    ctx, cancel: cancel, stopAfter: func() bool { return false },
-		done:        make(chan struct{}),
-		inputDoneCh: make(chan struct{}),
-		outs:        map[*outbox]struct{}{},
-		approvals:   map[string]*answerSlot[runtime.Decision]{},
-		clientCalls: map[string]*answerSlot[runtime.Output]{},
-		steerLimit:  newSteerLimiter(&s.cfg),
-		inbox:       newInbox(&s.cfg, nil),
-		seq:         rec.LastSeq,
-		wakeCtx:     context.Background(),
-	}
-	if mode != modeRun {
-		ss.inputDone = true
-		close(ss.inputDoneCh)
-	}
+	ss := s.baseSession(mode, entry, rec.ID, rec.ThreadID, rec.RequestID, spec.GetConfig().GetOnDisconnect())
+	ss.ctx, ss.cancel = context.WithCancelCause(context.Background())
+	ss.cancel(errors.New(serverStopped)) // until a stretch runs, input is refused
+	ss.owner, ss.seq, ss.stopAfter, ss.wakeCtx = rec.Owner, rec.LastSeq, func() bool { return false }, context.Background()
+	ss.inbox = newInbox(&s.cfg, nil)
 	if rec.Exclusive {
 		ss.threaded = &threadStart{id: rec.ThreadID, input: spec.GetMessages()}
 	}
@@ -258,9 +241,4 @@ func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why stri
 	s.release(ss)
 	close(ss.done)
 	return nil
-}
-
-// newSteerLimiter is a run's steer rate limiter.
-func newSteerLimiter(cfg *Config) *rate.Limiter {
-	return rate.NewLimiter(rate.Limit(cfg.SteerRate), cfg.SteerBurst)
 }

@@ -54,14 +54,8 @@ func (s *Server) release(ss *session) {
 // ParkedRuns returns how many runs wait parked, with nothing of them running: their
 // clients went away while they waited for one (see ParkTimeout).
 func (s *Server) ParkedRuns() int {
-	s.liveMu.Lock()
-	runs := make([]*session, 0, len(s.live))
-	for _, ss := range s.live {
-		runs = append(runs, ss)
-	}
-	s.liveMu.Unlock()
 	n := 0
-	for _, ss := range runs {
+	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
 		if ss.parked != nil {
 			n++
@@ -74,13 +68,7 @@ func (s *Server) ParkedRuns() int {
 // stopParked stops the timers of the parked runs, for a server that shuts down: they
 // stay parked in the store, for the next process that serves it.
 func (s *Server) stopParked() {
-	s.liveMu.Lock()
-	runs := make([]*session, 0, len(s.live))
-	for _, ss := range s.live {
-		runs = append(runs, ss)
-	}
-	s.liveMu.Unlock()
-	for _, ss := range runs {
+	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
 		p := ss.parked
 		ss.mu.Unlock()
@@ -88,6 +76,17 @@ func (s *Server) stopParked() {
 			p.stop()
 		}
 	}
+}
+
+// liveRuns returns the runs this server keeps in memory, going on or parked.
+func (s *Server) liveRuns() []*session {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	runs := make([]*session, 0, len(s.live))
+	for _, ss := range s.live {
+		runs = append(runs, ss)
+	}
+	return runs
 }
 
 // runRef is a run a caller may see: live on this server (ss), or in the store alone (rec).

@@ -87,9 +87,10 @@ type Config struct {
 	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
 	StartTimeout time.Duration
 	// StallTimeout bounds how long a stream's client may read nothing while agentd has
-	// an event to send it (gRPC flow control holds the send): past it the run ends FAILED
-	// (reason CLIENT_STALLED) with its transcript, and the RPC ends with that outcome.
-	// 0 means 2 minutes.
+	// an event to send it (gRPC flow control holds the send): past it the stream is let
+	// go (RESOURCE_EXHAUSTED, CLIENT_STALLED) and the run goes on, or, under
+	// ON_DISCONNECT_CANCEL, the run ends FAILED (CLIENT_STALLED) with its transcript and
+	// the RPC ends with that outcome. 0 means 2 minutes.
 	StallTimeout time.Duration
 	// SteerRate and SteerBurst bound a run's steers (a token bucket); 0 means 5 a second
 	// with bursts of 10.

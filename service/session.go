@@ -66,7 +66,8 @@ type session struct {
 	// traceID is the run's trace id, from run_started; set on the run's goroutine.
 	traceID string
 
-	// Set up before the run starts, read-only after, but for tools.schemas (runTools).
+	// Set up before each stretch of the run starts, read-only during it (tools guards
+	// the schemas it compiles itself).
 	tools      runTools
 	transcript *transcriptHasher // history, then each step's messages
 	history    *transcriptHasher // the history alone
@@ -245,34 +246,36 @@ func drainingError() error {
 
 // sessionFor returns the session of a planned run, before its context is set.
 func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *startPlan) *session {
-	ss := &session{
-		srv: s, mode: mode, entry: entry,
-		runID:        ids.New("run"),
-		thread:       plan.thread,
-		reqID:        reqID,
-		policy:       plan.policy,
-		tools:        plan.tools,
-		transcript:   plan.transcript,
-		history:      plan.history,
-		detach:       mode != modeExecute && plan.onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
-		done:         make(chan struct{}),
-		inputDoneCh:  make(chan struct{}),
-		outs:         map[*outbox]struct{}{},
-		approvals:    map[string]*answerSlot[runtime.Decision]{},
-		clientCalls:  map[string]*answerSlot[runtime.Output]{},
-		steerLimit:   rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
-		preDecisions: plan.preDecisions,
-		preResults:   plan.preResults,
+	thread := plan.thread
+	if thread == "" {
+		thread = ids.New("thread")
 	}
+	ss := s.baseSession(mode, entry, ids.New("run"), thread, reqID, plan.onDisconnect)
+	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
+	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
 	if (mode == modeRun && ss.detach) || s.gated {
 		// What a run that parks, or that a store on disk recovers, starts again from.
 		ss.historyMsgs = plan.historyMsgs
 	}
-	if ss.thread == "" {
-		ss.thread = ids.New("thread")
-	}
 	ss.journal = newJournal(s.olderFrames(ss.runID), s.gated)
 	ss.inbox = newInbox(&s.cfg, plan.steers)
+	return ss
+}
+
+// baseSession returns what every session of a run starts with, whether the run starts
+// here or a stopped process left it (shell): no answer slots yet, no stream attached,
+// the input closed for an RPC that takes none.
+func (s *Server) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID string, onDisconnect agentdv1.OnDisconnect) *session {
+	ss := &session{
+		srv: s, mode: mode, entry: entry, runID: runID, thread: thread, reqID: reqID,
+		detach:      mode != modeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
+		done:        make(chan struct{}),
+		inputDoneCh: make(chan struct{}),
+		outs:        map[*outbox]struct{}{},
+		approvals:   map[string]*answerSlot[runtime.Decision]{},
+		clientCalls: map[string]*answerSlot[runtime.Output]{},
+		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
+	}
 	if mode != modeRun {
 		ss.inputDone = true
 		close(ss.inputDoneCh)

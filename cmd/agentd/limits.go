@@ -57,6 +57,7 @@ func (cfg config) checkLimits() []error {
 	atLeast("max-health-watches-per-peer", cfg.maxHealthWatchesPeer, 0, "; 0 turns the cap off")
 	positive("run-retention", cfg.runRetention)
 	positive("park-timeout", cfg.parkTimeout)
+	notNegative("park-after", cfg.parkAfter, "; 0 waits live while a stream can answer")
 	positive("thread-retention", cfg.threadRetention)
 	if cfg.storeMaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--store-max-bytes (%d) must be at least 1 MiB", cfg.storeMaxBytes))

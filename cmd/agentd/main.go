@@ -73,6 +73,7 @@ type config struct {
 	journalMaxRunBytes int64
 	runRetention       time.Duration
 	parkTimeout        time.Duration
+	parkAfter          time.Duration
 	threadRetention    time.Duration
 
 	// Runs (service.Config).
@@ -110,12 +111,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.maxRunsPerCaller, "max-runs-per-caller", 0, "runs in progress at most of one caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP); more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off (default a quarter of --max-runs)")
 	fs.DurationVar(&cfg.startTimeout, "start-timeout", 30*time.Second, "how long a Run stream may stay open without its start message; then it ends DEADLINE_EXCEEDED")
-	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the run ends FAILED (CLIENT_STALLED) with its transcript")
+	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the stream is let go and the run goes on (under on_disconnect CANCEL the run ends FAILED, CLIENT_STALLED, with its transcript)")
 	fs.DurationVar(&cfg.maxApprovalTimeout, "max-approval-timeout", 24*time.Hour, "longest approval_timeout a run may ask for; a longer one is refused with INVALID_ARGUMENT")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
 	fs.StringVar(&cfg.store, "store", "memory", "where runs, their journals and threads are kept: memory (bounded, gone with the process), sqlite:`PATH` (one replica, across restarts) or a postgres:// URL (shared by replicas)")
 	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 64<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
 	fs.Int64Var(&cfg.journalMaxRunBytes, "journal-max-run-bytes", 8<<20, "with --store memory, the bytes of one run's journal kept: past it the oldest events go, and attaching from before them is refused (EVENTS_EXPIRED)")
+	fs.DurationVar(&cfg.parkAfter, "park-after", 30*time.Second, "how long a run waits live for an answer from a Run stream attached to it before it parks all the same (a run with no such stream parks at once); 0 waits live as long as such a stream is attached")
 	fs.DurationVar(&cfg.parkTimeout, "park-timeout", 24*time.Hour, "how long a run whose client went away waits, parked, for the input it needs (an approval, a client tool's result) before it ends EXPIRED")
 	fs.DurationVar(&cfg.runRetention, "run-retention", 24*time.Hour, "how long a finished run and its journal are kept for clients that attach to it")
 	fs.DurationVar(&cfg.threadRetention, "thread-retention", 30*24*time.Hour, "how long a thread no run adds to is kept")
@@ -374,9 +376,19 @@ func serviceLimits(cfg config) service.Config {
 		MaxTranscriptBytes: cfg.maxMessageBytes,
 		RunRetention:       cfg.runRetention,
 		ParkTimeout:        cfg.parkTimeout,
+		ParkAfter:          parkAfter(cfg.parkAfter),
 		ThreadRetention:    cfg.threadRetention,
 		StartTimeout:       cfg.startTimeout,
 		StallTimeout:       cfg.stallTimeout,
 		MaxApprovalTimeout: cfg.maxApprovalTimeout,
 	}
+}
+
+// parkAfter is --park-after as service.Config takes it: 0 there means the default, and
+// never parking with a stream attached is negative.
+func parkAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
