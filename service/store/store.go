@@ -30,7 +30,25 @@ var (
 	ErrExpired = errors.New("store: events expired")
 	// ErrFinished: the run has finished, and changes no more.
 	ErrFinished = errors.New("store: the run has finished")
+	// ErrFenced: a write under a lease the run's holder no longer has: another replica
+	// claimed the run since (a higher epoch), or it was released. Nothing was written.
+	ErrFenced = errors.New("store: the run's lease was lost")
+	// ErrHeld: Claim of a run another replica holds, its lease still running.
+	ErrHeld = errors.New("store: another replica holds the run")
 )
+
+// FencedError is AppendEvents' error when some of its batches were written under a
+// lost lease: it names their runs, and nothing of any batch was written. It is ErrFenced
+// for errors.Is.
+type FencedError struct {
+	RunIDs []string
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("store: the lease of runs %v was lost", e.RunIDs)
+}
+
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
 // ThreadBusyError is CreateRun's error for a run on a thread that has an active run.
 type ThreadBusyError struct {
@@ -67,6 +85,17 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", s)
 }
 
+// Lease is a replica's hold on a run: at most one replica holds a run at a time, and
+// every write to it is fenced on the lease's epoch, which each Claim raises. Leases
+// are timed by the store's clock (the database's, for a shared store), never a
+// replica's.
+type Lease struct {
+	RunID string
+	// Holder names the replica; Epoch is the run's epoch when it claimed it.
+	Holder string
+	Epoch  int64
+}
+
 // Run is a run's record.
 type Run struct {
 	ID string
@@ -87,11 +116,34 @@ type Run struct {
 	LastSeq int64
 	// CreatedAt is set by CreateRun; FinishedAt when the status becomes Finished.
 	CreatedAt, FinishedAt time.Time
+	// Holder is the replica that holds the run, "" when none does; Epoch counts the
+	// claims of the run (1 once created); LeaseUntil is when Holder's lease ends, by the
+	// store's clock. A Finished run is held by none.
+	Holder     string
+	Epoch      int64
+	LeaseUntil time.Time
+	// WakeAt is, for a Parked run, when a replica must take it up even with no input
+	// for it (an approval expires, the park times out); zero for never.
+	WakeAt time.Time
 }
 
-// Events is a batch of one run's journal: frames with seqs First, First+1, ….
+// Update is what UpdateRun changes of a run it holds.
+type Update struct {
+	Status Status
+	// Checkpoint replaces the run's checkpoint unless nil.
+	Checkpoint []byte
+	// Release lets go of the lease, so that any replica may claim the run at once (a
+	// run that parks, or one handed over by a replica that drains). Finished always
+	// releases.
+	Release bool
+	// WakeAt sets Run.WakeAt (zero clears it).
+	WakeAt time.Time
+}
+
+// Events is a batch of one run's journal: frames with seqs First, First+1, …, written
+// under Lease (Lease.RunID is the run).
 type Events struct {
-	RunID  string
+	Lease  Lease
 	First  int64
 	Frames [][]byte
 }
@@ -102,6 +154,11 @@ type Input struct {
 	RunID, Key string
 	// Digest tells a retry (the same input again) from a reuse of its key.
 	Digest []byte
+	// Request is the input, as the service encodes it: what the run's holder acts on
+	// when another replica took it.
+	Request []byte
+	// Order is set by PutInput: inputs of a run in the order they came.
+	Order int64
 	// Answer is what the service answered, as it encodes it; nil until answered.
 	Answer []byte
 }
@@ -128,23 +185,46 @@ type Message struct {
 }
 
 // Store is where agentd keeps runs, journals, inputs and threads.
+//
+// Writes to a run (its events, its status and checkpoint, its thread's messages) are
+// made under a Lease and refused with ErrFenced once the lease is lost: a replica that
+// paused past its lease, or was cut off, can add nothing after another claimed the run.
 type Store interface {
-	// CreateRun records a new run, Running. A run of an id that exists gets ErrExists;
-	// an Exclusive run on a thread with an unfinished Exclusive run gets a
+	// CreateRun records a new run, Running, held by r.Holder at epoch 1 for lease (by
+	// the store's clock); r.Holder must be set. A run of an id that exists gets
+	// ErrExists; an Exclusive run on a thread with an unfinished Exclusive run gets a
 	// *ThreadBusyError naming it.
-	CreateRun(ctx context.Context, r Run) error
+	CreateRun(ctx context.Context, r Run, lease time.Duration) error
 	// GetRun returns the run of id, or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
-	// UpdateRun sets a run's status and, unless checkpoint is nil, its Checkpoint.
-	// Finished sets FinishedAt and frees the run's thread. A Finished run changes no
-	// more: UpdateRun returns ErrFinished, AppendEvents too.
-	UpdateRun(ctx context.Context, id string, st Status, checkpoint []byte) error
+	// UpdateRun changes a run l holds (else ErrFenced): its status, its checkpoint, its
+	// lease. Finished sets FinishedAt, releases the run and frees its thread. A
+	// Finished run changes no more: UpdateRun returns ErrFinished, AppendEvents too.
+	UpdateRun(ctx context.Context, l Lease, u Update) error
 	// UnfinishedRuns returns the runs not Finished, oldest first: what a process that
 	// starts finds left over by the one before it.
 	UnfinishedRuns(ctx context.Context) ([]Run, error)
 
+	// Claim makes holder the holder of an unfinished run for lease, raising its epoch,
+	// and returns the run as it now is. It takes a run no replica holds, one whose
+	// lease ran out, and one holder holds already; any other gets ErrHeld, unless force
+	// (a store only one process uses, taking up what the process before it left). A
+	// finished run gets ErrFinished, an unknown one ErrNotFound. Of replicas claiming
+	// a run at once, one wins.
+	Claim(ctx context.Context, id, holder string, lease time.Duration, force bool) (Run, error)
+	// Renew extends by lease the leases of held that their holder still has, in one
+	// round trip, and returns the ids of those it no longer has (claimed by another,
+	// released, or finished).
+	Renew(ctx context.Context, held []Lease, lease time.Duration) (lost []string, err error)
+	// Claimable returns up to limit unfinished runs that need a holder and have none:
+	// Running runs whose lease ran out or was released, and Parked runs whose WakeAt has
+	// come or that have an unanswered input; those waiting longest first.
+	Claimable(ctx context.Context, limit int) ([]Run, error)
+
 	// AppendEvents journals batches of events, of one run or several, all or none:
-	// each batch must follow its run's LastSeq (else ErrSeq, and nothing is written).
+	// each batch must follow its run's LastSeq (else ErrSeq) and be written under a
+	// lease its holder has (else a *FencedError naming every such run); either way
+	// nothing is written.
 	AppendEvents(ctx context.Context, batches []Events) error
 	// ReadEvents returns up to limit frames of run id after seq after, in order: fewer
 	// at the journal's end, none past it. after below what the store keeps gets
@@ -155,10 +235,15 @@ type Store interface {
 	EventBounds(ctx context.Context, id string) (oldest, last int64, err error)
 
 	// PutInput keeps in unless an input of its run and key exists: then it returns that
-	// one and false. The run must exist (else ErrNotFound).
+	// one and false. The run must exist (else ErrNotFound). A kept input gets the next
+	// Order of its run.
 	PutInput(ctx context.Context, in Input) (Input, bool, error)
 	// AnswerInput records the answer to the input of run and key.
 	AnswerInput(ctx context.Context, runID, key string, answer []byte) error
+	// GetInput returns the input of run and key, or ErrNotFound.
+	GetInput(ctx context.Context, runID, key string) (Input, error)
+	// PendingInputs returns the unanswered inputs of the runs ids, each run's in Order.
+	PendingInputs(ctx context.Context, ids []string) ([]Input, error)
 
 	// CreateThread records a new thread; one of an id that exists gets ErrExists.
 	CreateThread(ctx context.Context, t Thread) error
@@ -170,8 +255,9 @@ type Store interface {
 	// DeleteThread removes a thread and its messages; its runs stay until retention
 	// removes them.
 	DeleteThread(ctx context.Context, id string) error
-	// AppendMessages adds messages to the end of a thread, in order, for run runID.
-	AppendMessages(ctx context.Context, threadID, runID string, msgs [][]byte) error
+	// AppendMessages adds messages to the end of a thread, in order, for the run l
+	// holds (else ErrFenced, and nothing is added).
+	AppendMessages(ctx context.Context, threadID string, l Lease, msgs [][]byte) error
 	// ThreadMessages returns up to limit of a thread's messages from index from on.
 	ThreadMessages(ctx context.Context, threadID string, from int64, limit int) ([]Message, error)
 
@@ -179,6 +265,15 @@ type Store interface {
 	// finishedBefore (record, journal and inputs) and the threads not updated since
 	// idleBefore. It returns how many runs and threads it removed.
 	Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error)
+
+	// Watch calls f with the ids of runs that changed (events appended, an input put
+	// or answered, the run updated, claimed or released), by this process or, for a
+	// shared store, any other, until ctx ends. f(nil) means any run may have changed
+	// (the store lost track for a while: after a reconnect, say); a caller polls behind
+	// it all the same, for a change f never hears of. A wake-up, not a transport: it
+	// carries no data, and a shared store sends at most one notification per commit.
+	// f must not block.
+	Watch(ctx context.Context, f func(ids []string))
 
 	// Close releases the store.
 	Close() error

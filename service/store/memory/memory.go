@@ -5,11 +5,14 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/internal/fence"
+	"github.com/agentd/agentd/service/store/internal/watch"
 )
 
 // Options bound what the store holds.
@@ -21,13 +24,14 @@ type Options struct {
 	// thread messages): past it the finished runs that finished first go, then the
 	// threads idle the longest. 0 means 64 MiB.
 	MaxBytes int64
-	// Now is the clock; nil means time.Now.
+	// Now is the clock, leases' included; nil means time.Now.
 	Now func() time.Time
 }
 
-// Store is a store.Store in memory.
+// Store is a store.Store in memory. It is safe for concurrent use.
 type Store struct {
 	opts Options
+	hub  *watch.Hub
 
 	mu      sync.Mutex
 	runs    map[string]*run
@@ -47,6 +51,7 @@ type run struct {
 	ends   []int32
 	size   int64 // len(data) - base
 	inputs map[string]store.Input
+	order  int64 // the Order of the run's last input
 }
 
 type thread struct {
@@ -68,7 +73,7 @@ func New(opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{opts: opts, runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}}
+	return &Store{opts: opts, hub: watch.NewHub(), runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}}
 }
 
 // lock takes the store's lock unless ctx is done.
@@ -80,7 +85,10 @@ func (s *Store) lock(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
+func (s *Store) CreateRun(ctx context.Context, r store.Run, lease time.Duration) error {
+	if r.Holder == "" {
+		return errNoHolder
+	}
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
@@ -94,8 +102,10 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 		}
 		s.active[r.ThreadID] = r.ID
 	}
+	now := s.opts.Now()
 	r.Status, r.LastSeq, r.Checkpoint = store.Running, 0, nil
-	r.CreatedAt, r.FinishedAt = s.opts.Now(), time.Time{}
+	r.CreatedAt, r.FinishedAt = now, time.Time{}
+	r.Epoch, r.LeaseUntil, r.WakeAt = 1, now.Add(lease), time.Time{}
 	r.Spec = slices.Clone(r.Spec)
 	s.runs[r.ID] = &run{rec: r, first: 1, inputs: map[string]store.Input{}}
 	s.grewLocked(int64(len(r.Spec)))
@@ -114,32 +124,48 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	return r.rec, nil
 }
 
-func (s *Store) UpdateRun(ctx context.Context, id string, st store.Status, checkpoint []byte) error {
+func (s *Store) UpdateRun(ctx context.Context, l store.Lease, u store.Update) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	r := s.runs[id]
-	switch {
-	case r == nil:
-		return store.ErrNotFound
-	case r.rec.Status == store.Finished:
-		return store.ErrFinished
+	r, err := s.heldLocked(l)
+	if err != nil {
+		return err
 	}
-	r.rec.Status = st
-	if checkpoint != nil {
-		s.grewLocked(int64(len(checkpoint) - len(r.rec.Checkpoint)))
-		r.rec.Checkpoint = slices.Clone(checkpoint)
+	r.rec.Status, r.rec.WakeAt = u.Status, u.WakeAt
+	if u.Checkpoint != nil {
+		s.grewLocked(int64(len(u.Checkpoint) - len(r.rec.Checkpoint)))
+		r.rec.Checkpoint = slices.Clone(u.Checkpoint)
 	}
-	if st == store.Finished {
-		r.rec.FinishedAt = s.opts.Now()
+	now := s.opts.Now()
+	if u.Status == store.Finished {
+		r.rec.FinishedAt = now
 		s.freeThreadLocked(r)
 	}
-	if st != store.Running && cap(r.data) > len(r.data)+len(r.data)/8 {
+	if u.Status == store.Finished || u.Release {
+		r.rec.Holder, r.rec.LeaseUntil = "", now
+	}
+	s.hub.Notify(l.RunID)
+	if u.Status != store.Running && cap(r.data) > len(r.data)+len(r.data)/8 {
 		// Nothing more is appended for a while, or ever: the room append kept goes.
 		r.data = slices.Clip(slices.Clone(r.data))
 	}
 	return nil
+}
+
+// heldLocked returns the run l holds: ErrNotFound, ErrFinished or ErrFenced if none.
+func (s *Store) heldLocked(l store.Lease) (*run, error) {
+	r := s.runs[l.RunID]
+	switch {
+	case r == nil:
+		return nil, store.ErrNotFound
+	case r.rec.Status == store.Finished:
+		return nil, store.ErrFinished
+	case !fence.Holds(r.rec.Holder, r.rec.Epoch, l):
+		return nil, store.ErrFenced
+	}
+	return r, nil
 }
 
 func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
@@ -157,32 +183,112 @@ func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
 	return out, nil
 }
 
+// errNoHolder is the error of a CreateRun or Claim that names no holder.
+var errNoHolder = errors.New("memory: a run's holder must be named")
+
+func (s *Store) Claim(ctx context.Context, id, holder string, lease time.Duration, force bool) (store.Run, error) {
+	if holder == "" {
+		return store.Run{}, errNoHolder
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.Run{}, err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[id]
+	now := s.opts.Now()
+	switch {
+	case r == nil:
+		return store.Run{}, store.ErrNotFound
+	case r.rec.Status == store.Finished:
+		return store.Run{}, store.ErrFinished
+	case !force && r.rec.Holder != holder && r.live(now):
+		return store.Run{}, store.ErrHeld
+	}
+	r.rec.Holder, r.rec.Epoch, r.rec.LeaseUntil = holder, r.rec.Epoch+1, now.Add(lease)
+	s.hub.Notify(id)
+	return r.rec, nil
+}
+
+// live reports whether a replica holds r at now.
+func (r *run) live(now time.Time) bool {
+	return r.rec.Holder != "" && !r.rec.LeaseUntil.Before(now)
+}
+
+func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Duration) ([]string, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	until := s.opts.Now().Add(lease)
+	var lost []string
+	for _, l := range held {
+		r, err := s.heldLocked(l)
+		if err != nil {
+			lost = append(lost, l.RunID)
+			continue
+		}
+		r.rec.LeaseUntil = until
+	}
+	return lost, nil
+}
+
+func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	var out []store.Run
+	for _, r := range s.runs {
+		if r.needsHolder(now) {
+			out = append(out, r.rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Run) int {
+		return cmp.Or(a.LeaseUntil.Compare(b.LeaseUntil), cmp.Compare(a.ID, b.ID))
+	})
+	return out[:min(max(limit, 0), len(out))], nil
+}
+
+// needsHolder reports whether r, held by none at now, needs a replica: it runs, or it
+// is parked and due to wake or has an input to act on.
+func (r *run) needsHolder(now time.Time) bool {
+	switch {
+	case r.rec.Status == store.Finished || r.live(now):
+		return false
+	case r.rec.Status == store.Running:
+		return true
+	case !r.rec.WakeAt.IsZero() && !r.rec.WakeAt.After(now):
+		return true
+	}
+	for _, in := range r.inputs {
+		if in.Answer == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // AppendEvents copies the frames into the run's packed journal.
 func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	next := map[string]int64{}
-	for _, b := range batches {
-		r := s.runs[b.RunID]
-		switch {
-		case r == nil:
-			return store.ErrNotFound
-		case r.rec.Status == store.Finished:
-			return store.ErrFinished
+	err := fence.CheckAppend(batches, func(id string) (fence.Run, error) {
+		r := s.runs[id]
+		if r == nil {
+			return fence.Run{}, nil
 		}
-		want, ok := next[b.RunID]
-		if !ok {
-			want = r.rec.LastSeq + 1
-		}
-		if b.First != want {
-			return store.ErrSeq
-		}
-		next[b.RunID] = want + int64(len(b.Frames))
+		return fence.Run{Found: true, Finished: r.rec.Status == store.Finished, Holder: r.rec.Holder, Epoch: r.rec.Epoch, LastSeq: r.rec.LastSeq}, nil
+	})
+	if err != nil {
+		return err
 	}
+	ids := make([]string, 0, len(batches))
 	for _, b := range batches {
-		r := s.runs[b.RunID]
+		ids = append(ids, b.Lease.RunID)
+		r := s.runs[b.Lease.RunID]
 		var n int64
 		for _, f := range b.Frames {
 			n += int64(len(f))
@@ -204,6 +310,7 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 		s.grewLocked(n)
 		r.trim(s.opts.MaxRunBytes, s)
 	}
+	s.hub.Notify(ids...)
 	return nil
 }
 
@@ -294,10 +401,18 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 	if got, ok := r.inputs[in.Key]; ok {
 		return got, false, nil
 	}
-	in.Digest, in.Answer = slices.Clone(in.Digest), slices.Clone(in.Answer)
+	r.order++
+	in.Order = r.order
+	in.Digest, in.Request, in.Answer = slices.Clone(in.Digest), slices.Clone(in.Request), slices.Clone(in.Answer)
 	r.inputs[in.Key] = in
-	s.grewLocked(int64(len(in.Key) + len(in.Digest) + len(in.Answer)))
+	s.grewLocked(inputBytes(in))
+	s.hub.Notify(in.RunID)
 	return in, true, nil
+}
+
+// inputBytes is what an input counts for MaxBytes.
+func inputBytes(in store.Input) int64 {
+	return int64(len(in.Key) + len(in.Digest) + len(in.Request) + len(in.Answer))
 }
 
 func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byte) error {
@@ -316,7 +431,46 @@ func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byt
 	s.grewLocked(int64(len(answer) - len(in.Answer)))
 	in.Answer = slices.Clone(answer)
 	r.inputs[key] = in
+	s.hub.Notify(runID)
 	return nil
+}
+
+func (s *Store) GetInput(ctx context.Context, runID, key string) (store.Input, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Input{}, err
+	}
+	defer s.mu.Unlock()
+	r := s.runs[runID]
+	if r == nil {
+		return store.Input{}, store.ErrNotFound
+	}
+	in, ok := r.inputs[key]
+	if !ok {
+		return store.Input{}, store.ErrNotFound
+	}
+	return in, nil
+}
+
+func (s *Store) PendingInputs(ctx context.Context, ids []string) ([]store.Input, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Input
+	for _, id := range ids {
+		r := s.runs[id]
+		if r == nil {
+			continue
+		}
+		start := len(out)
+		for _, in := range r.inputs {
+			if in.Answer == nil {
+				out = append(out, in)
+			}
+		}
+		slices.SortFunc(out[start:], func(a, b store.Input) int { return cmp.Compare(a.Order, b.Order) })
+	}
+	return out, nil
 }
 
 func (s *Store) CreateThread(ctx context.Context, t store.Thread) error {
@@ -399,17 +553,20 @@ func (s *Store) dropThreadLocked(t *thread) {
 	delete(s.threads, t.rec.ID)
 }
 
-func (s *Store) AppendMessages(ctx context.Context, threadID, runID string, msgs [][]byte) error {
+func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lease, msgs [][]byte) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
+	if r := s.runs[l.RunID]; r == nil || !fence.Holds(r.rec.Holder, r.rec.Epoch, l) {
+		return store.ErrFenced
+	}
 	t := s.threads[threadID]
 	if t == nil {
 		return store.ErrNotFound
 	}
 	for _, m := range msgs {
-		t.msgs = append(t.msgs, store.Message{Index: int64(len(t.msgs)), RunID: runID, Data: slices.Clone(m)})
+		t.msgs = append(t.msgs, store.Message{Index: int64(len(t.msgs)), RunID: l.RunID, Data: slices.Clone(m)})
 		t.rec.Bytes += int64(len(m))
 		s.grewLocked(int64(len(m)))
 	}
@@ -456,7 +613,7 @@ func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time)
 func (s *Store) dropRunLocked(r *run) {
 	n := r.size + int64(len(r.rec.Spec)+len(r.rec.Checkpoint))
 	for _, in := range r.inputs {
-		n += int64(len(in.Key) + len(in.Digest) + len(in.Answer))
+		n += inputBytes(in)
 	}
 	s.bytes -= n
 	s.freeThreadLocked(r)
@@ -510,4 +667,11 @@ func (s *Store) Bytes() int64 {
 	return s.bytes
 }
 
-func (s *Store) Close() error { return nil }
+// Watch implements [store.Store]: f hears of the changes made through s.
+func (s *Store) Watch(ctx context.Context, f func(ids []string)) { s.hub.Watch(ctx, f) }
+
+// Close stops the watchers; the store's contents stay usable.
+func (s *Store) Close() error {
+	s.hub.Close()
+	return nil
+}

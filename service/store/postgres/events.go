@@ -11,26 +11,33 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/internal/fence"
 )
 
 // appendSQL journals one batch: the update moves the run's last seq past the batch
-// only if the batch follows it and the run goes on, and the insert writes the batch's
-// row only if the update did. The update locks the run's row until the transaction
-// ends, so appends to one run follow each other, and one that waited re-reads last_seq
-// before it decides.
+// only if the batch follows it and the lease ($2, $3) holds the run, and the insert
+// writes the batch's row only if the update did. The update locks the run's row until
+// the transaction ends, so appends to one run follow each other, and one that waited
+// re-reads the row before it decides; a claim waits for the append, and an append
+// after the claim finds the new epoch.
 const appendSQL = `WITH run AS (
-	UPDATE runs SET last_seq = $3 WHERE id = $1 AND last_seq = $2 - 1 AND status <> 3 RETURNING id
+	UPDATE runs SET last_seq = $5 WHERE ` + heldBy + ` AND last_seq = $4 - 1 RETURNING id
+), ins AS (
+	INSERT INTO run_events (run_id, first_seq, last_seq, frames) SELECT id, $4::bigint, $5::bigint, $6::bytea FROM run
 )
-INSERT INTO run_events (run_id, first_seq, last_seq, frames) SELECT id, $2::bigint, $3::bigint, $4::bytea FROM run`
+SELECT id FROM run`
 
-// emptyAppendSQL checks that a batch with no frames follows its run, as appendSQL
-// would, and writes nothing: a row holds one frame at least.
-const emptyAppendSQL = `UPDATE runs SET last_seq = last_seq WHERE id = $1 AND last_seq = $2 - 1 AND status <> 3`
+// emptyAppendSQL checks that a batch with no frames follows its run under its lease,
+// as appendSQL would, and writes nothing: a row holds one frame at least.
+const emptyAppendSQL = `SELECT id FROM runs WHERE ` + heldBy + ` AND last_seq = $4 - 1 FOR NO KEY UPDATE`
 
-// AppendEvents sends one batch as one statement, and several as a transaction in one
-// round trip (and a second for the commit). It appends to the runs in the order of
-// their ids, so that two calls that append to the same runs lock their rows in the
-// same order and cannot deadlock.
+// AppendEvents sends one batch as one statement, that notifies its run: one round
+// trip. Several go as a transaction in one round trip (its statements pipelined, the
+// notification of all their runs last) and a second for the commit. A batch that
+// matches no row fails the call; then the runs are read again to tell why (fence,
+// sequence, finished). AppendEvents appends to the runs in the order of their ids, so
+// that two calls that append to the same runs lock their rows in the same order and
+// cannot deadlock.
 func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -40,12 +47,15 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 		return nil
 	case 1:
 		sql, args := appendArgs(batches[0])
+		if len(batches[0].Frames) > 0 {
+			sql, args = sql+` WHERE pg_notify($7, id) IS NOT NULL`, append(args, s.channel)
+		}
 		tag, err := s.pool.Exec(ctx, sql, args...)
 		if err != nil {
 			return fail(ctx, "append events", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return appendError(ctx, s.pool, batches[0])
+			return s.appendError(ctx, batches)
 		}
 		return nil
 	}
@@ -55,40 +65,42 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 		order[i] = i
 	}
 	// A stable sort keeps the batches of one run in the order they follow each other.
-	slices.SortStableFunc(order, func(i, j int) int { return strings.Compare(batches[i].RunID, batches[j].RunID) })
+	slices.SortStableFunc(order, func(i, j int) int { return strings.Compare(batches[i].Lease.RunID, batches[j].Lease.RunID) })
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
+	var ids []string
 	for _, i := range order {
 		sql, args := appendArgs(batches[i])
 		b.Queue(sql, args...)
+		if id := batches[i].Lease.RunID; len(ids) == 0 || ids[len(ids)-1] != id {
+			ids = append(ids, id)
+		}
 	}
+	b.Queue(notifySQL, s.channel, payload(ids))
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(ctx)
-	failed := -1
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return fail(ctx, "append events", err)
-	}
-	for _, i := range order {
+	// The results: the begin, a batch's each, the notification.
+	matched := true
+	for i := range b.Len() {
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
 			return fail(ctx, "append events", err)
 		}
-		if tag.RowsAffected() == 0 {
-			failed = i
-			break
+		if i > 0 && i <= len(order) && tag.RowsAffected() == 0 {
+			matched = false
 		}
 	}
 	if err := br.Close(); err != nil {
 		return fail(ctx, "append events", err)
 	}
-	if failed >= 0 {
-		// The batches after the one that failed ran too, but nothing commits, and
-		// none of them can change whether the failed batch's run exists or has
-		// finished.
-		return appendError(ctx, tx, batches[failed])
+	if !matched {
+		// Nothing commits: the batches that matched are undone with the rest.
+		if err := tx.Rollback(ctx); err != nil {
+			return fail(ctx, "append events", err)
+		}
+		return s.appendError(ctx, batches)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail(ctx, "append events", err)
@@ -97,24 +109,47 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 }
 
 func appendArgs(b store.Events) (string, []any) {
+	l := b.Lease
 	if len(b.Frames) == 0 {
-		return emptyAppendSQL, []any{b.RunID, b.First}
+		return emptyAppendSQL, []any{l.RunID, l.Holder, l.Epoch, b.First}
 	}
-	return appendSQL, []any{b.RunID, b.First, b.First + int64(len(b.Frames)) - 1, encodeFrames(b.Frames)}
+	return appendSQL, []any{l.RunID, l.Holder, l.Epoch, b.First, b.First + int64(len(b.Frames)) - 1, encodeFrames(b.Frames)}
 }
 
-// appendError returns the error of batch b, whose append matched no run.
-func appendError(ctx context.Context, q querier, b store.Events) error {
-	status, last, err := runState(ctx, q, b.RunID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return err
-	case err != nil:
-		return fail(ctx, "append events", err)
-	case status == finished:
-		return store.ErrFinished
+// appendError returns the error of batches, some of which matched no run. It reads
+// the runs as they are now, after the failed statements: what failed a batch stays
+// (a run does not come back, nor unfinish, nor lower its epoch), so the same rules
+// that judge the batches in the stores of one process tell which it was.
+func (s *Store) appendError(ctx context.Context, batches []store.Events) error {
+	ids := make([]string, len(batches))
+	for i, b := range batches {
+		ids[i] = b.Lease.RunID
 	}
-	return fmt.Errorf("%w: run %s is at seq %d, a batch starts at %d", store.ErrSeq, b.RunID, last, b.First)
+	rows, err := s.pool.Query(ctx, `SELECT id, status, holder, epoch, last_seq FROM runs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return fail(ctx, "append events", err)
+	}
+	runs := map[string]fence.Run{}
+	var (
+		id     string
+		status int16
+		r      fence.Run
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &r.Holder, &r.Epoch, &r.LastSeq}, func() error {
+		r.Found, r.Finished = true, status == finished
+		runs[id] = r
+		return nil
+	})
+	if err != nil {
+		return fail(ctx, "append events", err)
+	}
+	err = fence.CheckAppend(batches, func(id string) (fence.Run, error) { return runs[id], nil })
+	if err == nil {
+		// A batch that started past its run's end when it failed, and that the run
+		// has caught up with since.
+		return fmt.Errorf("%w: the runs' journals moved while appending", store.ErrSeq)
+	}
+	return err
 }
 
 // readEventsSQL reads, in one snapshot, run $1's last seq, the oldest seq its journal

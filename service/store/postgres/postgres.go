@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,6 +27,15 @@ const finished = int16(store.Finished)
 // Stores of several processes on one database.
 type Store struct {
 	pool *pgxpool.Pool
+	// channel is where the store's writes notify the runs they change, and listen is
+	// how a Watch connects to hear them: outside the pool, whose connections come and go.
+	channel string
+	listen  *pgx.ConnConfig
+	// closing ends when Close is called, and with it the Watches, which watchers waits
+	// for.
+	closing  context.Context
+	close    context.CancelFunc
+	watchers sync.WaitGroup
 }
 
 var _ store.Store = (*Store)(nil)
@@ -73,11 +83,23 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	// The tables are in the first schema of the search_path that exists, wherever
+	// the search_path came from: that schema names the channel.
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fail(ctx, "current schema", err)
+	}
+	s := &Store{pool: pool, channel: channelFor(schema), listen: cfg.ConnConfig.Copy()}
+	s.closing, s.close = context.WithCancel(context.Background())
+	return s, nil
 }
 
-// Close closes the pool, waiting for the connections in use to be released.
+// Close stops the Watches, waiting for their listeners to end, and closes the pool,
+// waiting for the connections in use to be released.
 func (s *Store) Close() error {
+	s.close()
+	s.watchers.Wait()
 	s.pool.Close()
 	return nil
 }
@@ -98,6 +120,18 @@ func pgCode(err error) (code, constraint string) {
 		return pgErr.Code, pgErr.ConstraintName
 	}
 	return "", ""
+}
+
+// collect reads with scan the rows of a query that returned err, and closes them.
+func collect[T any](ctx context.Context, op string, rows pgx.Rows, err error, scan func(pgx.Row) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
+	if err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	return out, nil
 }
 
 // querier is what a pool and a transaction have in common that the store uses.

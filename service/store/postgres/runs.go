@@ -11,19 +11,24 @@ import (
 	"github.com/agentd/agentd/service/store"
 )
 
-const runColumns = `id, thread_id, exclusive, owner, agent, request_id, status, spec, checkpoint, last_seq, created_at, finished_at`
+const runColumns = `id, thread_id, exclusive, owner, agent, request_id, status, spec, checkpoint, last_seq, created_at, finished_at,
+	holder, epoch, lease_until, wake_at`
 
 func scanRun(row pgx.Row) (store.Run, error) {
 	var (
-		r          store.Run
-		status     int16
-		finishedAt *time.Time
+		r                  store.Run
+		status             int16
+		finishedAt, wakeAt *time.Time
 	)
 	err := row.Scan(&r.ID, &r.ThreadID, &r.Exclusive, &r.Owner, &r.Agent, &r.RequestID, &status,
-		&r.Spec, &r.Checkpoint, &r.LastSeq, &r.CreatedAt, &finishedAt)
+		&r.Spec, &r.Checkpoint, &r.LastSeq, &r.CreatedAt, &finishedAt,
+		&r.Holder, &r.Epoch, &r.LeaseUntil, &wakeAt)
 	r.Status = store.Status(status)
 	if finishedAt != nil {
 		r.FinishedAt = *finishedAt
+	}
+	if wakeAt != nil {
+		r.WakeAt = *wakeAt
 	}
 	return r, err
 }
@@ -32,13 +37,20 @@ func scanRun(row pgx.Row) (store.Run, error) {
 // whose predicate it repeats.
 const activeRunSQL = `SELECT id FROM runs WHERE thread_id = $1 AND exclusive AND status <> 3 AND thread_id <> ''`
 
+// errNoHolder is the error of a CreateRun or Claim that names no holder.
+var errNoHolder = errors.New("postgres: a run's holder must be named")
+
 // CreateRun leaves it to the unique index runs_active_thread to refuse a second active
 // run on a thread, and only then looks for the run it collided with.
-func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
+func (s *Store) CreateRun(ctx context.Context, r store.Run, lease time.Duration) error {
+	if r.Holder == "" {
+		return errNoHolder
+	}
 	for {
-		_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, thread_id, exclusive, owner, agent, request_id, status, spec)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			r.ID, r.ThreadID, r.Exclusive, r.Owner, r.Agent, r.RequestID, int16(store.Running), r.Spec)
+		_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, thread_id, exclusive, owner, agent, request_id, status, spec,
+				holder, epoch, lease_until)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, now() + $10::interval)`,
+			r.ID, r.ThreadID, r.Exclusive, r.Owner, r.Agent, r.RequestID, int16(store.Running), r.Spec, r.Holder, lease)
 		if err == nil {
 			return nil
 		}
@@ -73,76 +85,95 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	return r, nil
 }
 
-func (s *Store) UpdateRun(ctx context.Context, id string, st store.Status, checkpoint []byte) error {
-	if st < store.Running || st > store.Finished {
-		return fmt.Errorf("postgres: update run %s: invalid status %v", id, st)
+// heldBy is the condition of the run that the lease $1, $2, $3 (run id, holder, epoch)
+// holds. A finished run is held by none.
+const heldBy = `id = $1 AND holder = $2 AND epoch = $3 AND holder <> '' AND status <> 3`
+
+// updateRunSQL updates the run a lease holds and notifies it, in one statement. A
+// release ($7) sets lease_until to now, as every change that clears holder does.
+const updateRunSQL = `WITH r AS (
+	UPDATE runs SET status = $4::smallint, checkpoint = coalesce($5, checkpoint), wake_at = $6,
+		finished_at = CASE WHEN $4::smallint = 3 THEN now() END,
+		holder = CASE WHEN $7 THEN '' ELSE holder END,
+		lease_until = CASE WHEN $7 THEN now() ELSE lease_until END
+	WHERE ` + heldBy + ` RETURNING id
+)
+SELECT id FROM r WHERE pg_notify($8, id) IS NOT NULL`
+
+func (s *Store) UpdateRun(ctx context.Context, l store.Lease, u store.Update) error {
+	if u.Status < store.Running || u.Status > store.Finished {
+		return fmt.Errorf("postgres: update run %s: invalid status %v", l.RunID, u.Status)
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE runs SET status = $2::smallint, checkpoint = coalesce($3, checkpoint),
-			finished_at = CASE WHEN $2::smallint = 3 THEN now() END
-		WHERE id = $1 AND status <> 3`, id, int16(st), checkpoint)
+	var wakeAt *time.Time
+	if !u.WakeAt.IsZero() {
+		wakeAt = &u.WakeAt
+	}
+	release := u.Release || u.Status == store.Finished
+	tag, err := s.pool.Exec(ctx, updateRunSQL, l.RunID, l.Holder, l.Epoch, int16(u.Status), u.Checkpoint, wakeAt, release, s.channel)
 	if err != nil {
 		return fail(ctx, "update run", err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	status, _, err := runState(ctx, s.pool, id)
+	return notHeld(ctx, s.pool, l.RunID, store.ErrFenced)
+}
+
+// notHeld is the error of a change to run id that matched no row: ErrNotFound or
+// ErrFinished if so, else otherwise (the lease was lost, another replica holds the run).
+func notHeld(ctx context.Context, q querier, id string, otherwise error) error {
+	var status int16
+	err := q.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, id).Scan(&status)
 	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.ErrNotFound
 	case err != nil:
-		return fail(ctx, "update run", err)
+		return fail(ctx, "run state", err)
 	case status == finished:
 		return store.ErrFinished
 	}
-	// The run did not exist when the update ran: it was created since.
-	return store.ErrNotFound
-}
-
-// runState returns run id's status and last seq, or ErrNotFound. It tells why a change
-// to the run that is conditional on them matched no row.
-func runState(ctx context.Context, q querier, id string) (status int16, last int64, err error) {
-	err = q.QueryRow(ctx, `SELECT status, last_seq FROM runs WHERE id = $1`, id).Scan(&status, &last)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, store.ErrNotFound
-	}
-	return status, last, err
+	return otherwise
 }
 
 func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE status <> 3 ORDER BY created_at, ord`)
-	if err != nil {
-		return nil, fail(ctx, "unfinished runs", err)
-	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Run, error) { return scanRun(row) })
-	if err != nil {
-		return nil, fail(ctx, "unfinished runs", err)
-	}
-	return runs, nil
+	return collect(ctx, "unfinished runs", rows, err, scanRun)
 }
+
+const inputColumns = `run_id, key, digest, request, ord, answer`
+
+func scanInput(row pgx.Row) (store.Input, error) {
+	var in store.Input
+	err := row.Scan(&in.RunID, &in.Key, &in.Digest, &in.Request, &in.Order, &in.Answer)
+	return in, err
+}
+
+// putInputSQL inserts an input unless its key is taken, and notifies its run if it did.
+const putInputSQL = `WITH i AS (
+	INSERT INTO inputs (run_id, key, digest, request, answer) VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (run_id, key) DO NOTHING RETURNING run_id, ord
+)
+SELECT ord FROM i WHERE pg_notify($6, run_id) IS NOT NULL`
 
 // PutInput inserts unless the key is taken, and then reads what holds it, in a
 // statement of its own: one statement's snapshot would not see an input that a
-// concurrent PutInput committed while the insert waited for it.
+// concurrent PutInput committed while the insert waited for it. Order comes from one
+// sequence for every run's inputs.
 func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool, error) {
 	for {
-		tag, err := s.pool.Exec(ctx, `INSERT INTO inputs (run_id, key, digest, answer) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (run_id, key) DO NOTHING`, in.RunID, in.Key, in.Digest, in.Answer)
+		err := s.pool.QueryRow(ctx, putInputSQL, in.RunID, in.Key, in.Digest, in.Request, in.Answer, s.channel).Scan(&in.Order)
 		if code, _ := pgCode(err); code == foreignKeyViolation {
 			return store.Input{}, false, store.ErrNotFound
 		}
-		if err != nil {
-			return store.Input{}, false, fail(ctx, "put input", err)
-		}
-		if tag.RowsAffected() == 1 {
-			return in, true, nil
-		}
-		got := store.Input{RunID: in.RunID, Key: in.Key}
-		err = s.pool.QueryRow(ctx, `SELECT digest, answer FROM inputs WHERE run_id = $1 AND key = $2`,
-			in.RunID, in.Key).Scan(&got.Digest, &got.Answer)
 		switch {
 		case err == nil:
-			return got, false, nil
+			return in, true, nil
 		case !errors.Is(err, pgx.ErrNoRows):
 			return store.Input{}, false, fail(ctx, "put input", err)
+		}
+		got, err := s.GetInput(ctx, in.RunID, in.Key)
+		if !errors.Is(err, store.ErrNotFound) {
+			return got, false, err
 		}
 		// The input went with its run, swept since the insert: the next insert finds
 		// the run missing.
@@ -150,7 +181,10 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 }
 
 func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byte) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE inputs SET answer = $3 WHERE run_id = $1 AND key = $2`, runID, key, answer)
+	tag, err := s.pool.Exec(ctx, `WITH a AS (
+			UPDATE inputs SET answer = $3 WHERE run_id = $1 AND key = $2 RETURNING run_id
+		)
+		SELECT run_id FROM a WHERE pg_notify($4, run_id) IS NOT NULL`, runID, key, answer, s.channel)
 	switch {
 	case err != nil:
 		return fail(ctx, "answer input", err)
@@ -158,6 +192,27 @@ func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byt
 		return store.ErrNotFound
 	}
 	return nil
+}
+
+func (s *Store) GetInput(ctx context.Context, runID, key string) (store.Input, error) {
+	in, err := scanInput(s.pool.QueryRow(ctx, `SELECT `+inputColumns+` FROM inputs WHERE run_id = $1 AND key = $2`, runID, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Input{}, store.ErrNotFound
+	case err != nil:
+		return store.Input{}, fail(ctx, "get input", err)
+	}
+	return in, nil
+}
+
+// PendingInputs reads the inputs of all the runs in one query, from inputs_pending.
+func (s *Store) PendingInputs(ctx context.Context, ids []string) ([]store.Input, error) {
+	if len(ids) == 0 {
+		return nil, ctx.Err()
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+inputColumns+` FROM inputs
+		WHERE run_id = ANY($1) AND answer IS NULL ORDER BY run_id, ord`, ids)
+	return collect(ctx, "pending inputs", rows, err, scanInput)
 }
 
 // Sweep deletes runs and threads; their journals, inputs and messages go with them by

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentd/agentd/service/store"
 )
@@ -66,14 +65,7 @@ func (s *Store) ListThreads(ctx context.Context, owner string, after string, lim
 				AND (t.updated_at < (SELECT updated_at FROM threads WHERE id = $2) OR t.id > $2)
 			ORDER BY t.updated_at DESC, t.id LIMIT $3`, owner, after, limit)
 	}
-	if err != nil {
-		return nil, fail(ctx, "list threads", err)
-	}
-	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Thread, error) { return scanThread(row) })
-	if err != nil {
-		return nil, fail(ctx, "list threads", err)
-	}
-	return ts, nil
+	return collect(ctx, "list threads", rows, err, func(row pgx.Row) (store.Thread, error) { return scanThread(row) })
 }
 
 func (s *Store) DeleteThread(ctx context.Context, id string) error {
@@ -87,35 +79,38 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 	return nil
 }
 
-// appendMessagesSQL counts the messages into their thread and inserts them at the
-// indexes that follow the thread's count before, in one statement. The update locks
-// the thread's row, so a concurrent append waits, then re-reads the count and follows.
-const appendMessagesSQL = `WITH t AS (
-	UPDATE threads SET messages = messages + $3::bigint, bytes = bytes + $4::bigint, updated_at = now()
-	WHERE id = $1 RETURNING messages - $3::bigint AS start
+// appendMessagesSQL adds messages to a thread for the run a lease holds, in one
+// statement: it locks the run's row for share, so that no claim moves the run before
+// the messages commit, then counts the messages into their thread and inserts them at
+// the indexes that follow the thread's count before. The update locks the thread's
+// row, so a concurrent append waits, then re-reads the count and follows. It returns
+// whether the lease held the run and whether the thread was there.
+const appendMessagesSQL = `WITH run AS MATERIALIZED (
+	SELECT id FROM runs WHERE ` + heldBy + ` FOR SHARE
+), t AS (
+	UPDATE threads SET messages = messages + $5::bigint, bytes = bytes + $6::bigint, updated_at = now()
+	WHERE id = $4 AND EXISTS (SELECT FROM run) RETURNING messages - $5::bigint AS start
+), m AS (
+	INSERT INTO thread_messages (thread_id, idx, run_id, data)
+	SELECT $4::text, t.start + m.ord - 1, $1::text, m.data FROM t, unnest($7::bytea[]) WITH ORDINALITY AS m(data, ord)
 )
-INSERT INTO thread_messages (thread_id, idx, run_id, data)
-SELECT $1::text, t.start + m.ord - 1, $2::text, m.data FROM t, unnest($5::bytea[]) WITH ORDINALITY AS m(data, ord)`
+SELECT EXISTS (SELECT FROM run), EXISTS (SELECT FROM t)`
 
 // AppendMessages with no messages still marks the thread updated, as an append does.
-func (s *Store) AppendMessages(ctx context.Context, threadID, runID string, msgs [][]byte) error {
-	var (
-		tag  pgconn.CommandTag
-		err  error
-		size int64
-	)
-	if len(msgs) == 0 {
-		tag, err = s.pool.Exec(ctx, `UPDATE threads SET updated_at = now() WHERE id = $1`, threadID)
-	} else {
-		for _, m := range msgs {
-			size += int64(len(m))
-		}
-		tag, err = s.pool.Exec(ctx, appendMessagesSQL, threadID, runID, int64(len(msgs)), size, msgs)
+func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lease, msgs [][]byte) error {
+	var size int64
+	for _, m := range msgs {
+		size += int64(len(m))
 	}
+	var held, found bool
+	err := s.pool.QueryRow(ctx, appendMessagesSQL, l.RunID, l.Holder, l.Epoch, threadID, int64(len(msgs)), size, msgs).
+		Scan(&held, &found)
 	switch {
 	case err != nil:
 		return fail(ctx, "append messages", err)
-	case tag.RowsAffected() == 0:
+	case !held:
+		return store.ErrFenced
+	case !found:
 		return store.ErrNotFound
 	}
 	return nil

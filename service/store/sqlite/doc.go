@@ -9,6 +9,9 @@
 // the migrations the file lacks and refuses, with [ErrNewerSchema], a file that a
 // newer agentd has migrated further.
 //
+// One process uses the file: leases are timed by its clock, and [Store.Watch] hears
+// of the changes made through the Store.
+//
 // A journal is kept as one row per appended batch, its frames packed in one blob,
 // so appending a batch of events costs one insert however many frames it holds.
 package sqlite

@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/internal/fence"
 )
 
 // AppendEvents implements [store.Store]. All the batches go in one transaction, and
@@ -17,32 +18,35 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 	if len(batches) == 0 {
 		return ctx.Err()
 	}
-	return s.write(ctx, "append events", func(tx *sql.Tx) error {
-		for _, b := range batches {
-			var (
-				status int64
-				last   int64
-			)
-			err := tx.QueryRowContext(ctx, `SELECT status, last_seq FROM runs WHERE id = ?`, b.RunID).Scan(&status, &last)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				return fmt.Errorf("run %q: %w", b.RunID, store.ErrNotFound)
-			case err != nil:
-				return err
-			case store.Status(status) == store.Finished:
-				return fmt.Errorf("run %q: %w", b.RunID, store.ErrFinished)
-			case b.First != last+1:
-				return fmt.Errorf("run %q: %w: batch starts at %d, last seq is %d", b.RunID, store.ErrSeq, b.First, last)
+	ids := make([]string, len(batches))
+	for i, b := range batches {
+		ids[i] = b.Lease.RunID
+	}
+	return s.change(ctx, "append events", ids, func(tx *sql.Tx) error {
+		err := fence.CheckAppend(batches, func(id string) (fence.Run, error) {
+			r := fence.Run{Found: true}
+			var status int64
+			err := tx.QueryRowContext(ctx, `SELECT status, holder, epoch, last_seq FROM runs WHERE id = ?`, id).
+				Scan(&status, &r.Holder, &r.Epoch, &r.LastSeq)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fence.Run{}, nil
 			}
+			r.Finished = store.Status(status) == store.Finished
+			return r, err
+		})
+		if err != nil {
+			return err
+		}
+		for _, b := range batches {
 			if len(b.Frames) == 0 {
 				continue
 			}
-			end := last + int64(len(b.Frames))
+			end := b.First + int64(len(b.Frames)) - 1
 			if _, err := tx.ExecContext(ctx, `INSERT INTO run_events (run_id, first_seq, last_seq, frames) VALUES (?, ?, ?, ?)`,
-				b.RunID, b.First, end, encodeFrames(b.Frames)); err != nil {
+				b.Lease.RunID, b.First, end, encodeFrames(b.Frames)); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET last_seq = ? WHERE id = ?`, end, b.RunID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET last_seq = ? WHERE id = ?`, end, b.Lease.RunID); err != nil {
 				return err
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/internal/watch"
 )
 
 // readers is how many read-only connections a Store keeps: reads are short, and a
@@ -28,10 +29,13 @@ const readers = 4
 // locks of a WAL checkpoint.
 const busyTimeout = 10 * time.Second
 
-// Store is a [store.Store] on a SQLite file. It is safe for concurrent use.
+// Store is a [store.Store] on a SQLite file. It is safe for concurrent use. Its leases
+// are timed by the process's clock, and its Watch hears of the changes made through it
+// alone: one process uses the file.
 type Store struct {
-	w *sql.DB // the one writer connection
-	r *sql.DB // the read-only pool
+	w   *sql.DB // the one writer connection
+	r   *sql.DB // the read-only pool
+	hub *watch.Hub
 }
 
 var _ store.Store = (*Store)(nil)
@@ -65,7 +69,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	s := &Store{w: w}
+	s := &Store{w: w, hub: watch.NewHub()}
 	if err := s.init(ctx, abs, busy, ms); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -110,9 +114,10 @@ func fileURI(abs string, q url.Values) string {
 	return u.String()
 }
 
-// Close closes the database. The readers close first, so that the writer's
-// connection is the last and checkpoints the WAL into the file.
+// Close stops the watchers and closes the database. The readers close first, so that
+// the writer's connection is the last and checkpoints the WAL into the file.
 func (s *Store) Close() error {
+	s.hub.Close()
 	var errs []error
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
@@ -133,6 +138,27 @@ func (s *Store) write(ctx context.Context, op string, fn func(*sql.Tx) error) er
 		return wrap(ctx, op, err)
 	}
 	return wrap(ctx, op, tx.Commit())
+}
+
+// change is write for a change to the runs ids, which the watchers hear of once it is
+// committed.
+func (s *Store) change(ctx context.Context, op string, ids []string, fn func(*sql.Tx) error) error {
+	if err := s.write(ctx, op, fn); err != nil {
+		return err
+	}
+	s.hub.Notify(ids...)
+	return nil
+}
+
+// Watch implements [store.Store]: f hears of the changes made through s.
+func (s *Store) Watch(ctx context.Context, f func(ids []string)) { s.hub.Watch(ctx, f) }
+
+// changed returns how many rows a statement changed, given what it returned.
+func changed(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // read runs fn in a read transaction, so that what it reads in several statements is
@@ -160,7 +186,8 @@ func wrap(ctx context.Context, op string, err error) error {
 }
 
 func isStoreError(err error) bool {
-	for _, target := range []error{store.ErrNotFound, store.ErrExists, store.ErrSeq, store.ErrExpired, store.ErrFinished} {
+	for _, target := range []error{store.ErrNotFound, store.ErrExists, store.ErrSeq, store.ErrExpired, store.ErrFinished,
+		store.ErrFenced, store.ErrHeld} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -22,6 +22,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// lease is how long the tests' runs are held: longer than any test.
+const lease = time.Minute
+
+func held(id string) store.Lease { return store.Lease{RunID: id, Holder: "replica", Epoch: 1} }
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		s, err := Open(t.Context(), filepath.Join(t.TempDir(), "agentd.db"))
@@ -182,16 +187,16 @@ func TestReopenKeepsState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(s.CreateRun(ctx, store.Run{ID: "run_1", ThreadID: "thread_1", Exclusive: true, Owner: "token:a", Agent: "demo", RequestID: "req", Spec: []byte("spec")}))
-	must(s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 1, Frames: [][]byte{[]byte("a"), []byte("b")}}}))
-	must(s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 3, Frames: [][]byte{[]byte("c")}}}))
-	must(s.UpdateRun(ctx, "run_1", store.Parked, []byte("cp")))
+	must(s.CreateRun(ctx, store.Run{ID: "run_1", ThreadID: "thread_1", Exclusive: true, Owner: "token:a", Agent: "demo", RequestID: "req", Spec: []byte("spec"), Holder: "replica"}, lease))
+	must(s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: 1, Frames: [][]byte{[]byte("a"), []byte("b")}}}))
+	must(s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: 3, Frames: [][]byte{[]byte("c")}}}))
+	must(s.UpdateRun(ctx, held("run_1"), store.Update{Status: store.Parked, Checkpoint: []byte("cp")}))
 	if _, _, err := s.PutInput(ctx, store.Input{RunID: "run_1", Key: "k", Digest: []byte("d")}); err != nil {
 		t.Fatal(err)
 	}
 	must(s.AnswerInput(ctx, "run_1", "k", []byte("ack")))
 	must(s.CreateThread(ctx, store.Thread{ID: "thread_1", Owner: "token:a", Agent: "demo"}))
-	must(s.AppendMessages(ctx, "thread_1", "run_1", [][]byte{[]byte("hello"), []byte("hi")}))
+	must(s.AppendMessages(ctx, "thread_1", held("run_1"), [][]byte{[]byte("hello"), []byte("hi")}))
 	wantRun, err := s.GetRun(ctx, "run_1")
 	must(err)
 	wantThread, err := s.GetThread(ctx, "thread_1")
@@ -230,7 +235,7 @@ func TestReopenKeepsState(t *testing.T) {
 		t.Errorf("UnfinishedRuns after reopening: %+v, %v", runs, err)
 	}
 	// The thread is still held by its parked run.
-	err = s.CreateRun(ctx, store.Run{ID: "run_2", ThreadID: "thread_1", Exclusive: true})
+	err = s.CreateRun(ctx, store.Run{ID: "run_2", ThreadID: "thread_1", Exclusive: true, Holder: "replica"}, lease)
 	if busy, ok := errors.AsType[*store.ThreadBusyError](err); !ok || busy.RunID != "run_1" {
 		t.Errorf("an exclusive run on the thread after reopening: %v, want it busy with run_1", err)
 	}
@@ -248,7 +253,7 @@ func TestConcurrentWritersNeverBusy(t *testing.T) {
 	defer b.Close()
 	const runs, batches, per = 12, 40, 8
 	for r := range runs {
-		if err := a.CreateRun(ctx, store.Run{ID: fmt.Sprintf("run_%d", r)}); err != nil {
+		if err := a.CreateRun(ctx, store.Run{ID: fmt.Sprintf("run_%d", r), Holder: "replica"}, lease); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,7 +270,7 @@ func TestConcurrentWritersNeverBusy(t *testing.T) {
 				for j := range fs {
 					fs[j] = fmt.Appendf(nil, "%s %d", id, i*per+j+1)
 				}
-				if err := s.AppendEvents(ctx, []store.Events{{RunID: id, First: int64(i*per + 1), Frames: fs}}); err != nil {
+				if err := s.AppendEvents(ctx, []store.Events{{Lease: held(id), First: int64(i*per + 1), Frames: fs}}); err != nil {
 					t.Errorf("%s batch %d: %v", id, i, err)
 					return
 				}
@@ -297,10 +302,10 @@ func TestConcurrentWritersNeverBusy(t *testing.T) {
 func TestReadDuringLongWrite(t *testing.T) {
 	ctx := t.Context()
 	s := openTemp(t)
-	if err := s.CreateRun(ctx, store.Run{ID: "run_1", ThreadID: "thread_1"}); err != nil {
+	if err := s.CreateRun(ctx, store.Run{ID: "run_1", ThreadID: "thread_1", Holder: "replica"}, lease); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 1, Frames: [][]byte{[]byte("a")}}}); err != nil {
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: 1, Frames: [][]byte{[]byte("a")}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CreateThread(ctx, store.Thread{ID: "thread_1", Owner: "token:a"}); err != nil {
@@ -336,14 +341,14 @@ func TestReadDuringLongWrite(t *testing.T) {
 
 	wctx, wcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer wcancel()
-	err = s.AppendEvents(wctx, []store.Events{{RunID: "run_1", First: 2, Frames: [][]byte{[]byte("b")}}})
+	err = s.AppendEvents(wctx, []store.Events{{Lease: held("run_1"), First: 2, Frames: [][]byte{[]byte("b")}}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("AppendEvents behind a long write, with a deadline: %v, want DeadlineExceeded", err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 2, Frames: [][]byte{[]byte("b")}}}); err != nil {
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: 2, Frames: [][]byte{[]byte("b")}}}); err != nil {
 		t.Errorf("AppendEvents once the write is over: %v", err)
 	}
 }
@@ -353,7 +358,7 @@ func TestReadDuringLongWrite(t *testing.T) {
 func TestReadBelowKeptExpires(t *testing.T) {
 	ctx := t.Context()
 	s := openTemp(t)
-	if err := s.CreateRun(ctx, store.Run{ID: "run_1"}); err != nil {
+	if err := s.CreateRun(ctx, store.Run{ID: "run_1", Holder: "replica"}, lease); err != nil {
 		t.Fatal(err)
 	}
 	for first := int64(1); first <= 10; first += 5 {
@@ -361,7 +366,7 @@ func TestReadBelowKeptExpires(t *testing.T) {
 		for i := range fs {
 			fs[i] = fmt.Appendf(nil, "%d", first+int64(i))
 		}
-		if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: first, Frames: fs}}); err != nil {
+		if err := s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: first, Frames: fs}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -395,10 +400,10 @@ func TestReadBelowKeptExpires(t *testing.T) {
 func TestSweepRemovesDependentRows(t *testing.T) {
 	ctx := t.Context()
 	s := openTemp(t)
-	if err := s.CreateRun(ctx, store.Run{ID: "run_1", ThreadID: "thread_1", Exclusive: true}); err != nil {
+	if err := s.CreateRun(ctx, store.Run{ID: "run_1", ThreadID: "thread_1", Exclusive: true, Holder: "replica"}, lease); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 1, Frames: [][]byte{[]byte("a")}}}); err != nil {
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: 1, Frames: [][]byte{[]byte("a")}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.PutInput(ctx, store.Input{RunID: "run_1", Key: "k"}); err != nil {
@@ -407,10 +412,10 @@ func TestSweepRemovesDependentRows(t *testing.T) {
 	if err := s.CreateThread(ctx, store.Thread{ID: "thread_1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendMessages(ctx, "thread_1", "run_1", [][]byte{[]byte("m")}); err != nil {
+	if err := s.AppendMessages(ctx, "thread_1", held("run_1"), [][]byte{[]byte("m")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateRun(ctx, "run_1", store.Finished, nil); err != nil {
+	if err := s.UpdateRun(ctx, held("run_1"), store.Update{Status: store.Finished}); err != nil {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(time.Hour)
@@ -436,13 +441,13 @@ func TestSweepRemovesDependentRows(t *testing.T) {
 func TestNilAndEmptyBytes(t *testing.T) {
 	ctx := t.Context()
 	s := openTemp(t)
-	if err := s.CreateRun(ctx, store.Run{ID: "run_1"}); err != nil {
+	if err := s.CreateRun(ctx, store.Run{ID: "run_1", Holder: "replica"}, lease); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := s.GetRun(ctx, "run_1"); r.Checkpoint != nil || r.Spec != nil {
 		t.Errorf("a run with no spec nor checkpoint: spec %#v, checkpoint %#v; want nil", r.Spec, r.Checkpoint)
 	}
-	if err := s.UpdateRun(ctx, "run_1", store.Parked, []byte{}); err != nil {
+	if err := s.UpdateRun(ctx, held("run_1"), store.Update{Status: store.Parked, Checkpoint: []byte{}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := s.GetRun(ctx, "run_1"); r.Checkpoint == nil || len(r.Checkpoint) != 0 {
@@ -503,7 +508,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.CreateRun(b.Context(), store.Run{ID: "run_1"}); err != nil {
+	if err := s.CreateRun(b.Context(), store.Run{ID: "run_1", Holder: "replica"}, lease); err != nil {
 		b.Fatal(err)
 	}
 	const per, size = 64, 40
@@ -514,10 +519,41 @@ func BenchmarkAppendEvents(b *testing.B) {
 	b.SetBytes(per * size)
 	first := int64(1)
 	for b.Loop() {
-		if err := s.AppendEvents(b.Context(), []store.Events{{RunID: "run_1", First: first, Frames: fs}}); err != nil {
+		if err := s.AppendEvents(b.Context(), []store.Events{{Lease: held("run_1"), First: first, Frames: fs}}); err != nil {
 			b.Fatal(err)
 		}
 		first += per
 	}
 	b.ReportMetric(float64(first-1)/b.Elapsed().Seconds(), "frames/s")
+}
+
+// A database from before leases keeps its runs and inputs: the runs held by none since
+// they were created.
+func TestMigrateFromBeforeLeases(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	if err := migrate(ctx, db, ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO runs (id, thread_id, exclusive, owner, agent, request_id, status, spec, checkpoint, last_seq, created_at)
+			VALUES ('run_1', 'thread_1', 1, '', '', '', 2, NULL, x'6370', 0, 1000)`,
+		`INSERT INTO inputs (run_id, key) VALUES ('run_1', 'b'), ('run_1', 'a')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s := open(t, path)
+	defer s.Close()
+	if r := storetest.Upgraded(t, s); !r.LeaseUntil.Equal(time.Unix(0, 1000)) {
+		t.Errorf("the run's lease ended %v, want when it was created", r.LeaseUntil)
+	}
 }

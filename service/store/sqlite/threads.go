@@ -108,11 +108,7 @@ func (s *Store) ListThreads(ctx context.Context, owner string, after string, lim
 // DeleteThread implements [store.Store].
 func (s *Store) DeleteThread(ctx context.Context, id string) error {
 	return s.write(ctx, "delete thread", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM threads WHERE id = ?`, id)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+		n, err := changed(tx.ExecContext(ctx, `DELETE FROM threads WHERE id = ?`, id))
 		if err != nil {
 			return err
 		}
@@ -124,8 +120,15 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 }
 
 // AppendMessages implements [store.Store]. It sets the thread's UpdatedAt to now.
-func (s *Store) AppendMessages(ctx context.Context, threadID, runID string, msgs [][]byte) error {
+func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lease, msgs [][]byte) error {
 	return s.write(ctx, "append messages", func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE `+heldBy, l.RunID, l.Holder, l.Epoch).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("run %q: %w", l.RunID, store.ErrFenced)
+		}
 		var next int64
 		err := tx.QueryRowContext(ctx, `SELECT messages FROM threads WHERE id = ?`, threadID).Scan(&next)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -141,7 +144,7 @@ func (s *Store) AppendMessages(ctx context.Context, threadID, runID string, msgs
 		defer stmt.Close()
 		var size int64
 		for i, m := range msgs {
-			if _, err := stmt.ExecContext(ctx, threadID, next+int64(i), runID, m); err != nil {
+			if _, err := stmt.ExecContext(ctx, threadID, next+int64(i), l.RunID, m); err != nil {
 				return err
 			}
 			size += int64(len(m))

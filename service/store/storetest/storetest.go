@@ -49,16 +49,43 @@ var cases = []struct {
 	{"ListThreads", testListThreads},
 	{"Sweep", testSweep},
 	{"ContextDone", testContextDone},
+	{"Fencing", testFencing},
+	{"AppendFencedAmongGood", testAppendFencedAmongGood},
+	{"Claim", testClaim},
+	{"ClaimRace", testClaimRace},
+	{"Renew", testRenew},
+	{"Claimable", testClaimable},
+	{"PendingInputs", testPendingInputs},
+	{"Watch", testWatch},
 }
 
+// holder is the replica that creates the suite's runs, and lease how long it holds
+// them: longer than any test.
+const (
+	holder = "replica_a"
+	lease  = time.Minute
+)
+
 func newRun(id string) store.Run {
-	return store.Run{ID: id, ThreadID: "thread_" + id, Owner: "token:a", Agent: "demo", RequestID: "req-" + id, Status: store.Running, Spec: []byte("spec of " + id)}
+	return store.Run{ID: id, ThreadID: "thread_" + id, Owner: "token:a", Agent: "demo", RequestID: "req-" + id, Status: store.Running, Spec: []byte("spec of " + id), Holder: holder}
 }
 
 func mustCreate(t *testing.T, s store.Store, r store.Run) {
 	t.Helper()
-	if err := s.CreateRun(t.Context(), r); err != nil {
+	if err := s.CreateRun(t.Context(), r, lease); err != nil {
 		t.Fatalf("CreateRun(%s): %v", r.ID, err)
+	}
+}
+
+// leaseOf is the lease a run the suite created is held by until it is claimed.
+func leaseOf(id string) store.Lease {
+	return store.Lease{RunID: id, Holder: holder, Epoch: 1}
+}
+
+func mustUpdate(t *testing.T, s store.Store, l store.Lease, u store.Update) {
+	t.Helper()
+	if err := s.UpdateRun(t.Context(), l, u); err != nil {
+		t.Fatalf("UpdateRun(%s, %v): %v", l.RunID, u.Status, err)
 	}
 }
 
@@ -72,7 +99,7 @@ func frames(first, n int) [][]byte {
 
 func mustAppend(t *testing.T, s store.Store, id string, first int64, fs [][]byte) {
 	t.Helper()
-	if err := s.AppendEvents(t.Context(), []store.Events{{RunID: id, First: first, Frames: fs}}); err != nil {
+	if err := s.AppendEvents(t.Context(), []store.Events{{Lease: leaseOf(id), First: first, Frames: fs}}); err != nil {
 		t.Fatalf("AppendEvents(%s, %d, %d frames): %v", id, first, len(fs), err)
 	}
 }
@@ -93,8 +120,23 @@ func testCreateAndGetRun(t *testing.T, s store.Store) {
 	if got.CreatedAt.Before(before) || got.CreatedAt.After(time.Now().Add(time.Minute)) || !got.FinishedAt.IsZero() {
 		t.Errorf("CreatedAt %v, FinishedAt %v: want about now, and zero", got.CreatedAt, got.FinishedAt)
 	}
-	if err := s.CreateRun(ctx, r); !errors.Is(err, store.ErrExists) {
+	// Held by its creator at epoch 1, for the lease from when it was created.
+	if got.Holder != holder || got.Epoch != 1 || !got.WakeAt.IsZero() {
+		t.Errorf("a new run is held by %q at epoch %d, wakes at %v; want %s at 1, never", got.Holder, got.Epoch, got.WakeAt, holder)
+	}
+	if d := got.LeaseUntil.Sub(got.CreatedAt); d < lease-time.Second || d > lease+time.Second {
+		t.Errorf("a new run's lease ends %v after its creation, want %v", d, lease)
+	}
+	if err := s.CreateRun(ctx, r, lease); !errors.Is(err, store.ErrExists) {
 		t.Errorf("CreateRun of an existing id: %v, want ErrExists", err)
+	}
+	anon := newRun("run_anon")
+	anon.Holder = ""
+	if err := s.CreateRun(ctx, anon, lease); err == nil {
+		t.Errorf("CreateRun of a run held by none succeeded")
+	}
+	if _, err := s.GetRun(ctx, "run_anon"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the run held by none was recorded: %v", err)
 	}
 	if _, err := s.GetRun(ctx, "run_nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetRun of an unknown id: %v, want ErrNotFound", err)
@@ -108,7 +150,7 @@ func testOneActiveRunPerThread(t *testing.T, s store.Store) {
 	mustCreate(t, s, a)
 	b := newRun("run_b")
 	b.ThreadID, b.Exclusive = "thread_x", true
-	err := s.CreateRun(ctx, b)
+	err := s.CreateRun(ctx, b, lease)
 	var busy *store.ThreadBusyError
 	if !errors.As(err, &busy) || busy.RunID != "run_a" {
 		t.Fatalf("a second exclusive run on the thread: %v, want a ThreadBusyError naming run_a", err)
@@ -124,15 +166,14 @@ func testOneActiveRunPerThread(t *testing.T, s store.Store) {
 	d.ThreadID, d.Exclusive = "thread_y", true
 	mustCreate(t, s, d)
 	// Parked still holds the thread; finished frees it.
-	if err := s.UpdateRun(ctx, "run_a", store.Parked, []byte("cp")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateRun(ctx, b); !errors.As(err, &busy) {
+	mustUpdate(t, s, leaseOf("run_a"), store.Update{Status: store.Parked, Checkpoint: []byte("cp"), Release: true})
+	if err := s.CreateRun(ctx, b, lease); !errors.As(err, &busy) {
 		t.Errorf("an exclusive run on a thread whose run is parked: %v, want ThreadBusyError", err)
 	}
-	if err := s.UpdateRun(ctx, "run_a", store.Finished, nil); err != nil {
+	if _, err := s.Claim(ctx, "run_a", holder, lease, false); err != nil {
 		t.Fatal(err)
 	}
+	mustUpdate(t, s, store.Lease{RunID: "run_a", Holder: holder, Epoch: 2}, store.Update{Status: store.Finished})
 	mustCreate(t, s, b)
 
 	// Many at once: exactly one wins.
@@ -143,7 +184,7 @@ func testOneActiveRunPerThread(t *testing.T, s store.Store) {
 		wg.Go(func() {
 			r := newRun(fmt.Sprintf("run_race_%d", i))
 			r.ThreadID, r.Exclusive = "thread_race", true
-			err := s.CreateRun(ctx, r)
+			err := s.CreateRun(ctx, r, lease)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -163,30 +204,43 @@ func testOneActiveRunPerThread(t *testing.T, s store.Store) {
 func testUpdateRun(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, newRun("run_1"))
-	if err := s.UpdateRun(ctx, "run_1", store.Running, []byte("checkpoint 1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.UpdateRun(ctx, "run_1", store.Parked, nil); err != nil {
-		t.Fatal(err)
-	}
+	l := leaseOf("run_1")
+	wake := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	mustUpdate(t, s, l, store.Update{Status: store.Running, Checkpoint: []byte("checkpoint 1")})
+	mustUpdate(t, s, l, store.Update{Status: store.Parked, WakeAt: wake})
 	got, err := s.GetRun(ctx, "run_1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != store.Parked || string(got.Checkpoint) != "checkpoint 1" {
-		t.Errorf("after a checkpoint and a park without one: %v %q, want parked with checkpoint 1", got.Status, got.Checkpoint)
+	if got.Status != store.Parked || string(got.Checkpoint) != "checkpoint 1" || !got.WakeAt.Equal(wake) {
+		t.Errorf("after a checkpoint and a park without one: %v %q waking at %v, want parked with checkpoint 1 waking at %v", got.Status, got.Checkpoint, got.WakeAt, wake)
 	}
-	if err := s.UpdateRun(ctx, "run_1", store.Finished, []byte("last")); err != nil {
+	if got.Holder != holder || got.Epoch != 1 {
+		t.Errorf("a park that does not release: held by %q at %d, want %s at 1", got.Holder, got.Epoch, holder)
+	}
+	// An update without WakeAt clears it; Release lets go of the run.
+	mustUpdate(t, s, l, store.Update{Status: store.Parked, Release: true})
+	got, _ = s.GetRun(ctx, "run_1")
+	if !got.WakeAt.IsZero() || got.Holder != "" || got.Epoch != 1 || got.LeaseUntil.After(time.Now().Add(time.Second)) {
+		t.Errorf("released: wakes at %v, held by %q at %d until %v; want never, by none, at 1, until now", got.WakeAt, got.Holder, got.Epoch, got.LeaseUntil)
+	}
+	if err := s.UpdateRun(ctx, l, store.Update{Status: store.Running}); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("UpdateRun under a released lease: %v, want ErrFenced", err)
+	}
+	claimed, err := s.Claim(ctx, "run_1", holder, lease, false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	l = store.Lease{RunID: "run_1", Holder: holder, Epoch: claimed.Epoch}
+	mustUpdate(t, s, l, store.Update{Status: store.Finished, Checkpoint: []byte("last"), WakeAt: wake})
 	got, _ = s.GetRun(ctx, "run_1")
-	if got.Status != store.Finished || got.FinishedAt.IsZero() || string(got.Checkpoint) != "last" {
+	if got.Status != store.Finished || got.FinishedAt.IsZero() || string(got.Checkpoint) != "last" || got.Holder != "" {
 		t.Errorf("finished: %+v", got)
 	}
-	if err := s.UpdateRun(ctx, "run_1", store.Running, nil); !errors.Is(err, store.ErrFinished) {
+	if err := s.UpdateRun(ctx, l, store.Update{Status: store.Running}); !errors.Is(err, store.ErrFinished) {
 		t.Errorf("UpdateRun of a finished run: %v, want ErrFinished", err)
 	}
-	if err := s.UpdateRun(ctx, "run_nope", store.Parked, nil); !errors.Is(err, store.ErrNotFound) {
+	if err := s.UpdateRun(ctx, leaseOf("run_nope"), store.Update{Status: store.Parked}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("UpdateRun of an unknown run: %v, want ErrNotFound", err)
 	}
 }
@@ -197,8 +251,8 @@ func testUnfinishedRuns(t *testing.T, s store.Store) {
 		mustCreate(t, s, newRun(id))
 		time.Sleep(2 * time.Millisecond) // distinct creation times
 	}
-	s.UpdateRun(ctx, "run_2", store.Finished, nil)
-	s.UpdateRun(ctx, "run_3", store.Parked, []byte("cp"))
+	mustUpdate(t, s, leaseOf("run_2"), store.Update{Status: store.Finished})
+	mustUpdate(t, s, leaseOf("run_3"), store.Update{Status: store.Parked, Checkpoint: []byte("cp")})
 	runs, err := s.UnfinishedRuns(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -260,15 +314,15 @@ func testAppendAndRead(t *testing.T, s store.Store) {
 	}
 	// Out of sequence: a gap, a repeat, a start that is not 1.
 	for _, first := range []int64{102, 100, 1} {
-		if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: first, Frames: frames(int(first), 2)}}); !errors.Is(err, store.ErrSeq) {
+		if err := s.AppendEvents(ctx, []store.Events{{Lease: leaseOf("run_1"), First: first, Frames: frames(int(first), 2)}}); !errors.Is(err, store.ErrSeq) {
 			t.Errorf("AppendEvents at %d after 100: %v, want ErrSeq", first, err)
 		}
 	}
 	mustCreate(t, s, newRun("run_2"))
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_2", First: 2, Frames: frames(2, 1)}}); !errors.Is(err, store.ErrSeq) {
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: leaseOf("run_2"), First: 2, Frames: frames(2, 1)}}); !errors.Is(err, store.ErrSeq) {
 		t.Errorf("a first batch at seq 2: %v, want ErrSeq", err)
 	}
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_nope", First: 1, Frames: frames(1, 1)}}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: leaseOf("run_nope"), First: 1, Frames: frames(1, 1)}}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("AppendEvents to an unknown run: %v, want ErrNotFound", err)
 	}
 	if _, err := s.ReadEvents(ctx, "run_nope", 0, 1); !errors.Is(err, store.ErrNotFound) {
@@ -294,8 +348,8 @@ func testAppendIsAllOrNothing(t *testing.T, s store.Store) {
 	mustAppend(t, s, "run_2", 1, frames(1, 3))
 	// run_1's batch is fine, run_2's repeats seq 3: neither is written.
 	err := s.AppendEvents(ctx, []store.Events{
-		{RunID: "run_1", First: 1, Frames: frames(1, 5)},
-		{RunID: "run_2", First: 3, Frames: frames(3, 2)},
+		{Lease: leaseOf("run_1"), First: 1, Frames: frames(1, 5)},
+		{Lease: leaseOf("run_2"), First: 3, Frames: frames(3, 2)},
 	})
 	if !errors.Is(err, store.ErrSeq) {
 		t.Fatalf("a batch out of sequence: %v, want ErrSeq", err)
@@ -308,9 +362,9 @@ func testAppendIsAllOrNothing(t *testing.T, s store.Store) {
 	}
 	// Two batches of one run in one call follow each other.
 	err = s.AppendEvents(ctx, []store.Events{
-		{RunID: "run_1", First: 1, Frames: frames(1, 2)},
-		{RunID: "run_2", First: 4, Frames: frames(4, 1)},
-		{RunID: "run_1", First: 3, Frames: frames(3, 2)},
+		{Lease: leaseOf("run_1"), First: 1, Frames: frames(1, 2)},
+		{Lease: leaseOf("run_2"), First: 4, Frames: frames(4, 1)},
+		{Lease: leaseOf("run_1"), First: 3, Frames: frames(3, 2)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -325,10 +379,8 @@ func testAppendAfterFinish(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, newRun("run_1"))
 	mustAppend(t, s, "run_1", 1, frames(1, 2))
-	if err := s.UpdateRun(ctx, "run_1", store.Finished, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 3, Frames: frames(3, 1)}}); !errors.Is(err, store.ErrFinished) {
+	mustUpdate(t, s, leaseOf("run_1"), store.Update{Status: store.Finished})
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: leaseOf("run_1"), First: 3, Frames: frames(3, 1)}}); !errors.Is(err, store.ErrFinished) {
 		t.Errorf("AppendEvents to a finished run: %v, want ErrFinished", err)
 	}
 	if fs, err := s.ReadEvents(ctx, "run_1", 0, 10); err != nil || len(fs) != 2 {
@@ -347,7 +399,7 @@ func testConcurrentAppends(t *testing.T, s store.Store) {
 		wg.Go(func() {
 			id := fmt.Sprintf("run_%d", r)
 			for b := range batches {
-				if err := s.AppendEvents(ctx, []store.Events{{RunID: id, First: int64(b*per + 1), Frames: frames(b*per+1, per)}}); err != nil {
+				if err := s.AppendEvents(ctx, []store.Events{{Lease: leaseOf(id), First: int64(b*per + 1), Frames: frames(b*per+1, per)}}); err != nil {
 					t.Errorf("%s batch %d: %v", id, b, err)
 					return
 				}
@@ -371,15 +423,15 @@ func testConcurrentAppends(t *testing.T, s store.Store) {
 func testInputs(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, newRun("run_1"))
-	in := store.Input{RunID: "run_1", Key: "k1", Digest: []byte("d1")}
-	got, created, err := s.PutInput(ctx, in)
-	if err != nil || !created || got.Key != "k1" || string(got.Digest) != "d1" || got.Answer != nil {
-		t.Fatalf("PutInput: %+v, %v, %v", got, created, err)
+	in := store.Input{RunID: "run_1", Key: "k1", Digest: []byte("d1"), Request: []byte("r1")}
+	first, created, err := s.PutInput(ctx, in)
+	if err != nil || !created || first.Key != "k1" || string(first.Digest) != "d1" || string(first.Request) != "r1" || first.Order <= 0 || first.Answer != nil {
+		t.Fatalf("PutInput: %+v, %v, %v", first, created, err)
 	}
 	again := in
-	again.Digest = []byte("other")
-	got, created, err = s.PutInput(ctx, again)
-	if err != nil || created || string(got.Digest) != "d1" {
+	again.Digest, again.Request = []byte("other"), []byte("other")
+	got, created, err := s.PutInput(ctx, again)
+	if err != nil || created || string(got.Digest) != "d1" || string(got.Request) != "r1" || got.Order != first.Order {
 		t.Errorf("PutInput of a key taken: %+v, created %v, %v; want the first input back", got, created, err)
 	}
 	if err := s.AnswerInput(ctx, "run_1", "k1", []byte("ack")); err != nil {
@@ -394,6 +446,15 @@ func testInputs(t *testing.T, s store.Store) {
 	}
 	if err := s.AnswerInput(ctx, "run_1", "k_nope", []byte("x")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("AnswerInput of an unknown key: %v, want ErrNotFound", err)
+	}
+	got, err = s.GetInput(ctx, "run_1", "k1")
+	if err != nil || string(got.Digest) != "d1" || string(got.Request) != "r1" || string(got.Answer) != "ack" || got.Order != first.Order {
+		t.Errorf("GetInput = %+v, %v; want k1 as put, answered ack", got, err)
+	}
+	for _, k := range [][2]string{{"run_1", "k_nope"}, {"run_nope", "k1"}} {
+		if _, err := s.GetInput(ctx, k[0], k[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetInput(%s, %s): %v, want ErrNotFound", k[0], k[1], err)
+		}
 	}
 	// The same key on another run is another input.
 	mustCreate(t, s, newRun("run_2"))
@@ -439,12 +500,14 @@ func testThreads(t *testing.T, s store.Store) {
 	if err != nil || got.Owner != "token:a" || got.Agent != "demo" || got.Messages != 0 || got.ActiveRunID != "" || got.CreatedAt.IsZero() {
 		t.Fatalf("GetThread = %+v, %v", got, err)
 	}
+	mustCreate(t, s, newRun("run_1"))
+	mustCreate(t, s, newRun("run_2"))
 	created := got.UpdatedAt
 	time.Sleep(2 * time.Millisecond)
-	if err := s.AppendMessages(ctx, "thread_1", "run_1", [][]byte{[]byte("hello"), []byte("hi there")}); err != nil {
+	if err := s.AppendMessages(ctx, "thread_1", leaseOf("run_1"), [][]byte{[]byte("hello"), []byte("hi there")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendMessages(ctx, "thread_1", "run_2", [][]byte{[]byte("again")}); err != nil {
+	if err := s.AppendMessages(ctx, "thread_1", leaseOf("run_2"), [][]byte{[]byte("again")}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = s.GetThread(ctx, "thread_1")
@@ -465,11 +528,11 @@ func testThreads(t *testing.T, s store.Store) {
 	if got, _ := s.GetThread(ctx, "thread_1"); got.ActiveRunID != "run_3" {
 		t.Errorf("ActiveRunID %q, want run_3", got.ActiveRunID)
 	}
-	s.UpdateRun(ctx, "run_3", store.Finished, nil)
+	mustUpdate(t, s, leaseOf("run_3"), store.Update{Status: store.Finished})
 	if got, _ := s.GetThread(ctx, "thread_1"); got.ActiveRunID != "" {
 		t.Errorf("ActiveRunID %q once the run finished, want none", got.ActiveRunID)
 	}
-	if err := s.AppendMessages(ctx, "thread_nope", "run_1", [][]byte{[]byte("x")}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.AppendMessages(ctx, "thread_nope", leaseOf("run_1"), [][]byte{[]byte("x")}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("AppendMessages to an unknown thread: %v, want ErrNotFound", err)
 	}
 	if err := s.DeleteThread(ctx, "thread_1"); err != nil {
@@ -503,7 +566,8 @@ func testListThreads(t *testing.T, s store.Store) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	// thread_0 is updated last: it comes first.
-	if err := s.AppendMessages(ctx, "thread_0", "run_1", [][]byte{[]byte("hi")}); err != nil {
+	mustCreate(t, s, newRun("run_1"))
+	if err := s.AppendMessages(ctx, "thread_0", leaseOf("run_1"), [][]byte{[]byte("hi")}); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
@@ -545,12 +609,14 @@ func testSweep(t *testing.T, s store.Store) {
 		}
 	}
 	s.CreateThread(ctx, store.Thread{ID: "thread_old", Owner: "token:a"})
-	s.AppendMessages(ctx, "thread_old", "run_old", [][]byte{[]byte("m")})
-	s.UpdateRun(ctx, "run_old", store.Finished, nil)
+	if err := s.AppendMessages(ctx, "thread_old", leaseOf("run_old"), [][]byte{[]byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, s, leaseOf("run_old"), store.Update{Status: store.Finished})
 	time.Sleep(20 * time.Millisecond)
 	cut := time.Now()
 	time.Sleep(20 * time.Millisecond)
-	s.UpdateRun(ctx, "run_new", store.Finished, nil)
+	mustUpdate(t, s, leaseOf("run_new"), store.Update{Status: store.Finished})
 	s.CreateThread(ctx, store.Thread{ID: "thread_new", Owner: "token:a"})
 
 	runs, threads, err := s.Sweep(ctx, cut, cut)
@@ -586,7 +652,7 @@ func testContextDone(t *testing.T, s store.Store) {
 	if _, err := s.GetRun(ctx, "run_1"); !errors.Is(err, context.Canceled) {
 		t.Errorf("GetRun with a done context: %v, want context.Canceled", err)
 	}
-	if err := s.AppendEvents(ctx, []store.Events{{RunID: "run_1", First: 1, Frames: frames(1, 1)}}); !errors.Is(err, context.Canceled) {
+	if err := s.AppendEvents(ctx, []store.Events{{Lease: leaseOf("run_1"), First: 1, Frames: frames(1, 1)}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("AppendEvents with a done context: %v, want context.Canceled", err)
 	}
 	if _, last, _ := s.EventBounds(t.Context(), "run_1"); last != 0 {

@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/service/store"
+)
+
+// Leases are timed by the database's clock, now(): the start of the statement's
+// transaction, which every replica reads alike.
+
+// claimSQL takes the run, and notifies it, in one statement. Of claims that race, the
+// first to update the row wins; the others wait for its lock, then find the row's
+// new holder and lease, which fail their condition.
+const claimSQL = `WITH r AS (
+	UPDATE runs SET holder = $2, epoch = epoch + 1, lease_until = now() + $3::interval
+	WHERE id = $1 AND status <> 3 AND (holder = '' OR lease_until < now() OR holder = $2 OR $4)
+	RETURNING ` + runColumns + `
+)
+SELECT ` + runColumns + ` FROM r WHERE pg_notify($5, id) IS NOT NULL`
+
+// Claim is one round trip when it succeeds, and a second to tell why when it fails.
+func (s *Store) Claim(ctx context.Context, id, holder string, lease time.Duration, force bool) (store.Run, error) {
+	if holder == "" {
+		return store.Run{}, errNoHolder
+	}
+	r, err := scanRun(s.pool.QueryRow(ctx, claimSQL, id, holder, lease, force, s.channel))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Run{}, notHeld(ctx, s.pool, id, store.ErrHeld)
+	case err != nil:
+		return store.Run{}, fail(ctx, "claim run", err)
+	}
+	return r, nil
+}
+
+// renewSQL extends the leases $1, $2, $3 (run ids, holders, epochs) that still hold
+// their runs. It locks the runs in the order of their ids, as AppendEvents does, so
+// that the two cannot deadlock on runs they share.
+const renewSQL = `WITH held AS MATERIALIZED (
+	SELECT r.id FROM runs r
+	JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS l(id, holder, epoch)
+		ON r.id = l.id AND r.holder = l.holder AND r.epoch = l.epoch
+	WHERE r.holder <> '' AND r.status <> 3
+	ORDER BY r.id
+	FOR UPDATE OF r
+)
+UPDATE runs SET lease_until = now() + $4::interval FROM held WHERE runs.id = held.id RETURNING runs.id`
+
+// Renew is one statement. It notifies nothing: a lease going on is no change.
+func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Duration) ([]string, error) {
+	if len(held) == 0 {
+		return nil, ctx.Err()
+	}
+	ids, holders, epochs := make([]string, len(held)), make([]string, len(held)), make([]int64, len(held))
+	for i, l := range held {
+		ids[i], holders[i], epochs[i] = l.RunID, l.Holder, l.Epoch
+	}
+	rows, err := s.pool.Query(ctx, renewSQL, ids, holders, epochs, lease)
+	if err != nil {
+		return nil, fail(ctx, "renew leases", err)
+	}
+	renewed := map[string]bool{}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { renewed[id] = true; return nil }); err != nil {
+		return nil, fail(ctx, "renew leases", err)
+	}
+	var lost []string
+	for _, id := range ids {
+		if !renewed[id] {
+			lost = append(lost, id)
+		}
+	}
+	return lost, nil
+}
+
+// claimableSQL finds up to $1 runs that need a holder in the three partial indexes
+// that hold them, each read in the order wanted and no further than $1 rows. A run
+// held by none has a lease_until in the past, so lease_until <= now() bounds the
+// range of runs_running_lease. The runs come longest waiting first: by when their
+// lease ended, and a run due to wake has waited no less since it was due.
+const claimableSQL = `WITH c AS (
+	(SELECT id FROM runs
+		WHERE status = 1 AND lease_until <= now() AND (holder = '' OR lease_until < now())
+		ORDER BY lease_until LIMIT $1)
+	UNION
+	(SELECT id FROM runs
+		WHERE status = 2 AND wake_at <= now() AND (holder = '' OR lease_until < now())
+		ORDER BY wake_at LIMIT $1)
+	UNION
+	(SELECT r.id FROM runs r
+		WHERE r.status = 2 AND (r.holder = '' OR r.lease_until < now())
+			AND r.id IN (SELECT run_id FROM inputs WHERE answer IS NULL)
+		ORDER BY r.lease_until LIMIT $1)
+)
+SELECT ` + runColumns + ` FROM runs JOIN c USING (id) ORDER BY lease_until, id LIMIT $1`
+
+func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
+	rows, err := s.pool.Query(ctx, claimableSQL, max(limit, 0))
+	return collect(ctx, "claimable runs", rows, err, scanRun)
+}
