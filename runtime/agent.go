@@ -204,6 +204,12 @@ type Request struct {
 	// again), keeping their approval: a call awaiting a decision keeps its approval id,
 	// one approved stays approved while its arguments are unchanged.
 	Resume *Pending
+	// ReservedCallIDs are tool call ids the run must not give a new call: those of a
+	// model stream lost with the process that ran it, before the run was taken up
+	// elsewhere (clients saw them end cancelled). A model that returns one of them, or
+	// the id of a call earlier in the transcript, has its call renamed (a new id, in the
+	// events and the transcript alike), so that no id names two calls.
+	ReservedCallIDs []string
 	// Metadata is passed to hooks.
 	Metadata map[string]any
 	// SpanLinks are added to the run's span, invoke_agent; the service links the span of

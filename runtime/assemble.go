@@ -1,12 +1,17 @@
 package runtime
 
+import "cmp"
+
 // assembler builds one assistant message from a model stream, emitting every delta as an
 // event at once. It keeps the order in which text, reasoning and tool calls arrived, and
 // joins tool-call fragments by call id, falling back to the provider's index, falling back
 // to the most recent call.
 type assembler struct {
-	emit     func(Event) bool
-	newID    func(string) string
+	emit  func(Event) bool
+	newID func(string) string
+	// used reports whether a call id is taken already (nil: none is); a call the model
+	// gives a taken id is renamed.
+	used     func(id string) bool
 	executor func(name string) Executor
 	msgID    string
 	stepID   string
@@ -164,14 +169,14 @@ func (a *assembler) toolDelta(ev ModelEvent) bool {
 			return false
 		}
 		c = &callBlock{id: ev.ID, args: make([]byte, 0, 128)}
-		if c.id == "" {
+		if c.id == "" || a.used != nil && a.used(c.id) {
 			c.id = a.newID("call")
 		}
 		if a.byID == nil {
 			a.byID = map[string]*callBlock{}
 			a.byIndex = map[int]*callBlock{}
 		}
-		a.byID[c.id] = c
+		a.byID[cmp.Or(ev.ID, c.id)] = c // the model's fragments name it by its own id
 		a.calls = append(a.calls, c)
 		a.parts = append(a.parts, &block{kind: PartToolCall, call: c})
 	}

@@ -134,6 +134,21 @@ type StepFinished struct {
 	NewMessages []Message
 }
 
+// StepCalls reports the calls of a step's assistant message, complete, before the
+// first of them is prepared: what resuming the step needs, should the process running
+// it be lost while its calls run (a store of runs keeps it, so that the calls are taken
+// up where they stood rather than asked of the model again). It is not a client's
+// event: the service sends nothing for it.
+type StepCalls struct {
+	// Pending holds the step and its calls, each CallReady and unprepared.
+	Pending *Pending
+	// Usage is the run's cumulative usage, the step's model call included.
+	Usage Usage
+	// NewMessages are the messages the run added before the step's assistant message
+	// (which Pending holds): with the request's, the transcript the step resumes on.
+	NewMessages []Message
+}
+
 // HookEvent is something a hook tells the client.
 type HookEvent struct {
 	Name  string
@@ -159,6 +174,7 @@ type RunFinished struct {
 
 func (*RunStarted) isEvent()           {}
 func (*StepStarted) isEvent()          {}
+func (*StepCalls) isEvent()            {}
 func (*MessageStarted) isEvent()       {}
 func (*MessageFinished) isEvent()      {}
 func (*TextDelta) isEvent()            {}

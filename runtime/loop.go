@@ -398,6 +398,9 @@ func (r *run) runStep() (done bool) {
 	}
 
 	// 7–9. Prepare, approve and execute the calls.
+	if !r.emit(r.stepCalls(stepID, msg, pcs)) {
+		return true
+	}
 	return r.toolStep(stepCtx, stepID, reason, stepMsgs, msg, pcs, false)
 }
 
@@ -438,6 +441,21 @@ func (r *run) resumeStep(p *Pending) (done bool) {
 	return r.toolStep(stepCtx, stepID, FinishToolCalls, []Message{msg}, msg, pcs, true)
 }
 
+// callIDUsed reports whether a call of the run's transcript, or a reserved one, has id.
+func (r *run) callIDUsed(id string) bool {
+	if slices.Contains(r.req.ReservedCallIDs, id) {
+		return true
+	}
+	for _, m := range r.transcript {
+		for _, p := range m.Parts {
+			if p.Kind == PartToolCall && p.ToolCall.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // beginStep starts a step's context, which an interrupting steer cancels (at once when
 // one came after seen).
 func (r *run) beginStep(seen uint64) (context.Context, context.CancelCauseFunc) {
@@ -462,6 +480,7 @@ func (r *run) finishStep(stepID string, reason FinishReason, msgs []Message) boo
 // call again. The call is one chat span; the deltas touch no telemetry.
 func (r *run) callModel(ctx context.Context, stepID string, mreq *ModelRequest) (Message, Usage, FinishReason, error) {
 	asm := newAssembler(r.emit, r.a.newID, r.executorOf, r.a.newID("msg"), stepID)
+	asm.used = r.callIDUsed
 	cctx, span := r.startChat(ctx, mreq)
 	start := r.a.now()
 	msg, u, reason, err := r.streamOnce(cctx, asm, mreq)

@@ -36,6 +36,24 @@ type ToolSpec struct {
 	Timeout time.Duration
 	// Parallel allows calls to run alongside other parallel calls of the same step.
 	Parallel bool
+	// Idempotent declares that running a call twice with the same arguments and the
+	// same idempotency key ([IdempotencyKey]) has the effect of running it once. A call
+	// of an idempotent tool that started and was lost with the process running it is
+	// run again where the run goes on; one of any other tool is not (it may have had
+	// its effect), and the model is told its outcome is unknown.
+	Idempotent bool
+}
+
+// idempotencyKey is the context key of a call's idempotency key.
+type idempotencyKey struct{}
+
+// IdempotencyKey returns the idempotency key of the tool call whose context ctx is:
+// "<run id>/<tool call id>", the same every time the call runs, on any process. A tool
+// with effects outside agentd passes it on (an MCP server gets it in the request's
+// _meta, as "agentd/idempotency-key"), so that what it calls can tell a repeat.
+func IdempotencyKey(ctx context.Context) string {
+	k, _ := ctx.Value(idempotencyKey{}).(string)
+	return k
 }
 
 // ToolFunc is the function behind a tool made by [NewTool].

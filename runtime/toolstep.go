@@ -433,6 +433,7 @@ func (r *run) toolTimeout(c *pcall) time.Duration {
 // client's result, is also an await_client_tool span inside it.
 func (r *run) runTool(c *pcall) execDone {
 	sctx, span := r.startTool(c)
+	sctx = context.WithValue(sctx, idempotencyKey{}, r.info.RunID+"/"+c.Call.ID)
 	ctx, cancel := context.WithTimeout(sctx, r.toolTimeout(c))
 	defer cancel()
 	var wait trace.Span
@@ -578,6 +579,18 @@ func (r *run) pending(stepID string, msg Message, pcs []*pcall) *Pending {
 		p.Calls[i] = c.PendingCall
 	}
 	return p
+}
+
+// stepCalls reports a step's calls before any is prepared (StepCalls).
+func (r *run) stepCalls(stepID string, msg Message, pcs []*pcall) *StepCalls {
+	m := msg
+	m.Parts = slices.Clone(msg.Parts)
+	p := &Pending{Step: r.step, Turn: r.turn, StepInTurn: r.stepInTurn, StepID: stepID, Message: m, Calls: make([]PendingCall, len(pcs))}
+	for i, c := range pcs {
+		p.Calls[i] = PendingCall{Call: c.Call, State: CallReady}
+	}
+	added := slices.DeleteFunc(slices.Clone(r.added), func(m Message) bool { return m.ID == msg.ID && m.Role == RoleAssistant })
+	return &StepCalls{Pending: p, Usage: r.usage, NewMessages: added}
 }
 
 // endToolStep ends a step whose run's context is done. A cancelled run records every

@@ -68,6 +68,12 @@ func RenderEvent(ev runtime.Event) string {
 		return fmt.Sprintf("steer_applied seq=%d step=%s message=%s dropped=%t %s", e.Seq, e.StepID, e.MessageID, e.Dropped, e.DropReason)
 	case *runtime.StepFinished:
 		return fmt.Sprintf("step_finished %s %s usage=%s messages=%s", e.StepID, e.FinishReason, usage(e.Usage), messages(e.NewMessages))
+	case *runtime.StepCalls:
+		ids := make([]string, len(e.Pending.Calls))
+		for i, c := range e.Pending.Calls {
+			ids[i] = c.Call.ID
+		}
+		return fmt.Sprintf("step_calls %s %v usage=%s", e.Pending.StepID, ids, usage(e.Usage))
 	case *runtime.HookEvent:
 		return fmt.Sprintf("hook_event %s %v", e.Name, e.Value)
 	case *runtime.RunFinished:

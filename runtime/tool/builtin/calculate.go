@@ -43,6 +43,7 @@ func Calculate() runtime.Tool {
 			"Division by zero and results that are not finite real numbers are errors.",
 		Parameters: []byte(calculateSchema),
 		Parallel:   true,
+		Idempotent: true, // it changes nothing: running it again is harmless
 	}
 	return runtime.NewTool(spec, func(_ context.Context, call runtime.ToolCall) (runtime.Output, error) {
 		var args struct {

@@ -182,6 +182,7 @@ func HTTPFetch(allowHosts []string, opts ...Option) (runtime.Tool, error) {
 			fmt.Sprintf(". Bodies longer than %d bytes are cut.", f.maxBytes),
 		Parameters: []byte(httpFetchSchema),
 		Parallel:   true,
+		Idempotent: true, // it changes nothing: running it again is harmless
 	}
 	return f, nil
 }

@@ -45,6 +45,7 @@ func CurrentTime(opts ...Option) runtime.Tool {
 			"the time as RFC 3339 in the requested IANA time zone (UTC when none is given) and as Unix seconds.",
 		Parameters: []byte(currentTimeSchema),
 		Parallel:   true,
+		Idempotent: true, // it changes nothing: running it again is harmless
 	}
 	return runtime.NewTool(spec, func(_ context.Context, call runtime.ToolCall) (runtime.Output, error) {
 		var args struct {

@@ -19,11 +19,12 @@ type remoteTool struct {
 	params      json.RawMessage
 	approval    runtime.Approval
 	readOnly    bool
+	idempotent  bool
 }
 
 func (t remoteTool) equal(u remoteTool) bool {
 	return t.name == u.name && t.description == u.description && bytes.Equal(t.params, u.params) &&
-		t.approval == u.approval && t.readOnly == u.readOnly
+		t.approval == u.approval && t.readOnly == u.readOnly && t.idempotent == u.idempotent
 }
 
 // toRemote converts the tools a server listed. A tool whose input schema agentd cannot
@@ -56,7 +57,11 @@ func (s *Source) toRemote(tools []*sdk.Tool) []remoteTool {
 		if s.cfg.Approval != nil {
 			approval = *s.cfg.Approval
 		}
-		out = append(out, remoteTool{name: t.Name, description: desc, params: params, approval: approval, readOnly: readOnly})
+		// A call lost with the process running it is run again only for a tool the
+		// server says repeating has no further effect (idempotentHint), or that changes
+		// nothing (readOnlyHint).
+		idempotent := t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
+		out = append(out, remoteTool{name: t.Name, description: desc, params: params, approval: approval, readOnly: readOnly, idempotent: idempotent})
 	}
 	return out
 }
@@ -150,7 +155,8 @@ func Merge(reserved []string, sources ...*Source) ([]runtime.Tool, runtime.Polic
 				Timeout:     s.cfg.Timeout,
 				// Read-only tools cannot disturb each other; the others keep the
 				// order the model gave.
-				Parallel: t.readOnly,
+				Parallel:   t.readOnly,
+				Idempotent: t.idempotent,
 			}})
 			if t.approval != runtime.ApprovalAuto {
 				if policy.Tools == nil {

@@ -21,6 +21,12 @@ type tool struct {
 	spec   runtime.ToolSpec
 }
 
+// IdempotencyKeyMeta is the _meta key under which a CallTool request carries the call's
+// idempotency key ([runtime.IdempotencyKey]): the same for every time agentd runs the
+// call, so that a server can tell a call run again after the replica running it was
+// lost from a new one.
+const IdempotencyKeyMeta = "agentd/idempotency-key"
+
 func (t *tool) Spec() runtime.ToolSpec { return t.spec }
 
 // Execute calls the tool on the server's current session with the call's arguments,
@@ -45,7 +51,12 @@ func (t *tool) Execute(ctx context.Context, call runtime.ToolCall) (runtime.Outp
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: t.remote, Arguments: args})
+	params := &sdk.CallToolParams{Name: t.remote, Arguments: args}
+	if key := runtime.IdempotencyKey(ctx); key != "" {
+		// The server can tell a call run again (a run taken up elsewhere) by its key.
+		params.Meta = sdk.Meta{IdempotencyKeyMeta: key}
+	}
+	res, err := cs.CallTool(ctx, params)
 	_, answered := errors.AsType[*jsonrpc.Error](err)
 	switch {
 	case err == nil:
