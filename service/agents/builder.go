@@ -2,6 +2,7 @@ package agents
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -160,6 +161,12 @@ func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
 			unknown = append(unknown, name)
 		}
 	}
+	// Last, so that the tools above are still the sources' own (mcpSource needs them).
+	for k, t := range tools {
+		if pc, ok := b.policyTools[t.Spec().Name]; ok && pc.Idempotent != nil {
+			tools[k] = withIdempotent(t, *pc.Idempotent)
+		}
+	}
 
 	cfg := b.rtConfig
 	cfg.Tools, cfg.Policy = tools, policy
@@ -179,3 +186,41 @@ func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
 	}
 	return a, unknown, nil
 }
+
+// withIdempotent returns t with its spec's Idempotent set to idempotent
+// (ToolPolicyConfig.Idempotent): t itself when it declares that already, otherwise a
+// tool whose calls go to t. A tool that carries its compiled schema
+// ([runtime.SchemaTool]) keeps carrying it, so the agent does not compile it again.
+func withIdempotent(t runtime.Tool, idempotent bool) runtime.Tool {
+	spec := t.Spec()
+	if spec.Idempotent == idempotent {
+		return t
+	}
+	spec.Idempotent = idempotent
+	if st, ok := t.(runtime.SchemaTool); ok {
+		return specSchemaTool{specTool{t, spec}, st}
+	}
+	return specTool{t, spec}
+}
+
+// specTool is a tool with a spec of the agents file's making; Execute is the tool's
+// own. It is safe for concurrent use when the tool is.
+type specTool struct {
+	tool runtime.Tool
+	spec runtime.ToolSpec
+}
+
+func (t specTool) Spec() runtime.ToolSpec { return t.spec }
+
+func (t specTool) Execute(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+	return t.tool.Execute(ctx, call)
+}
+
+// specSchemaTool is a specTool of a [runtime.SchemaTool]. The spec's Parameters are the
+// tool's, so the tool's Schema still compiles them.
+type specSchemaTool struct {
+	specTool
+	schema runtime.SchemaTool
+}
+
+func (t specSchemaTool) Schema() *runtime.Schema { return t.schema.Schema() }

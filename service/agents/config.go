@@ -119,7 +119,8 @@ type PolicyConfig struct {
 	Approval string `yaml:"approval,omitempty"`
 	// Tools sets the policy of single tools, by name; they must be the agent's tools,
 	// from the catalogue or, under the names the agent exposes them as, from its MCP
-	// servers. An entry replaces the tool's own approval (when it names one).
+	// servers. An entry replaces the tool's own approval (when it names one) and the
+	// tool's own declaration of idempotency (when it sets Idempotent).
 	Tools map[string]ToolPolicyConfig `yaml:"tools,omitempty"`
 }
 
@@ -130,6 +131,16 @@ type ToolPolicyConfig struct {
 	// Approval is "auto", "ask" or "always" (see [runtime.Approval]); empty means the
 	// agent's default approval.
 	Approval string `yaml:"approval,omitempty"`
+	// Idempotent, when set, replaces the tool's own declaration
+	// ([runtime.ToolSpec].Idempotent): whether a call that had started when the process
+	// running it was lost is run again where the run goes on (true), or gets an error
+	// result telling the model its outcome is unknown (false). Nil keeps the tool's own:
+	// true for current_time, calculate and http_fetch, false for save_note, echo and
+	// add; for an MCP tool, true when its server annotates it idempotent or read-only
+	// (idempotentHint, readOnlyHint). Declare a tool idempotent only when running a call
+	// twice has the effect of running it once, for example because what it calls tells
+	// a repeat by the call's idempotency key ([runtime.IdempotencyKey]).
+	Idempotent *bool `yaml:"idempotent,omitempty"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("30s", "1m30s").

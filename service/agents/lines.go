@@ -29,6 +29,10 @@ func (c *Config) typeError(msg string) error {
 	line, _ := strconv.Atoi(m[1])
 	msg = m[2]
 	agent, path := c.pathAt(line)
+	if strings.HasSuffix(msg, " into bool") {
+		// yaml names the type alone; a quoted "true" is a string, for instance.
+		msg += "; want true or false"
+	}
 	if u := unknownField.FindStringSubmatch(msg); u != nil {
 		if len(path) > 0 {
 			path = path[:len(path)-1] // the unknown key itself
