@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -185,7 +184,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	digest := sha256.Sum256(b)
 	// The input is stored before it is acted on, and its answer after: a retry finds
 	// the answer however long after, the run finished or not.
-	kept, created, err := s.store.PutInput(ctx, store.Input{RunID: in.GetRunId(), Key: in.GetClientKey(), Digest: digest[:]})
+	kept, created, err := s.store.PutInput(ctx, store.Input{RunID: in.GetRunId(), Key: in.GetClientKey(), Digest: digest[:], Request: b})
 	if err != nil {
 		return nil, storeStatus(err)
 	}
@@ -194,40 +193,28 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 			return nil, keyReused()
 		}
 		if kept.Answer != nil {
-			resp := &agentdv1.SendRunInputResponse{}
-			if err := proto.Unmarshal(kept.Answer, resp); err != nil {
-				return nil, statusError(codes.Internal, reasonInternal, "decoding a kept answer: "+err.Error(), nil)
-			}
-			return resp, nil
+			return decodeAnswer(kept.Answer)
 		}
 	}
 	ss := ref.ss
 	if ss == nil {
-		if ref.rec.Status == store.Finished {
+		switch {
+		case ref.rec.Status == store.Finished:
 			return nil, finishedStatus(ref.rec.ID)
+		case s.shared:
+			return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
 		}
 		return nil, statusError(codes.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
 	}
-	// The input is an answer the run waits for from here on: a parked run wakes for it
-	// (takeKeyed), and waits for it instead of parking again.
-	ss.addAnswerer()
-	ki, err := ss.takeKeyed(in.GetClientKey(), digest, req)
-	ss.dropAnswerer()
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-ki.done:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	resp := &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}
-	if answer, err := proto.Marshal(resp); err == nil {
-		if err := s.store.AnswerInput(ctx, in.GetRunId(), in.GetClientKey(), answer); err != nil {
-			s.log.Warn("keeping an input's answer failed: a retry of it will be refused", "run_id", in.GetRunId(), "error", err)
+	resp, err := s.inputHere(ctx, ss, in.GetClientKey(), digest, req)
+	if isMoved(err) {
+		ref, err := s.lookup(ctx, in.GetRunId())
+		if err != nil {
+			return nil, err
 		}
+		return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
 	}
-	return resp, nil
+	return resp, err
 }
 
 // keyReused refuses a client_key used for another input of the run.

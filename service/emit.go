@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -17,6 +18,13 @@ import (
 // emit does what the session must know of one runtime event, converts it and journals
 // it: every run, ExecuteRun's too, may have streams attached.
 func (ss *session) emit(ev runtime.Event) error {
+	if sc, ok := ev.(*runtime.StepCalls); ok {
+		// Nothing goes to clients: a store on disk keeps where the step's calls start.
+		if ss.srv.gated {
+			ss.storeStepCalls(sc)
+		}
+		return nil
+	}
 	ss.observe(ev)
 	if ss.rereported(ev) {
 		return nil
@@ -50,12 +58,44 @@ func (ss *session) emit(ev runtime.Event) error {
 		sf.Usage = addUsage(sf.GetUsage(), ss.priorUsage)
 		ss.usage = sf.GetUsage()
 		ss.mu.Unlock()
-		if err := ss.sendEvent(pe); err != nil {
+		return ss.finishStep(e, pe)
+	case *runtime.ToolExecutionStarted:
+		if err := ss.sendEvent(pe); err != nil || !ss.srv.gated {
 			return err
 		}
-		return ss.checkpoint(e)
+		// The durable record of the call's start: in the store before the tool runs, so
+		// that a replica taking the run up never runs it twice unknowingly. A store that
+		// will not take it stops the run before the tool runs.
+		return ss.srv.writer.flushRun(ss)
 	}
 	return ss.sendEvent(pe)
+}
+
+// finishStep journals step_finished and, right behind it, the checkpoint the run can
+// resume from after the step, in one go: the journal writer stores both or neither, so
+// that a journal holding a step's end holds the continuation after it.
+func (ss *session) finishStep(e *runtime.StepFinished, pe *agentdv1.RunEvent) error {
+	b := ss.checkpoint()
+	ss.mu.Lock()
+	err := ss.sendLocked(pe, true)
+	if err == nil && b != nil {
+		err = ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}}, true)
+	}
+	primary, ctx := ss.primary, ss.ctx
+	ss.mu.Unlock()
+	if err == nil && primary != nil {
+		err = primary.wait(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if ss.srv.gated && b != nil {
+		ss.mu.Lock()
+		added := ss.newSoFar
+		ss.mu.Unlock()
+		ss.storeCheckpoint(b, nil, added)
+	}
+	return nil
 }
 
 // rereported reports whether ev is what a woken run's runtime reports again, and its
@@ -129,8 +169,9 @@ func resolvedWhy(e *runtime.ApprovalResolved) string {
 	return why
 }
 
-// checkpoint journals a continuation from which the run can resume after the step.
-func (ss *session) checkpoint(e *runtime.StepFinished) error {
+// checkpoint seals a continuation from which the run can resume after the step that
+// just finished; nil when sealing failed.
+func (ss *session) checkpoint() []byte {
 	ss.mu.Lock()
 	st := ss.step
 	ss.mu.Unlock()
@@ -143,30 +184,56 @@ func (ss *session) checkpoint(e *runtime.StepFinished) error {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
 		return nil
 	}
-	if err := ss.sendEvent(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}}); err != nil {
-		return err
-	}
-	if ss.srv.gated {
-		ss.storeCheckpoint(b)
-	}
-	return nil
+	return b
 }
 
-// storeCheckpoint writes to a store on disk what recovering the run from the
-// checkpoint just journaled needs, should this process stop: the transcript so far, the
-// continuation, the usage.
-func (ss *session) storeCheckpoint(continuation []byte) {
+// storeStepCalls writes to a store on disk where a step's calls start, before the first
+// is prepared: a replica that takes the run up after this process is lost goes on with
+// them (what the journal says of each: asked, decided, started, done) instead of asking
+// the model again. The journal is stored up to here first, so that the checkpoint's seq
+// is in the store.
+func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
+	added := messagesToProto(sc.NewMessages)
+	digest, err := ss.history.digestWith(added)
+	var b []byte
+	if err == nil {
+		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: sc.Pending})
+	}
+	if err != nil {
+		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
+		return
+	}
+	ss.mu.Lock()
+	usage := addUsage(usageToProto(sc.Usage), ss.priorUsage)
+	ss.mu.Unlock()
+	ss.storeCheckpoint(b, usage, added)
+}
+
+// storeCheckpoint writes to a store on disk what recovering the run from a checkpoint
+// needs, should this process stop: the transcript so far (the stretch's new messages
+// being added), the continuation, the usage (nil: as of the last step). The journal is
+// stored up to the checkpoint first.
+func (ss *session) storeCheckpoint(continuation []byte, usage *agentdv1.Usage, added []*agentdv1.Message) {
+	if err := ss.srv.writer.flushRun(ss); err != nil {
+		ss.srv.log.Warn("storing the run's events failed: its checkpoint is not stored", "run_id", ss.runID, "error", err)
+		return
+	}
 	ss.mu.Lock()
 	cp := &continuationv1.RunCheckpoint{
-		Seq: ss.seq, History: int64(len(ss.historyMsgs)), Continuation: continuation, Usage: ss.usage, Rpc: rpcOf(ss.mode),
-		Messages: append(append(append([]*agentdv1.Message(nil), ss.historyMsgs...), ss.priorNew...), ss.newSoFar...),
+		Seq: ss.seq, History: int64(len(ss.historyMsgs)), Continuation: continuation, Usage: cmp.Or(usage, ss.usage), Rpc: rpcOf(ss.mode),
+		Messages:     append(append(append([]*agentdv1.Message(nil), ss.historyMsgs...), ss.priorNew...), added...),
+		StepMessages: int64(len(ss.historyMsgs) + len(ss.priorNew) + len(ss.newSoFar)),
 	}
 	ss.mu.Unlock()
 	b, err := proto.Marshal(cp)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		err = ss.srv.store.UpdateRun(ctx, ss.runID, store.Running, b)
+		err = ss.srv.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Running, Checkpoint: b})
 		cancel()
+	}
+	if errors.Is(err, store.ErrFenced) {
+		ss.srv.lostRun(ss)
+		return
 	}
 	if err != nil {
 		ss.srv.log.Warn("storing the run's checkpoint failed: were this process to stop, the run would go on from an older one", "run_id", ss.runID, "error", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -27,6 +28,14 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 			return nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: err.Error()}})
 		}
 		if fin, ok := ev.(*runtime.RunFinished); ok {
+			if fin.Reason == runtime.EndShutdown && ss.handsOver(fin) {
+				// Drained with a store other replicas share: the run parks, due at once,
+				// and another replica goes on with it.
+				if err := ss.park(fin); err == nil {
+					return nil, errParked
+				}
+				ss.srv.log.Error("handing the run over failed: it ends SHUTDOWN with its continuation", "run_id", ss.runID)
+			}
 			if fin.Reason == runtime.EndAwaitingInput && ss.isParking() {
 				err := ss.park(fin)
 				if err == nil {
@@ -70,11 +79,17 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 	ss.mu.Lock()
 	stopAfter, cancel, caller, done := ss.stopAfter, ss.cancel, ss.caller, ss.done
 	ss.mu.Unlock()
-	defer func() {
-		stopAfter()
-		cancel(nil)
-		ss.srv.unadmit(caller)
-	}()
+	// The stretch lets go of what it holds before done closes: whoever waits for the
+	// run's end finds its admission free.
+	var once sync.Once
+	letGo := func() {
+		once.Do(func() {
+			stopAfter()
+			cancel(nil)
+			ss.srv.unadmit(caller)
+		})
+	}
+	defer letGo()
 	stop := ss.keepAlive()
 	defer func() {
 		stop() // a panic in the run too: the timer must not re-arm for ever
@@ -92,15 +107,20 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 			parked = false
 		}
 		if parked {
+			letGo()
 			close(done)
 			return
 		}
 		ss.mu.Lock()
 		ss.endParkingLocked() // a park the run's end overtook
+		moved := ss.moved
 		ss.mu.Unlock()
-		ss.journal.close()
+		if !moved {
+			ss.journal.close() // else it follows the run from the store
+		}
 		ss.srv.finishRun(ss)
 		ss.srv.release(ss)
+		letGo()
 		close(done)
 	}()
 	rf, err := ss.execute(req)
@@ -117,6 +137,19 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 	}
 	ss.mu.Unlock()
 	return false
+}
+
+// handsOver reports whether a run the server shuts down is handed over to another
+// replica rather than ended: with a store other replicas share, a run its client does
+// not hold to this server (not ExecuteRun's, not under ON_DISCONNECT_CANCEL).
+func (ss *session) handsOver(fin *runtime.RunFinished) bool {
+	if !ss.srv.shared || fin.Pending == nil || ss.mode == modeExecute || !ss.detach {
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.handOver = true
+	return true
 }
 
 // isParking reports whether a wait found nobody to answer, so that the run's end of
@@ -177,6 +210,9 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 	}
 	ss.detachOut(o)
 	sendErr := o.failed()
+	if errors.Is(sendErr, errRunMoved) {
+		return movedStatus(o.cursor.Load())
+	}
 	if ss.detach {
 		ss.srv.log.Debug("the stream that started the run went away: the run goes on", "run_id", ss.runID, "error", sendErr)
 		return goneStatus(ctx, sendErr, stall, o.cursor.Load())
@@ -231,6 +267,8 @@ func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *o
 // seq sent.
 func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent int64) error {
 	switch {
+	case errors.Is(sendErr, errRunMoved):
+		return movedStatus(sent)
 	case sendErr != nil:
 		return sendStatus(sendErr)
 	case ctx.Err() != nil:
@@ -238,6 +276,14 @@ func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent in
 	}
 	return statusError(codes.ResourceExhausted, reasonClientStalled,
 		fmt.Sprintf("the client read nothing for %s while events waited for it, so this stream was let go; the run goes on: attach again with after_seq %d", stall, sent),
+		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
+}
+
+// movedStatus ends a Run stream whose run another replica took over, having sent it
+// the events up to seq sent.
+func movedStatus(sent int64) error {
+	return statusError(codes.Unavailable, reasonRunMoved,
+		fmt.Sprintf("another replica runs the run now: attach again, on any replica, with after_seq %d", sent),
 		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 }
 

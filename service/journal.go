@@ -96,6 +96,8 @@ type journal struct {
 	// poll, for a run going on elsewhere, refreshes last and closed from the store
 	// (pollStore); nil for a run this server runs.
 	poll func(j *journal)
+	// nudge, set by poll, is what changed is while the journal waits for the store.
+	nudge *nudge
 	// failed is why the store refused the run's frames; storedChanged is closed when
 	// stored or failed change, made when someone waits for it.
 	failed        error
@@ -197,6 +199,25 @@ func (j *journal) release() {
 	j.first = j.last.Load() + 1
 }
 
+// follow turns the journal of a run this server stopped running into one that follows
+// the run from the store (poll), for the streams reading it: the frames the store never
+// took go (no reader saw them: the journal is gated), and the next reads come from the
+// store, which has every frame the run's new holder adds.
+func (j *journal) follow(poll func(*journal)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	stored := j.stored.Load()
+	clear(j.frames)
+	j.frames, j.size = nil, 0
+	j.first = stored + 1
+	j.last.Store(stored)
+	j.gated = false
+	j.failed = errRunMoved
+	j.poll = poll
+	j.storedWakeLocked()
+	j.wakeLocked()
+}
+
 // close records that the run ended: readers that have read everything are done.
 func (j *journal) close() {
 	j.mu.Lock()
@@ -208,7 +229,13 @@ func (j *journal) close() {
 }
 
 func (j *journal) wakeLocked() {
-	close(j.changed)
+	if j.nudge != nil {
+		// A journal following its run from the store waits on a nudge (pollStore).
+		j.nudge.fire()
+		j.nudge = nil
+	} else {
+		close(j.changed)
+	}
 	j.changed = make(chan struct{})
 }
 
@@ -225,8 +252,11 @@ func (j *journal) visible() int64 {
 // done (the journal closed and read to its end). A cursor below what memory and the
 // store keep gets errEventsExpired.
 func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (frames []frame, changed <-chan struct{}, done bool, err error) {
-	if j.poll != nil {
-		j.poll(j)
+	j.mu.Lock()
+	poll := j.poll
+	j.mu.Unlock()
+	if poll != nil {
+		poll(j)
 	}
 	j.mu.Lock()
 	if after+1 < j.first {

@@ -80,12 +80,16 @@ func (w *journalWriter) write(runs []*session) {
 	for _, ss := range runs {
 		ss.mu.Lock()
 		ss.dirty = false
+		lease, moved := ss.lease, ss.moved
 		ss.mu.Unlock()
+		if moved {
+			continue
+		}
 		first, frames := ss.journal.unstored()
 		if len(frames) == 0 {
 			continue
 		}
-		batches = append(batches, store.Events{RunID: ss.runID, First: first, Frames: asBytes(frames)})
+		batches = append(batches, store.Events{Lease: lease, First: first, Frames: asBytes(frames)})
 		ps = append(ps, pending{ss, first + int64(len(frames)) - 1})
 	}
 	if len(batches) == 0 {
@@ -101,6 +105,10 @@ func (w *journalWriter) write(runs []*session) {
 	for i, p := range ps {
 		if len(ps) > 1 {
 			err = w.append(batches[i : i+1])
+		}
+		if errors.Is(err, store.ErrFenced) {
+			w.srv.lostRun(p.ss)
+			continue
 		}
 		if err != nil {
 			w.srv.log.Error("the store refused a run's events: ending the run", "run_id", p.ss.runID, "error", err)

@@ -30,6 +30,7 @@ const outboxSize = 64
 // any goroutine.
 type outbox struct {
 	id     string          // the stream's attachment_id; empty for the one that started the run
+	runs   bool            // a Run stream's, whose client answers the run on it
 	ctx    context.Context // the stream's: it bounds reads from the store
 	j      *journal
 	send   func(frame) error
@@ -149,6 +150,17 @@ func (o *outbox) stalledFor() time.Duration {
 		return 0
 	}
 	return time.Since(time.Unix(0, since))
+}
+
+// stop ends the outbox early for err: nothing more is sent, and its stream ends with
+// what err says.
+func (o *outbox) stop(err error) {
+	o.mu.Lock()
+	if o.err == nil {
+		o.err = err
+	}
+	o.mu.Unlock()
+	o.abandon()
 }
 
 // abandon lets the stream go: nothing more is sent to it.

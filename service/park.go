@@ -107,6 +107,12 @@ func (ss *session) endParkingLocked() {
 // wakes a parked run. An answer given meanwhile would go to a run that no longer waits
 // for it. Called, and returns, with mu held; it lets go of mu while it waits.
 func (ss *session) readyLocked() {
+	if ss.ready != nil {
+		ch := ss.ready
+		ss.mu.Unlock()
+		<-ch
+		ss.mu.Lock()
+	}
 	for ss.parkDone != nil {
 		ch := ss.parkDone
 		ss.mu.Unlock()
@@ -181,7 +187,22 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := s.store.UpdateRun(ctx, ss.runID, store.Parked, b); err != nil {
+	// A parked run is held by no replica: whichever an input for it reaches takes it up,
+	// or, when its first approval expires or its park times out (WakeAt), any.
+	wakeAt := p.at.Add(s.cfg.ParkTimeout)
+	for _, a := range p.approvals {
+		if exp := a.GetExpiresAt(); exp != nil && exp.AsTime().Before(wakeAt) {
+			wakeAt = exp.AsTime()
+		}
+	}
+	if ss.handOver {
+		wakeAt = p.at // drained: another replica takes it up at once
+	}
+	err = s.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Parked, Checkpoint: b, Release: true, WakeAt: wakeAt})
+	if errors.Is(err, store.ErrFenced) {
+		s.lostRun(ss)
+	}
+	if err != nil {
 		return err
 	}
 	ss.mu.Lock()
@@ -207,6 +228,13 @@ func (ss *session) publishPark() {
 	ss.journal.release()
 	ss.endParkingLocked()
 	ss.mu.Unlock()
+	if s.shared {
+		// Nothing of it stays here: whichever replica an input for it reaches takes it
+		// up, and any does when it is due (WakeAt).
+		s.letGo(ss)
+		s.log.Info("run parked in the shared store: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "handed_over", ss.handOver)
+		return
+	}
 	s.parkTimers(ss, p, s.cfg.ParkTimeout)
 	s.log.Info("run parked: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "expires_in", s.cfg.ParkTimeout.String())
 }
@@ -258,13 +286,35 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	ss.wakeMu.Lock()
 	defer ss.wakeMu.Unlock()
 	ss.mu.Lock()
-	p := ss.parked
+	p, moved := ss.parked, ss.moved
 	ss.mu.Unlock()
+	if moved {
+		// This server let the run go (it parked in a shared store, or another replica
+		// took it): it runs it no more, whatever still holds this session.
+		return movedStatus(ss.journal.last.Load())
+	}
 	if p == nil {
 		return nil
 	}
-	rec, err := s.store.GetRun(ctx, ss.runID)
+	// The run is nobody's while parked: this server claims it before it runs it again.
+	rec, err := s.store.Claim(ctx, ss.runID, s.cfg.Replica, s.cfg.LeaseTTL, false)
+	if err == nil && rec.LastSeq != ss.journal.last.Load() {
+		err = store.ErrHeld // another replica ran it meanwhile: this server's is stale
+	}
+	if errors.Is(err, store.ErrHeld) || errors.Is(err, store.ErrFinished) {
+		// Another replica took it up, for an input that reached it.
+		s.lostRun(ss)
+		return movedStatus(ss.journal.last.Load())
+	}
 	if err != nil {
+		return storeStatus(err)
+	}
+	lease := store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
+	ss.mu.Lock()
+	ss.lease = lease
+	ss.mu.Unlock()
+	// Running again: should this server be lost, another takes the run up.
+	if err := s.store.UpdateRun(ctx, lease, store.Update{Status: store.Running}); err != nil {
 		return storeStatus(err)
 	}
 	spec, cp := &agentdv1.RunSpec{}, &continuationv1.RunCheckpoint{}
@@ -358,7 +408,30 @@ func (s *Server) expire(ss *session) {
 	defer ss.wakeMu.Unlock()
 	ss.mu.Lock()
 	p := ss.parked
+	ss.mu.Unlock()
 	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	rec, err := s.store.Claim(ctx, ss.runID, s.cfg.Replica, s.cfg.LeaseTTL, false)
+	cancel()
+	if err == nil && rec.LastSeq != ss.journal.last.Load() {
+		err = store.ErrHeld
+	}
+	if err != nil {
+		if errors.Is(err, store.ErrHeld) || errors.Is(err, store.ErrFinished) {
+			s.lostRun(ss) // another replica has it
+			return
+		}
+		s.log.Warn("a parked run's park timed out, but claiming it to end it failed: the next look tries again", "run_id", ss.runID, "error", err)
+		p.mu.Lock()
+		p.expiry = time.AfterFunc(takeoverInterval, func() { s.expire(ss) })
+		p.mu.Unlock()
+		return
+	}
+	ss.mu.Lock()
+	ss.lease = store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
+	if ss.parked != p {
 		ss.mu.Unlock()
 		return
 	}

@@ -28,6 +28,7 @@ const (
 	reasonInputKeyReused       = "INPUT_KEY_REUSED"
 	reasonStoreUnavailable     = "STORE_UNAVAILABLE"
 	reasonRunElsewhere         = "RUN_NOT_HERE"
+	reasonRunMoved             = "RUN_MOVED"
 	reasonThreadNotFound       = "THREAD_NOT_FOUND"
 	reasonThreadBusy           = "THREAD_BUSY"
 	reasonInvalidPageToken     = "INVALID_PAGE_TOKEN"

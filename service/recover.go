@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -26,6 +29,11 @@ const serverStopped = "the server that ran it stopped"
 // are cancelled), and its seq goes on. A run that no client can follow any more (one
 // of ExecuteRun, or under ON_DISCONNECT_CANCEL) ends CANCELLED instead.
 //
+// With a store several replicas share (PostgreSQL), the runs are not this process's to
+// take: RecoverRuns starts taking up, from then until Shutdown, the runs that need a
+// replica and have none (their replica died, or drained and handed them over, or a
+// parked run's approval expires or its park times out), and returns 0.
+//
 // ctx carries what the recovered runs run with, as an RPC's context would after the
 // server's interceptors: hooks.NewContext for server-wide hooks. It returns how many
 // runs it took up.
@@ -33,13 +41,22 @@ func (s *Server) RecoverRuns(ctx context.Context) (int, error) {
 	if !s.gated {
 		return 0, nil // a memory store starts empty
 	}
+	if s.shared {
+		s.startTakeover(ctx)
+		return 0, nil
+	}
 	recs, err := s.store.UnfinishedRuns(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, rec := range recs {
-		if err := s.recoverRun(ctx, rec); err != nil {
+		// The store is this process's alone: what it holds, the one before it held.
+		rec, err := s.store.Claim(ctx, rec.ID, s.cfg.Replica, s.cfg.LeaseTTL, true)
+		if err == nil {
+			err = s.recoverRun(ctx, rec)
+		}
+		if err != nil {
 			s.log.Error("recovering a run left by a stopped server failed", "run_id", rec.ID, "error", err)
 			continue
 		}
@@ -62,14 +79,36 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 		err = fmt.Errorf("%w: %q", ErrAgentNotFound, rec.Agent)
 	}
 	ss := s.shell(rec, entry, spec, cp)
+	// Input that comes while the run is taken up waits for it to be ready.
+	defer close(ss.ready)
 	s.keep(ss)
+	var left *leftOver
 	if rec.Status == store.Running {
-		if err := s.closeLeft(ctx, ss, cp.GetSeq(), cp.GetUsage()); err != nil {
-			return err
+		var lerr error
+		if left, lerr = s.readLeft(ctx, ss, cp, err); lerr != nil {
+			s.release(ss)
+			return lerr
+		}
+		if left.finished != nil {
+			// It ended before its process was lost, which did not record the end.
+			s.endedLeft(ss, left.finished)
+			return nil
+		}
+		cp = left.cp
+		ss.reservedCalls = left.seenCalls
+		if rf := left.completed(cp); rf != nil && err == nil {
+			// Its last step was its last: it ends as it would have, the model not asked
+			// again.
+			ss.mu.Lock()
+			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+			ss.mu.Unlock()
+			s.endedLeft(ss, rf)
+			return nil
 		}
 	}
 	if err != nil {
 		// Its agent is gone: nothing can take the run up.
+		left.closeAll(ss, cp.GetUsage())
 		return s.endLeft(ss, cp, "its agent "+rec.Agent+" is no longer served")
 	}
 	if rec.Status == store.Parked {
@@ -81,6 +120,7 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 		return nil
 	}
 	if !ss.detach {
+		left.closeAll(ss, cp.GetUsage())
 		return s.endLeft(ss, cp, "its client was gone with it")
 	}
 	var ct *continuation
@@ -96,7 +136,16 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 			spec.Messages = append(spec.Messages, ss.threaded.input...)
 		}
 	}
-	if err := s.restart(ctx, ss, spec, ct, cp, &wakeFilter{approvals: map[string]bool{}}, nil); err != nil {
+	filter := &wakeFilter{approvals: map[string]bool{}}
+	var waits *parkedRun
+	if ct != nil && ct.Pending != nil && len(ct.Pending.Calls) > 0 {
+		// Lost while its step's calls ran: they go on where they stood.
+		filter.stepID = ct.Pending.StepID
+		waits = left.takeCalls(ss, ct.Pending, entry)
+	} else {
+		left.closeAll(ss, cp.GetUsage())
+	}
+	if err := s.restart(ctx, ss, spec, ct, cp, filter, waits); err != nil {
 		return s.endLeft(ss, cp, "it could not go on: "+err.Error())
 	}
 	s.log.Info("run taken up from its last checkpoint", "run_id", ss.runID, "seq", cp.GetSeq(), "last_seq", rec.LastSeq)
@@ -120,7 +169,9 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 	ss.ctx, ss.cancel = context.WithCancelCause(context.Background())
 	ss.cancel(errors.New(serverStopped)) // until a stretch runs, input is refused
 	ss.owner, ss.seq, ss.stopAfter, ss.wakeCtx = rec.Owner, rec.LastSeq, func() bool { return false }, context.Background()
+	ss.lease = store.Lease{RunID: rec.ID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
 	ss.inbox = newInbox(&s.cfg, nil)
+	ss.ready = make(chan struct{})
 	if rec.Exclusive {
 		ss.threaded = &threadStart{id: rec.ThreadID, input: spec.GetMessages()}
 	}
@@ -134,30 +185,59 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 	return ss
 }
 
-// closeLeft closes what the run's journal left open after seq after, the checkpoint
-// it goes on from: the stretch that opened them is lost, and is done again.
-func (s *Server) closeLeft(ctx context.Context, ss *session, after int64, usage *agentdv1.Usage) error {
-	type block struct {
-		id   string
-		role agentdv1.Role
-		kind agentdv1.MessageKind
+// leftOver is what a run's journal holds after the checkpoint it goes on from: the
+// stretch that wrote it was lost with its process.
+type leftOver struct {
+	// cp is the checkpoint to go on from: the store's, or a later one the journal holds
+	// (a step's end whose checkpoint the store did not get).
+	cp        *continuationv1.RunCheckpoint
+	blocks    []leftBlock
+	step      string
+	calls     []string // tool calls the model made, not ended
+	approvals []*agentdv1.ApprovalRequested
+	resolved  map[string]*agentdv1.ApprovalResolved     // by call id
+	started   map[string]*agentdv1.ToolExecutionStarted // by call id
+	results   map[string]*agentdv1.ToolCallResult       // by call id
+	cancelled map[string]string                         // call id → why
+	// seenCalls are the ids of every call the journal started after the checkpoint.
+	seenCalls []string
+	// finished is the run's end, when the lost stretch journaled it.
+	finished *agentdv1.RunFinished
+	// lastStep is the last step's end, when no step started after it.
+	lastStep *agentdv1.StepFinished
+}
+
+type leftBlock struct {
+	id   string
+	role agentdv1.Role
+	kind agentdv1.MessageKind
+}
+
+// readLeft reads the journal of a run left by a lost process from its checkpoint cp on.
+// With agentErr set (the run cannot go on) it reads from cp all the same, to close what
+// is open.
+func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint, agentErr error) (*leftOver, error) {
+	l := &leftOver{cp: cp}
+	l.reset()
+	// A later checkpoint in the journal follows the transcript as of the last step's end.
+	msgs := slices.Clone(cp.GetMessages())
+	if n := cp.GetStepMessages(); n > 0 && n <= int64(len(msgs)) {
+		msgs = msgs[:n]
 	}
-	var blocks []block
-	var calls, approvals []string
-	approvalCall := map[string]string{}
-	step := ""
-	drop := func(list []string, id string) []string {
-		for i, v := range list {
-			if v == id {
-				return append(list[:i], list[i+1:]...)
+	usage := cp.GetUsage()
+	if seq := cp.GetSeq(); seq >= 2 && cp.GetStepMessages() == 0 {
+		// A checkpoint at a step's end follows its step_finished, which says whether
+		// that step was the run's last.
+		if fs, err := s.store.ReadEvents(ctx, ss.runID, seq-2, 1); err == nil && len(fs) == 1 {
+			if ev, err := eventOf(fs[0]); err == nil {
+				l.lastStep = ev.GetStepFinished()
 			}
 		}
-		return list
 	}
-	for cursor := after; ; {
+	for cursor := cp.GetSeq(); ; {
 		fs, err := s.store.ReadEvents(ctx, ss.runID, cursor, 256)
 		if err != nil {
-			return fmt.Errorf("reading its journal: %w", err)
+			return nil, fmt.Errorf("reading its journal: %w", err)
 		}
 		if len(fs) == 0 {
 			break
@@ -166,62 +246,230 @@ func (s *Server) closeLeft(ctx context.Context, ss *session, after int64, usage 
 		for _, f := range fs {
 			ev, err := eventOf(f)
 			if err != nil {
-				return fmt.Errorf("its journal does not decode: %w", err)
+				return nil, fmt.Errorf("its journal does not decode: %w", err)
 			}
 			switch k := ev.GetKind().(type) {
 			case *agentdv1.RunEvent_StepStarted:
-				step = k.StepStarted.GetStepId()
+				l.step, l.lastStep = k.StepStarted.GetStepId(), nil
 			case *agentdv1.RunEvent_StepFinished:
-				step = ""
-			case *agentdv1.RunEvent_MessageStarted:
-				blocks = append(blocks, block{k.MessageStarted.GetMessageId(), k.MessageStarted.GetRole(), k.MessageStarted.GetKind()})
-			case *agentdv1.RunEvent_MessageFinished:
-				for i, b := range blocks {
-					if b.id == k.MessageFinished.GetMessageId() {
-						blocks = append(blocks[:i], blocks[i+1:]...)
-						break
-					}
+				l.step, l.lastStep = "", k.StepFinished
+				msgs = append(msgs, k.StepFinished.GetNewMessages()...)
+				usage = k.StepFinished.GetUsage()
+			case *agentdv1.RunEvent_Checkpoint:
+				if agentErr == nil {
+					// The step before it ended: the run goes on from here.
+					next := proto.CloneOf(cp)
+					next.Seq, next.Messages, next.Usage, next.Continuation = ev.GetSeq(), slices.Clone(msgs), usage, k.Checkpoint.GetContinuation()
+					next.StepMessages, next.PendingApprovals, next.PendingClientToolCallIds = 0, nil, nil
+					l.cp = next
+					l.reset()
 				}
+			case *agentdv1.RunEvent_MessageStarted:
+				l.blocks = append(l.blocks, leftBlock{k.MessageStarted.GetMessageId(), k.MessageStarted.GetRole(), k.MessageStarted.GetKind()})
+			case *agentdv1.RunEvent_MessageFinished:
+				l.blocks = slices.DeleteFunc(l.blocks, func(b leftBlock) bool { return b.id == k.MessageFinished.GetMessageId() })
 			case *agentdv1.RunEvent_ToolCallStarted:
-				calls = append(calls, k.ToolCallStarted.GetToolCallId())
+				l.calls = append(l.calls, k.ToolCallStarted.GetToolCallId())
+				l.seenCalls = append(l.seenCalls, k.ToolCallStarted.GetToolCallId())
+			case *agentdv1.RunEvent_RunFinished:
+				l.finished = k.RunFinished
+			case *agentdv1.RunEvent_ToolExecutionStarted:
+				l.started[k.ToolExecutionStarted.GetToolCallId()] = k.ToolExecutionStarted
 			case *agentdv1.RunEvent_ToolCallResult:
-				calls = drop(calls, k.ToolCallResult.GetToolCallId())
+				id := k.ToolCallResult.GetToolCallId()
+				l.calls = slices.DeleteFunc(l.calls, func(c string) bool { return c == id })
+				l.results[id] = k.ToolCallResult
 			case *agentdv1.RunEvent_ToolCallsCancelled:
 				for _, id := range k.ToolCallsCancelled.GetToolCallIds() {
-					calls = drop(calls, id)
+					l.calls = slices.DeleteFunc(l.calls, func(c string) bool { return c == id })
+					l.cancelled[id] = k.ToolCallsCancelled.GetReason()
 				}
 			case *agentdv1.RunEvent_ApprovalRequested:
-				approvals = append(approvals, k.ApprovalRequested.GetApprovalId())
-				approvalCall[k.ApprovalRequested.GetApprovalId()] = k.ApprovalRequested.GetToolCallId()
+				l.approvals = append(l.approvals, k.ApprovalRequested)
 			case *agentdv1.RunEvent_ApprovalResolved:
-				approvals = drop(approvals, k.ApprovalResolved.GetApprovalId())
+				r := k.ApprovalResolved
+				l.approvals = slices.DeleteFunc(l.approvals, func(a *agentdv1.ApprovalRequested) bool { return a.GetApprovalId() == r.GetApprovalId() })
+				l.resolved[r.GetToolCallId()] = r
 			}
 		}
 	}
+	return l, nil
+}
+
+// completed returns the end of a run whose last step, which the journal has up to the
+// checkpoint cp after it, ended the run: a step whose model answered with no call (and
+// did not fail, and was not interrupted) completes it. Nil for any other run.
+func (l *leftOver) completed(cp *continuationv1.RunCheckpoint) *agentdv1.RunFinished {
+	sf := l.lastStep
+	if sf == nil || l.step != "" || cp.GetStepMessages() != 0 {
+		return nil
+	}
+	switch sf.GetFinishReason() {
+	case agentdv1.FinishReason_FINISH_REASON_TOOL_CALLS, agentdv1.FinishReason_FINISH_REASON_INTERRUPTED, agentdv1.FinishReason_FINISH_REASON_ERROR:
+		return nil
+	}
+	msgs := sf.GetNewMessages()
+	if len(msgs) == 0 {
+		return nil
+	}
+	last := msgs[len(msgs)-1]
+	var text strings.Builder
+	for _, p := range last.GetParts() {
+		if p.GetToolCall() != nil {
+			return nil
+		}
+		text.WriteString(p.GetText())
+	}
+	if last.GetRole() != agentdv1.Role_ROLE_ASSISTANT {
+		return nil
+	}
+	hist := min(int(cp.GetHistory()), len(cp.GetMessages()))
+	return &agentdv1.RunFinished{
+		Reason: agentdv1.RunEndReason_RUN_END_REASON_COMPLETED, NewMessages: cp.GetMessages()[hist:],
+		Usage: sf.GetUsage(), FinalText: protoString(text.String()),
+	}
+}
+
+// reset forgets what the journal said of the calls and approvals before a checkpoint.
+func (l *leftOver) reset() {
+	l.calls, l.approvals = nil, nil
+	l.resolved = map[string]*agentdv1.ApprovalResolved{}
+	l.started = map[string]*agentdv1.ToolExecutionStarted{}
+	l.results = map[string]*agentdv1.ToolCallResult{}
+	l.cancelled = map[string]string{}
+}
+
+// closeAll closes everything the lost stretch left open, for a run that does its step
+// again from the checkpoint, or ends: its approvals are cancelled, its open messages
+// and step end abandoned, its calls cancelled (whether one that had started ran is not
+// known: it is not run again).
+func (l *leftOver) closeAll(ss *session, usage *agentdv1.Usage) {
+	if l == nil {
+		return
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for _, id := range approvals {
+	for _, a := range l.approvals {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
-			ApprovalId: id, ToolCallId: approvalCall[id], Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED,
+			ApprovalId: a.GetApprovalId(), ToolCallId: a.GetToolCallId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED,
 			DecidedBy: agentdv1.DecidedBy_DECIDED_BY_RUN_END, Reason: serverStopped,
 		}}}, true)
 	}
-	for _, b := range blocks {
+	l.closeBlocksLocked(ss)
+	if len(l.calls) > 0 {
+		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallsCancelled{ToolCallsCancelled: &agentdv1.ToolCallsCancelled{
+			ToolCallIds: l.calls, Reason: serverStopped + "; whether a call that had started ran is not known",
+		}}}, true)
+	}
+	if l.step != "" {
+		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepFinished{StepFinished: &agentdv1.StepFinished{
+			StepId: l.step, Usage: usage, Abandoned: true,
+		}}}, true)
+	}
+}
+
+// closeBlocksLocked ends the messages the lost stretch left open, abandoned.
+func (l *leftOver) closeBlocksLocked(ss *session) {
+	for _, b := range l.blocks {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_MessageFinished{MessageFinished: &agentdv1.MessageFinished{
 			MessageId: b.id, Role: b.role, Kind: b.kind, Partial: true, Abandoned: true,
 		}}}, true)
 	}
-	if len(calls) > 0 {
-		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallsCancelled{ToolCallsCancelled: &agentdv1.ToolCallsCancelled{
-			ToolCallIds: calls, Reason: serverStopped + "; whether a call that had started ran is not known",
-		}}}, true)
+}
+
+// outcomeUnknown is the result of a call that started on a process that was lost
+// before it ended, of a tool not declared idempotent: it may have had its effect, so it
+// is not run again.
+const outcomeUnknown = "outcome unknown: the server running this call was lost while it ran, and the tool is not declared idempotent, so it was not run again; it may or may not have taken effect. Check before calling it again."
+
+// takeCalls sets the calls of the step the run was lost in (p, its checkpoint's) where
+// the journal says they stood, for the run to go on with them: a call with a result
+// keeps it; one approved runs without asking again; one whose approval was asked waits
+// for the same decision; one that started runs again if its tool is idempotent (with
+// the same idempotency key) and otherwise gets an outcome-unknown error result, which
+// is journaled now. It returns what the run waits for (approvals asked, client calls).
+func (l *leftOver) takeCalls(ss *session, p *runtime.Pending, entry *Agent) *parkedRun {
+	idempotent := map[string]bool{}
+	client := map[string]bool{}
+	for _, spec := range entry.Runtime.Tools() {
+		idempotent[spec.Name], client[spec.Name] = spec.Idempotent, spec.Executor == runtime.ExecutorClient
 	}
-	if step != "" {
-		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepFinished{StepFinished: &agentdv1.StepFinished{
-			StepId: step, Usage: usage, Abandoned: true,
-		}}}, true)
+	// The approvals asked and not decided: those of the checkpoint (a park's), then
+	// those the journal asked after it.
+	asked := map[string]*agentdv1.ApprovalRequested{}
+	for _, a := range append(slices.Clone(l.cp.GetPendingApprovals()), l.approvals...) {
+		asked[a.GetToolCallId()] = a
 	}
-	return nil
+	for id := range l.resolved {
+		delete(asked, id)
+	}
+	waits := &parkedRun{}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	l.closeBlocksLocked(ss)
+	for i := range p.Calls {
+		c := &p.Calls[i]
+		id := c.Call.ID
+		r, started := l.resolved[id], l.started[id]
+		if r != nil && r.GetOutcome() == agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+			c.Approved = true
+			if args := r.GetArgumentsJson(); args != "" {
+				c.Call.Arguments = args
+			}
+		}
+		switch {
+		case l.results[id] != nil:
+			res := l.results[id]
+			out, err := outputFromProto(res.GetText(), res.GetJson(), res.GetIsError(), res.GetMedia())
+			if err != nil {
+				out = runtime.ErrorOutput("the call's result could not be read back: " + err.Error())
+			}
+			c.State, c.Result = runtime.CallDone, out
+		case l.cancelled[id] != "" || r != nil && r.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED:
+			why := l.cancelled[id]
+			if why == "" {
+				why = "the call was " + strings.ToLower(strings.TrimPrefix(r.GetOutcome().String(), "APPROVAL_OUTCOME_")) + ": " + r.GetReason()
+			}
+			c.State, c.Result = runtime.CallDone, runtime.ErrorOutput(why)
+			ss.sendLocked(resultEvent(c), true)
+		case started != nil && client[c.Call.Name]:
+			c.State = runtime.CallReady // the client's result may still come
+			waits.clientCalls = append(waits.clientCalls, id)
+		case started != nil && idempotent[c.Call.Name]:
+			c.State, c.Approved, c.Call.Arguments = runtime.CallReady, true, started.GetArgumentsJson()
+		case started != nil:
+			c.State, c.Result = runtime.CallDone, runtime.ErrorOutput(outcomeUnknown)
+			ss.sendLocked(resultEvent(c), true)
+		case asked[id] != nil:
+			c.State, c.ApprovalID, c.Reason = runtime.CallAwaitingApproval, asked[id].GetApprovalId(), asked[id].GetReason()
+			waits.approvals = append(waits.approvals, asked[id])
+		case c.State == runtime.CallAwaitingApproval:
+			c.State = runtime.CallReady // its request is not known: it is asked again
+		case c.State == runtime.CallReady && client[c.Call.Name] && slices.Contains(l.cp.GetPendingClientToolCallIds(), id):
+			waits.clientCalls = append(waits.clientCalls, id) // a park's, waiting for the client
+		}
+		// Any other call stays as the checkpoint has it: done, or ready to be prepared
+		// (and run) as the run goes on.
+	}
+	return waits
+}
+
+// resultEvent is the tool_call_result of a call settled as a run is taken up.
+func resultEvent(c *runtime.PendingCall) *agentdv1.RunEvent {
+	return &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallResult{ToolCallResult: &agentdv1.ToolCallResult{
+		ToolCallId: c.Call.ID, Name: c.Call.Name, Output: &agentdv1.ToolCallResult_Text{Text: c.Result.Text}, IsError: c.Result.IsError,
+	}}}
+}
+
+// endedLeft records the end of a run whose journal has its run_finished.
+func (s *Server) endedLeft(ss *session, rf *agentdv1.RunFinished) {
+	ss.mu.Lock()
+	ss.ended, ss.result = true, rf
+	ss.mu.Unlock()
+	ss.journal.close()
+	s.finishRun(ss)
+	s.release(ss)
+	close(ss.done)
 }
 
 // endLeft ends a run left by a stopped process that cannot go on: run_finished

@@ -31,6 +31,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		}
 		if ss != nil {
 			// A stream that can answer wakes a parked run: the run waits for it.
+			o.runs = true
 			ss.addAnswerer()
 			go ss.receive(stream.Recv, o, false)
 			ss.mu.Lock()
@@ -49,6 +50,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		if err != nil {
 			return err
 		}
+		o.runs = true
 		ss.addAnswerer()
 		go ss.receive(stream.Recv, o, false)
 		return s.serveAttached(stream.Context(), si.runID, ss, o)
@@ -57,6 +59,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		return err
 	}
 	o := ss.attachStarter(stream.Context(), send)
+	o.runs = true
 	// Client messages are read once run_started is journaled, so that it stays the first
 	// event and every ack follows it.
 	ss.started = func() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -151,35 +152,45 @@ func (s *Server) storedJournal(rec store.Run) *journal {
 	j.stored.Store(rec.LastSeq)
 	j.closed = rec.Status == store.Finished
 	if !j.closed {
-		var next time.Time
-		j.poll = func(j *journal) {
-			if time.Now().Before(next) {
-				return
-			}
-			next = time.Now().Add(storePollInterval)
-			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-			defer cancel()
-			rec, err := s.store.GetRun(ctx, rec.ID)
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if err == nil && rec.LastSeq >= j.last.Load() {
-				j.first = rec.LastSeq + 1
-				j.last.Store(rec.LastSeq)
-				j.stored.Store(rec.LastSeq)
-				j.closed = rec.Status == store.Finished
-			}
-			// The next read waits for the next poll, not for an append.
-			ch := make(chan struct{})
-			j.changed = ch
-			time.AfterFunc(storePollInterval, func() { close(ch) })
-		}
+		j.poll = s.pollStore(rec.ID)
 	}
 	return j
 }
 
 // storePollInterval is how often a stream attached to a run going on elsewhere looks
-// for its new events.
+// for its new events, when the store says nothing of them.
 const storePollInterval = time.Second
+
+// pollStore returns the poll of a journal that follows run id from the store: it looks
+// at most once per storePollInterval, sooner when the store says the run changed.
+func (s *Server) pollStore(id string) func(j *journal) {
+	var mu sync.Mutex // one look at a time, for all the streams reading the journal
+	var next time.Time
+	var last *nudge
+	return func(j *journal) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Now().Before(next) && (last == nil || !last.woke.Load()) {
+			return // looked a moment ago, and the store said nothing since
+		}
+		next = time.Now().Add(storePollInterval)
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		rec, err := s.store.GetRun(ctx, id)
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if err == nil && rec.LastSeq >= j.last.Load() {
+			j.first = rec.LastSeq + 1
+			j.last.Store(rec.LastSeq)
+			j.stored.Store(rec.LastSeq)
+			j.closed = rec.Status == store.Finished
+		}
+		// The next read waits for the next poll, or for the store's word that the run
+		// changed, not for an append.
+		last = s.nudges.after(id, storePollInterval)
+		j.nudge, j.changed = last, last.ch
+	}
+}
 
 // attachedLocked is the attached event of a stream attaching to a live run.
 func (ss *session) attachedLocked(oldest int64) *agentdv1.RunEvent {
@@ -211,8 +222,16 @@ func (s *Server) storedAttached(ctx context.Context, rec store.Run, oldest int64
 		ThreadId: rec.ThreadID, Agent: rec.Agent, State: agentdv1.RunState_RUN_STATE_RUNNING,
 		LastSeq: rec.LastSeq, OldestSeq: oldest, RequestId: rec.RequestID,
 	}
-	if rec.Status == store.Finished {
+	switch rec.Status {
+	case store.Finished:
 		a.State = agentdv1.RunState_RUN_STATE_FINISHED
+	case store.Parked:
+		// Parked in a store other replicas share: its checkpoint says what it waits for.
+		a.State = agentdv1.RunState_RUN_STATE_PARKED
+		cp := &continuationv1.RunCheckpoint{}
+		if err := proto.Unmarshal(rec.Checkpoint, cp); err == nil {
+			a.PendingApprovals, a.PendingClientToolCallIds = cp.GetPendingApprovals(), cp.GetPendingClientToolCallIds()
+		}
 	}
 	if rec.LastSeq >= oldest {
 		if fs, err := s.store.ReadEvents(ctx, rec.ID, rec.LastSeq-1, 1); err == nil && len(fs) == 1 {
@@ -268,8 +287,9 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 	}
 	err = s.store.CreateRun(ctx, store.Run{
 		ID: ss.runID, ThreadID: ss.thread, Exclusive: ss.threaded != nil, Owner: ss.owner, Agent: ss.entry.Name, RequestID: ss.reqID,
-		Status: store.Running, Spec: b,
-	})
+		Status: store.Running, Spec: b, Holder: s.cfg.Replica,
+	}, s.cfg.LeaseTTL)
+	ss.lease = store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: 1}
 	if busy, ok := errors.AsType[*store.ThreadBusyError](err); ok {
 		if spec.GetOnBusy() == agentdv1.OnBusy_ON_BUSY_STEER {
 			return &steerInto{runID: busy.RunID, thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}
@@ -277,7 +297,7 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 		return threadBusy(ss.thread, busy.RunID)
 	}
 	if err == nil && cp != nil {
-		err = s.store.UpdateRun(ctx, ss.runID, store.Running, cp)
+		err = s.store.UpdateRun(ctx, ss.lease, store.Update{Status: store.Running, Checkpoint: cp})
 	}
 	if err != nil {
 		return storeStatus(err)
@@ -299,6 +319,12 @@ func rpcOf(m rpcMode) continuationv1.Rpc {
 // finishRun records in the store that a run ended, once its last frames are there, and
 // adds its messages to its thread before it frees the thread.
 func (s *Server) finishRun(ss *session) {
+	ss.mu.Lock()
+	moved, lease := ss.moved, ss.lease
+	ss.mu.Unlock()
+	if moved {
+		return // its new holder finishes it
+	}
 	if err := s.writer.flushRun(ss); err != nil {
 		s.log.Error("the run's last events could not be stored", "run_id", ss.runID, "error", err)
 	}
@@ -309,7 +335,7 @@ func (s *Server) finishRun(ss *session) {
 			s.log.Error("adding the run's messages to its thread failed", "run_id", ss.runID, "thread_id", ss.thread, "error", err)
 		}
 	}
-	if err := s.store.UpdateRun(ctx, ss.runID, store.Finished, nil); err != nil {
+	if err := s.store.UpdateRun(ctx, lease, store.Update{Status: store.Finished}); err != nil {
 		s.log.Error("recording the run's end in the store failed", "run_id", ss.runID, "error", err)
 	}
 }

@@ -68,6 +68,13 @@ type Config struct {
 	// Store keeps runs, their journals and threads; nil means a memory store with its
 	// default bounds (memory.New), gone with the process. The Server does not close it.
 	Store store.Store
+	// Replica names this process among those sharing Store: the holder of the leases on
+	// the runs it runs. "" means the host name and a random suffix.
+	Replica string
+	// LeaseTTL is how long a run's lease lasts unless renewed (every third of it): with
+	// a store several replicas share, how long a run of a replica that died waits
+	// before another takes it up. 0 means 10 seconds.
+	LeaseTTL time.Duration
 	// RunRetention is how long a finished run, and its journal, is kept for the
 	// clients that attach to it; 0 means 24 hours.
 	RunRetention time.Duration
@@ -161,6 +168,20 @@ type Server struct {
 	sweepStopped bool
 	liveMu       sync.Mutex
 	live         map[string]*session
+
+	// The fleet (fleet.go): leases on the runs this server runs, and, with a store
+	// other replicas share, taking up theirs.
+	shared       bool // other replicas share the store
+	fleetCtx     context.Context
+	fleetStop    context.CancelFunc
+	fleetDone    sync.WaitGroup
+	takeoverOnce sync.Once
+	takeMu       sync.Mutex // held while a run is taken up
+	nudges       nudges
+	pumpMu       sync.Mutex
+	pumping      map[string]bool // runs whose stored inputs are being acted on; true: look again
+	kicked       map[*session]struct{}
+	kick         chan struct{}
 }
 
 // New returns a Server. Its one required field is cfg.Agents.
@@ -216,6 +237,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ThreadRetention <= 0 {
 		cfg.ThreadRetention = 30 * 24 * time.Hour
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = defaultReplica()
+	}
 	if cfg.Store == nil {
 		cfg.Store = memory.New(memory.Options{Now: cfg.Now})
 	}
@@ -258,13 +285,18 @@ func New(cfg Config) (*Server, error) {
 		codec:  newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
 		store:  cfg.Store,
 		live:   map[string]*session{},
+		kick:   make(chan struct{}, 1),
 	}
 	_, volatile := cfg.Store.(*memory.Store)
 	s.gated = !volatile
+	if sh, ok := cfg.Store.(interface{ Shared() bool }); ok {
+		s.shared = sh.Shared()
+	}
 	s.writer = newJournalWriter(s, cfg.Store)
 	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
 	s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
+	s.startFleet()
 	return s, nil
 }
 
@@ -323,6 +355,7 @@ func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
 	s.sweeper.Stop()
 	s.sweepMu.Unlock()
 	s.stopParked()
+	defer s.stopFleet()
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()

@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/store"
 )
 
 // rpcMode says which RPC a session serves.
@@ -127,6 +128,17 @@ type session struct {
 	// wakeCtx carries the values (hooks, trace, caller) of the RPC that last started or
 	// woke the run, for a wake nobody's RPC asks for.
 	wakeCtx context.Context
+
+	// lease is the run's lease in the store while this server runs it (fleet.go); moved
+	// says this server stopped running it, another replica holding it now.
+	lease    store.Lease
+	moved    bool
+	handOver bool // the run parks to be taken up at once by another replica (drain)
+	// reservedCalls are the ids of calls a lost stretch's model stream started, which
+	// the run's next calls must not take.
+	reservedCalls []string
+	// ready, while the run is taken up, is closed once it can take input.
+	ready chan struct{}
 }
 
 // newSession checks a RunSpec and prepares its run, which the server then keeps: any
@@ -301,6 +313,7 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 	req := plan.req
 	req.RunID, req.ThreadID, req.Caller = ss.runID, ss.thread, caller
 	req.Inbox, req.Approve = ss.inbox, ss.approve
+	req.ReservedCallIDs = ss.reservedCalls
 	for _, ts := range plan.clientTools {
 		req.ClientTools = append(req.ClientTools, ss.clientTool(ts, plan.tools.schemas[ts.Name]))
 	}
@@ -318,6 +331,9 @@ func (s *Server) unadmit(caller string) {
 // stream with nothing else to send (unnumbered: a heartbeat). It never blocks: the order events are journaled in,
 // under mu, is the order every stream sends them in.
 func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
+	if ss.moved {
+		return errRunMoved // another replica runs it: this one adds nothing
+	}
 	now := ss.srv.now()
 	if numbered {
 		ss.seq++

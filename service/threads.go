@@ -125,7 +125,7 @@ func (s *Server) addToThread(ctx context.Context, ss *session) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	return s.store.AppendMessages(ctx, ss.thread, ss.runID, msgs)
+	return s.store.AppendMessages(ctx, ss.thread, ss.heldLease(), msgs)
 }
 
 // GetThread implements agentdv1.AgentServiceServer.

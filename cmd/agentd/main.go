@@ -74,6 +74,8 @@ type config struct {
 	runRetention       time.Duration
 	parkTimeout        time.Duration
 	parkAfter          time.Duration
+	replicaID          string
+	leaseTTL           time.Duration
 	threadRetention    time.Duration
 
 	// Runs (service.Config).
@@ -118,6 +120,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 64<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
 	fs.Int64Var(&cfg.journalMaxRunBytes, "journal-max-run-bytes", 8<<20, "with --store memory, the bytes of one run's journal kept: past it the oldest events go, and attaching from before them is refused (EVENTS_EXPIRED)")
 	fs.DurationVar(&cfg.parkAfter, "park-after", 30*time.Second, "how long a run waits live for an answer from a Run stream attached to it before it parks all the same (a run with no such stream parks at once); 0 waits live as long as such a stream is attached")
+	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's `name` among those sharing a --store postgres:// database: the holder of the leases on its runs (default the host name and a random suffix)")
+	fs.DurationVar(&cfg.leaseTTL, "lease-ttl", 10*time.Second, "with a store on disk, how long a run's lease lasts unless renewed (every third of it): how long a run of a replica that died waits before another takes it up")
 	fs.DurationVar(&cfg.parkTimeout, "park-timeout", 24*time.Hour, "how long a run whose client went away waits, parked, for the input it needs (an approval, a client tool's result) before it ends EXPIRED")
 	fs.DurationVar(&cfg.runRetention, "run-retention", 24*time.Hour, "how long a finished run and its journal are kept for clients that attach to it")
 	fs.DurationVar(&cfg.threadRetention, "thread-retention", 30*24*time.Hour, "how long a thread no run adds to is kept")
@@ -377,6 +381,8 @@ func serviceLimits(cfg config) service.Config {
 		RunRetention:       cfg.runRetention,
 		ParkTimeout:        cfg.parkTimeout,
 		ParkAfter:          parkAfter(cfg.parkAfter),
+		Replica:            cfg.replicaID,
+		LeaseTTL:           cfg.leaseTTL,
 		ThreadRetention:    cfg.threadRetention,
 		StartTimeout:       cfg.startTimeout,
 		StallTimeout:       cfg.stallTimeout,

@@ -611,7 +611,11 @@ type RunCheckpoint struct {
 	// The parked run's client tool calls waiting for a result.
 	PendingClientToolCallIds []string `protobuf:"bytes,8,rep,name=pending_client_tool_call_ids,json=pendingClientToolCallIds,proto3" json:"pending_client_tool_call_ids,omitempty"`
 	// The RPC that started the run.
-	Rpc           Rpc `protobuf:"varint,9,opt,name=rpc,proto3,enum=agentd.continuation.v1.Rpc" json:"rpc,omitempty"`
+	Rpc Rpc `protobuf:"varint,9,opt,name=rpc,proto3,enum=agentd.continuation.v1.Rpc" json:"rpc,omitempty"`
+	// How many of messages are the transcript as of the run's last step end; the
+	// rest came in the step under way, before its calls (a checkpoint taken as
+	// they start). 0 means all of them.
+	StepMessages  int64 `protobuf:"varint,10,opt,name=step_messages,json=stepMessages,proto3" json:"step_messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +713,106 @@ func (x *RunCheckpoint) GetRpc() Rpc {
 	return Rpc_RPC_UNSPECIFIED
 }
 
+func (x *RunCheckpoint) GetStepMessages() int64 {
+	if x != nil {
+		return x.StepMessages
+	}
+	return 0
+}
+
+// InputAnswer is what a store keeps as the answer to a SendRunInput: the
+// response, or the status the input was refused with. Its fields 1 and 2 are
+// SendRunInputResponse's, as the store kept answers before refusals were kept.
+type InputAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The response's ack.
+	Ack *v1.InputAck `protobuf:"bytes,1,opt,name=ack,proto3" json:"ack,omitempty"`
+	// The response's seq.
+	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The refusal's gRPC status code; 0 for a response.
+	Code int32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	// The refusal's message.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The refusal's reason (google.rpc.ErrorInfo) and its metadata.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The refusal's ErrorInfo metadata.
+	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputAnswer) Reset() {
+	*x = InputAnswer{}
+	mi := &file_agentd_continuation_v1_continuation_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputAnswer) ProtoMessage() {}
+
+func (x *InputAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_continuation_v1_continuation_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
+func (*InputAnswer) Descriptor() ([]byte, []int) {
+	return file_agentd_continuation_v1_continuation_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InputAnswer) GetAck() *v1.InputAck {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
+
+func (x *InputAnswer) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *InputAnswer) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *InputAnswer) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InputAnswer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *InputAnswer) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 var File_agentd_continuation_v1_continuation_proto protoreflect.FileDescriptor
 
 const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
@@ -750,7 +854,7 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12\x1c\n" +
-	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xaa\x03\n" +
+	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xcf\x03\n" +
 	"\rRunCheckpoint\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12\x18\n" +
@@ -760,7 +864,19 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\tparked_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bparkedAt\x12I\n" +
 	"\x11pending_approvals\x18\a \x03(\v2\x1c.agentd.v1.ApprovalRequestedR\x10pendingApprovals\x12>\n" +
 	"\x1cpending_client_tool_call_ids\x18\b \x03(\tR\x18pendingClientToolCallIds\x12-\n" +
-	"\x03rpc\x18\t \x01(\x0e2\x1b.agentd.continuation.v1.RpcR\x03rpc*t\n" +
+	"\x03rpc\x18\t \x01(\x0e2\x1b.agentd.continuation.v1.RpcR\x03rpc\x12#\n" +
+	"\rstep_messages\x18\n" +
+	" \x01(\x03R\fstepMessages\"\x98\x02\n" +
+	"\vInputAnswer\x12%\n" +
+	"\x03ack\x18\x01 \x01(\v2\x13.agentd.v1.InputAckR\x03ack\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12M\n" +
+	"\bmetadata\x18\x06 \x03(\v21.agentd.continuation.v1.InputAnswer.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*t\n" +
 	"\tCallState\x12\x1a\n" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCALL_STATE_DONE\x10\x01\x12 \n" +
@@ -786,7 +902,7 @@ func file_agentd_continuation_v1_continuation_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_continuation_v1_continuation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentd_continuation_v1_continuation_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentd_continuation_v1_continuation_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_continuation_v1_continuation_proto_goTypes = []any{
 	(CallState)(0),                // 0: agentd.continuation.v1.CallState
 	(Rpc)(0),                      // 1: agentd.continuation.v1.Rpc
@@ -796,34 +912,39 @@ var file_agentd_continuation_v1_continuation_proto_goTypes = []any{
 	(*ToolOutput)(nil),            // 5: agentd.continuation.v1.ToolOutput
 	(*Steer)(nil),                 // 6: agentd.continuation.v1.Steer
 	(*RunCheckpoint)(nil),         // 7: agentd.continuation.v1.RunCheckpoint
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*v1.Message)(nil),            // 9: agentd.v1.Message
-	(*v1.ToolCallPart)(nil),       // 10: agentd.v1.ToolCallPart
-	(*v1.MediaPart)(nil),          // 11: agentd.v1.MediaPart
-	(*v1.Usage)(nil),              // 12: agentd.v1.Usage
-	(*v1.ApprovalRequested)(nil),  // 13: agentd.v1.ApprovalRequested
+	(*InputAnswer)(nil),           // 8: agentd.continuation.v1.InputAnswer
+	nil,                           // 9: agentd.continuation.v1.InputAnswer.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*v1.Message)(nil),            // 11: agentd.v1.Message
+	(*v1.ToolCallPart)(nil),       // 12: agentd.v1.ToolCallPart
+	(*v1.MediaPart)(nil),          // 13: agentd.v1.MediaPart
+	(*v1.Usage)(nil),              // 14: agentd.v1.Usage
+	(*v1.ApprovalRequested)(nil),  // 15: agentd.v1.ApprovalRequested
+	(*v1.InputAck)(nil),           // 16: agentd.v1.InputAck
 }
 var file_agentd_continuation_v1_continuation_proto_depIdxs = []int32{
-	8,  // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: agentd.continuation.v1.Continuation.pending:type_name -> agentd.continuation.v1.Pending
-	9,  // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
+	11, // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
 	4,  // 3: agentd.continuation.v1.Pending.calls:type_name -> agentd.continuation.v1.PendingCall
 	6,  // 4: agentd.continuation.v1.Pending.steers:type_name -> agentd.continuation.v1.Steer
-	10, // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
+	12, // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
 	0,  // 6: agentd.continuation.v1.PendingCall.state:type_name -> agentd.continuation.v1.CallState
 	5,  // 7: agentd.continuation.v1.PendingCall.result:type_name -> agentd.continuation.v1.ToolOutput
-	11, // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
-	9,  // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
-	9,  // 10: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
-	12, // 11: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
-	8,  // 12: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
-	13, // 13: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	13, // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
+	11, // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
+	11, // 10: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
+	14, // 11: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
+	10, // 12: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
+	15, // 13: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
 	1,  // 14: agentd.continuation.v1.RunCheckpoint.rpc:type_name -> agentd.continuation.v1.Rpc
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 15: agentd.continuation.v1.InputAnswer.ack:type_name -> agentd.v1.InputAck
+	9,  // 16: agentd.continuation.v1.InputAnswer.metadata:type_name -> agentd.continuation.v1.InputAnswer.MetadataEntry
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentd_continuation_v1_continuation_proto_init() }
@@ -838,7 +959,7 @@ func file_agentd_continuation_v1_continuation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_continuation_v1_continuation_proto_rawDesc), len(file_agentd_continuation_v1_continuation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

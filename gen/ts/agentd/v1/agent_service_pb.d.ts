@@ -915,7 +915,13 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  *   - INPUT_KEY_REUSED — (INVALID_ARGUMENT) SendRunInput's client_key was
  *     used for a different input of the same run.
  *   - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
- *     finished and that this server does not run.
+ *     finished and that this server does not run, with a store only this
+ *     server uses (with one several replicas share, any replica takes it).
+ *   - RUN_MOVED — (UNAVAILABLE) a Run stream's run is now run by another
+ *     replica (this one lost its lease, or parked the run and another took it
+ *     up): attach again, on any replica, with after_seq
+ *     ErrorInfo.metadata["last_seq_sent"]. AttachRun streams follow the run
+ *     instead, and do not end.
  *   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
  *     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
  *     holds the id.

@@ -1,0 +1,361 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd/agentd/service/store"
+)
+
+// A run this server runs it holds by a lease in the store (store.Lease), taken when the
+// run is created, claimed, or woken, and renewed every third of Config.LeaseTTL. Every
+// write of the run (its events, its checkpoints and status, its thread's messages) is
+// fenced on the lease's epoch: a server that lost a run (a pause past its lease, a cut
+// to the database) adds nothing to it, and stops it at once (lostRun).
+//
+// With a store other replicas share (PostgreSQL), the store is also where replicas meet:
+// a replica takes up the runs nobody holds that need someone (their replica died, they
+// were handed over on drain, or a parked run's approval or park timeout is due), and
+// an input sent to a replica that does not run its run is stored, where the run's
+// holder finds it (inputs.go), or, for a run nobody holds, the replica that took it
+// claims the run and acts on it itself. No replica ever calls another.
+
+// errRunMoved is the cause of a run this server stopped because another replica holds it.
+var errRunMoved = errors.New("the run's lease was lost: another replica runs it now")
+
+// defaultReplica names this process: its host name and a random suffix, so that a
+// restarted pod of the same name is a new holder.
+func defaultReplica() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = crand.Read(b)
+	return cmp.Or(host, "agentd") + "-" + hex.EncodeToString(b)
+}
+
+// leaseLocked is the lease the run is held by.
+func (ss *session) leaseLocked() store.Lease { return ss.lease }
+
+// heldLease returns the run's lease.
+func (ss *session) heldLease() store.Lease {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.lease
+}
+
+// startFleet starts renewing the leases of the runs this server runs, with a store
+// that outlives it, and, with one other replicas share, watching the store for changes
+// to runs (RecoverRuns starts taking up the runs of others).
+func (s *Server) startFleet() {
+	if !s.gated {
+		return // a memory store: nobody else could claim a run
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.fleetCtx, s.fleetStop = ctx, cancel
+	s.fleetDone.Add(1)
+	go func() {
+		defer s.fleetDone.Done()
+		s.renewLoop(ctx)
+	}()
+	if s.shared {
+		s.store.Watch(ctx, s.changed)
+		s.fleetDone.Add(1)
+		go func() {
+			defer s.fleetDone.Done()
+			s.pumpLoop(ctx)
+		}()
+	}
+}
+
+// startTakeover starts taking up the runs of the shared store that need a replica,
+// with runCtx's values (hooks) for the runs it takes up.
+func (s *Server) startTakeover(runCtx context.Context) {
+	s.takeoverOnce.Do(func() {
+		runCtx = context.WithoutCancel(runCtx)
+		s.fleetDone.Add(1)
+		go func() {
+			defer s.fleetDone.Done()
+			s.takeoverLoop(s.fleetCtx, runCtx)
+		}()
+	})
+}
+
+// stopFleet stops what startFleet started, once the server's runs are over.
+func (s *Server) stopFleet() {
+	if s.fleetStop != nil {
+		s.fleetStop()
+		s.fleetDone.Wait()
+	}
+}
+
+// renewLoop renews the leases of the runs going on here every third of the lease, in
+// one round trip. A run whose lease is gone stops at once; so does every run when no
+// renewal succeeded for a whole lease (the store may have given them to another).
+func (s *Server) renewLoop(ctx context.Context) {
+	every := s.cfg.LeaseTTL / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held := map[string]*session{}
+		var leases []store.Lease
+		for _, ss := range s.liveRuns() {
+			ss.mu.Lock()
+			l, running := ss.lease, ss.parked == nil && !ss.moved && !ss.ended && ss.lease.Epoch > 0
+			ss.mu.Unlock()
+			if running {
+				held[l.RunID] = ss
+				leases = append(leases, l)
+			}
+		}
+		if len(leases) == 0 {
+			renewed = time.Now()
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		lost, err := s.store.Renew(rctx, leases, s.cfg.LeaseTTL)
+		cancel()
+		if err != nil {
+			s.log.Warn("renewing the runs' leases failed", "runs", len(leases), "error", err)
+			if time.Since(renewed) < s.cfg.LeaseTTL-every {
+				continue
+			}
+			// Past its lease, as far as this process can tell: another replica may run
+			// them now.
+			s.log.Error("no lease renewed for a whole lease: stopping the runs here", "runs", len(leases))
+			for _, ss := range held {
+				s.lostRun(ss)
+			}
+			continue
+		}
+		renewed = time.Now()
+		for _, id := range lost {
+			if ss := held[id]; ss != nil {
+				s.lostRun(ss)
+			}
+		}
+	}
+}
+
+// lostRun stops a run another replica holds now (or whose lease this server can no
+// longer vouch for): it journals nothing more, and the streams attached to it follow
+// the run from the store wherever it goes on; Run streams, whose input the run here can
+// no longer take, end UNAVAILABLE (RUN_MOVED), to attach again.
+func (s *Server) lostRun(ss *session) {
+	if s.letGo(ss) {
+		s.log.Warn("the run's lease was lost: it stops here, another replica runs it", "run_id", ss.runID)
+	}
+}
+
+// letGo stops running ss here, leaving it to the store and whichever replica holds it,
+// and reports whether it was running here.
+func (s *Server) letGo(ss *session) bool {
+	ss.mu.Lock()
+	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil {
+		ss.mu.Unlock()
+		return false // moved already, or over: its end is in the store
+	}
+	ss.moved = true
+	cancel := ss.cancel
+	p := ss.parked
+	var runStreams []*outbox
+	for o := range ss.outs {
+		if o.runs {
+			runStreams = append(runStreams, o)
+		}
+	}
+	ss.mu.Unlock()
+	ss.journal.follow(s.pollStore(ss.runID))
+	s.release(ss)
+	if p != nil {
+		p.stop()
+	}
+	cancel(errRunMoved)
+	for _, o := range runStreams {
+		o.stop(errRunMoved)
+	}
+	return true
+}
+
+// takeoverLoop takes up, every two seconds or so, the runs of the shared store that need
+// a replica and have none, as many as this server has room for.
+func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
+	for {
+		d := takeoverInterval/2 + rand.N(takeoverInterval)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if s.isDraining() {
+			continue
+		}
+		room := s.cfg.MaxConcurrentRuns - int(s.active.Load())
+		if room <= 0 {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		recs, err := s.store.Claimable(qctx, min(room, takeoverBatch))
+		cancel()
+		if err != nil {
+			s.log.Warn("looking for runs to take up failed", "error", err)
+			continue
+		}
+		for _, rec := range recs {
+			if _, err := s.takeUp(runCtx, rec.ID); err != nil && !errors.Is(err, store.ErrHeld) && !errors.Is(err, store.ErrFinished) {
+				s.log.Warn("taking up a run failed", "run_id", rec.ID, "error", err)
+			}
+		}
+	}
+}
+
+// takeoverInterval is the mean time between two looks for runs to take up; takeoverBatch
+// bounds the runs one look takes.
+const (
+	takeoverInterval = 2 * time.Second
+	takeoverBatch    = 64
+)
+
+// takeUp claims the run of id for this server and runs it here: a run left by a
+// replica that died goes on from its last checkpoint, a parked one is readied to wake.
+// It returns the run's session; store.ErrHeld when another replica holds it.
+func (s *Server) takeUp(ctx context.Context, id string) (*session, error) {
+	s.takeMu.Lock()
+	defer s.takeMu.Unlock()
+	s.liveMu.Lock()
+	ss := s.live[id]
+	s.liveMu.Unlock()
+	if ss != nil {
+		return ss, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	rec, err := s.store.Claim(cctx, id, s.cfg.Replica, s.cfg.LeaseTTL, false)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.recoverRun(ctx, rec); err != nil {
+		return nil, err
+	}
+	s.liveMu.Lock()
+	ss = s.live[id]
+	s.liveMu.Unlock()
+	if ss == nil {
+		return nil, store.ErrFinished // it ended as it was taken up
+	}
+	if rec.Status == store.Parked {
+		s.log.Info("parked run taken up", "run_id", id, "epoch", rec.Epoch)
+		ss.mu.Lock()
+		p := ss.parked
+		ss.mu.Unlock()
+		if p != nil && len(p.approvals)+len(p.clientCalls) == 0 {
+			// Handed over by a replica that drained: it waits for nobody.
+			if err := s.wake(ctx, ss); err != nil {
+				s.log.Warn("waking a run handed over failed", "run_id", id, "error", err)
+			}
+		}
+	}
+	return ss, nil
+}
+
+// changed is the store's word that runs changed, from any replica: streams following
+// them look now, and the runs going on here look for inputs stored for them.
+func (s *Server) changed(ids []string) {
+	s.nudges.wake(ids)
+	var runs []*session
+	if ids == nil {
+		runs = s.liveRuns()
+	} else {
+		s.liveMu.Lock()
+		for _, id := range ids {
+			if ss := s.live[id]; ss != nil {
+				runs = append(runs, ss)
+			}
+		}
+		s.liveMu.Unlock()
+	}
+	if len(runs) > 0 {
+		s.kickPump(runs)
+	}
+}
+
+// nudges are the waits of streams following runs from the store: each ends at its
+// time, or sooner when the store says its run changed.
+type nudges struct {
+	mu    sync.Mutex
+	byRun map[string]map[*nudge]struct{}
+}
+
+type nudge struct {
+	once sync.Once
+	ch   chan struct{}
+	woke atomic.Bool // the store said the run changed
+}
+
+func (n *nudge) fire() { n.once.Do(func() { close(n.ch) }) }
+
+// after returns a nudge whose channel is closed after d, or sooner when run id changes.
+func (n *nudges) after(id string, d time.Duration) *nudge {
+	w := &nudge{ch: make(chan struct{})}
+	n.mu.Lock()
+	if n.byRun == nil {
+		n.byRun = map[string]map[*nudge]struct{}{}
+	}
+	if n.byRun[id] == nil {
+		n.byRun[id] = map[*nudge]struct{}{}
+	}
+	n.byRun[id][w] = struct{}{}
+	n.mu.Unlock()
+	time.AfterFunc(d, func() {
+		w.fire()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if ws := n.byRun[id]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(n.byRun, id)
+			}
+		}
+	})
+	return w
+}
+
+// wake ends the waits on runs ids; nil ends them all.
+func (n *nudges) wake(ids []string) {
+	n.mu.Lock()
+	var fire []*nudge
+	take := func(id string) {
+		for w := range n.byRun[id] {
+			fire = append(fire, w)
+		}
+		delete(n.byRun, id)
+	}
+	if ids == nil {
+		for id := range n.byRun {
+			take(id)
+		}
+	} else {
+		for _, id := range ids {
+			take(id)
+		}
+	}
+	n.mu.Unlock()
+	for _, w := range fire {
+		w.woke.Store(true)
+		w.fire()
+	}
+}

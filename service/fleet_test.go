@@ -1,0 +1,324 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
+	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/postgres"
+	"github.com/agentd/agentd/service/store/postgres/pgtest"
+)
+
+// cutStore is a replica's store that can be cut off, as a network partition or a
+// process paused past its lease would: while cut, every call fails.
+type cutStore struct {
+	store.Store
+	cut atomic.Bool
+}
+
+var errCut = errors.New("cut off from the database")
+
+func (c *cutStore) Shared() bool { return true }
+
+func (c *cutStore) fail() error {
+	if c.cut.Load() {
+		return errCut
+	}
+	return nil
+}
+
+func (c *cutStore) AppendEvents(ctx context.Context, b []store.Events) error {
+	if err := c.fail(); err != nil {
+		return err
+	}
+	return c.Store.AppendEvents(ctx, b)
+}
+
+func (c *cutStore) UpdateRun(ctx context.Context, l store.Lease, u store.Update) error {
+	if err := c.fail(); err != nil {
+		return err
+	}
+	return c.Store.UpdateRun(ctx, l, u)
+}
+
+func (c *cutStore) Renew(ctx context.Context, held []store.Lease, lease time.Duration) ([]string, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.Renew(ctx, held, lease)
+}
+
+func (c *cutStore) Claim(ctx context.Context, id, holder string, lease time.Duration, force bool) (store.Run, error) {
+	if err := c.fail(); err != nil {
+		return store.Run{}, err
+	}
+	return c.Store.Claim(ctx, id, holder, lease, force)
+}
+
+func (c *cutStore) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.Claimable(ctx, limit)
+}
+
+// fleet is two replicas, a and b, sharing one PostgreSQL schema, each with its own
+// store (its own connections), serving the agent of model and tools.
+type fleet struct {
+	a, b   *servicetest.Server
+	cutA   *cutStore
+	stores []*postgres.Store
+}
+
+func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...runtime.Tool) *fleet {
+	t.Helper()
+	dsn, schema := pgtest.NewSchema(t)
+	r, err := runtime.New(runtime.Config{Name: "worker", Model: model, Tools: tools, Policy: policy, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ags, err := service.NewAgents(&service.Agent{Name: "worker", Runtime: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{}
+	open := func() *postgres.Store {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		st, err := postgres.Open(ctx, dsn, postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	f.cutA = &cutStore{Store: open()}
+	cfg := func(name string, st store.Store) service.Config {
+		return service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: time.Second, ContinuationKey: testKey, Logger: quietLog}
+	}
+	f.a = servicetest.NewServer(t, cfg("a", f.cutA))
+	f.b = servicetest.NewServer(t, cfg("b", open()))
+	for _, s := range []*servicetest.Server{f.a, f.b} {
+		if _, err := s.Service.RecoverRuns(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// readRun reads run id's whole journal from c, after seq after, to run_finished.
+func readRun(t *testing.T, c agentdv1.AgentServiceClient, id string, after int64) []*agentdv1.RunEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stream, err := c.AttachRun(ctx, &agentdv1.AttachRunRequest{RunId: id, AfterSeq: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*agentdv1.RunEvent
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("AttachRun ended %v after %d events:\n%s", err, len(evs), servicetest.Render(evs))
+		}
+		evs = append(evs, resp.GetEvent())
+		if resp.GetEvent().GetRunFinished() != nil {
+			return evs
+		}
+	}
+}
+
+// checkOneSequence checks that evs number 1..n without a gap or a repeat, and that no
+// id has an event after its last.
+func checkOneSequence(t *testing.T, evs []*agentdv1.RunEvent) {
+	t.Helper()
+	numbered := servicetest.Numbered(evs)
+	for i, ev := range numbered {
+		if ev.GetSeq() != int64(i+1) {
+			t.Fatalf("event %d has seq %d:\n%s", i+1, ev.GetSeq(), servicetest.Render(evs))
+		}
+	}
+	servicetest.CheckEvents(t, numbered)
+}
+
+// A run started on one replica is attached to, and answered, on the other: the client
+// leaves while it waits for an approval, the run parks (nothing of it stays on a), and
+// a decision sent to b takes it up there; a stream attached to a from the start reads
+// one sequence to the run's end, b's events included.
+func TestFleet_InputAndAttachOnAnyReplica(t *testing.T) {
+	var ran atomic.Int32
+	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("done")}}
+	side := rt.Tool("side", func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+		ran.Add(1)
+		return runtime.Output{Text: "ok"}, nil
+	})
+	f := newFleet(t, model, runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}, side)
+	spec := servicetest.Input("worker", "go")
+	ctx, kill := context.WithCancel(t.Context())
+	rc, err := f.a.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: spec}})
+	ev := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+	runID, approval := ev.GetRunId(), ev.GetApprovalRequested()
+	kill()
+	// A watcher on a, from the start, for the whole run.
+	watched := make(chan []*agentdv1.RunEvent, 1)
+	go func() { watched <- readRun(t, f.a.Client, runID, 0) }()
+	if a := waitState(t, f.b.Client, runID, agentdv1.RunState_RUN_STATE_PARKED); a == nil {
+		t.Log(servicetest.Render(readRun(t, f.b.Client, runID, 0)))
+	}
+
+	resp, err := f.b.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{
+		RunId: runID, ClientKey: "k1",
+		Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+			ApprovalId: approval.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
+		}},
+	})
+	if err != nil {
+		t.Fatalf("SendRunInput on b: %v", err)
+	}
+	if !resp.GetAck().GetAccepted() {
+		t.Fatalf("decision refused: %v", resp.GetAck())
+	}
+	evs := readRun(t, f.b.Client, runID, 0)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v", rf)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+	// The retry of the decision, on a, gets b's answer.
+	again, err := f.a.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{
+		RunId: runID, ClientKey: "k1",
+		Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+			ApprovalId: approval.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
+		}},
+	})
+	if err != nil || !proto.Equal(again, resp) {
+		t.Errorf("retry on a = %v, %v; want b's answer %v", again, err, resp)
+	}
+	select {
+	case w := <-watched:
+		if !sameFrames(servicetest.Numbered(w), servicetest.Numbered(evs)) {
+			t.Errorf("the stream attached to a read:\n%s\nthe journal holds:\n%s", servicetest.Render(w), servicetest.Render(evs))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream attached to a did not read to the run's end")
+	}
+}
+
+// sameFrames reports whether two event lists are the same, event for event.
+func sameFrames(a, b []*agentdv1.RunEvent) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// A replica cut off from the database while a call of its run executes loses the run:
+// it stops it, and the other replica takes it up once the lease ran out. The call had
+// started: a tool not declared idempotent is not run again, and the model is told its
+// outcome is unknown; an idempotent one runs again, with the same idempotency key. The
+// journal reads as one run, and the cut replica, back, adds nothing to it.
+func TestFleet_TakeoverWhileACallRuns(t *testing.T) {
+	for _, idempotent := range []bool{false, true} {
+		name := "not idempotent"
+		if idempotent {
+			name = "idempotent"
+		}
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var keys []string
+			release := make(chan struct{})
+			first := make(chan struct{}, 1)
+			tool := runtime.NewTool(runtime.ToolSpec{Name: "side", Description: "a side effect", Idempotent: idempotent},
+				func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+					mu.Lock()
+					keys = append(keys, runtime.IdempotencyKey(ctx))
+					n := len(keys)
+					mu.Unlock()
+					if n == 1 {
+						first <- struct{}{}
+						select { // the first run of it hangs until its replica is gone
+						case <-release:
+						case <-ctx.Done():
+							return runtime.Output{}, ctx.Err()
+						}
+					}
+					return runtime.Output{Text: "done once"}, nil
+				})
+			model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("finished")}}
+			f := newFleet(t, model, runtime.Policy{}, tool)
+			ctx, kill := context.WithCancel(t.Context())
+			defer kill()
+			stream, err := f.a.Client.StartRun(ctx, &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			runID := resp.GetEvent().GetRunId()
+			<-first
+			cut := time.Now()
+			f.cutA.cut.Store(true)
+			evs := readRun(t, f.b.Client, runID, 0)
+			t.Logf("taken up and finished %v after the cut", time.Since(cut).Round(time.Millisecond))
+			close(release)
+			f.cutA.cut.Store(false)
+			checkOneSequence(t, evs)
+			rf := evs[len(evs)-1].GetRunFinished()
+			if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				t.Fatalf("run_finished = %v", rf)
+			}
+			var results []*agentdv1.ToolCallResult
+			for _, ev := range evs {
+				if r := ev.GetToolCallResult(); r != nil {
+					results = append(results, r)
+				}
+			}
+			mu.Lock()
+			got := append([]string(nil), keys...)
+			mu.Unlock()
+			switch {
+			case len(results) != 1:
+				t.Fatalf("%d tool_call_results, want 1:\n%s", len(results), servicetest.Render(evs))
+			case idempotent && (len(got) != 2 || got[0] != got[1] || got[0] != runID+"/call_0_0"):
+				t.Errorf("idempotency keys %q, want the call's key twice", got)
+			case idempotent && (results[0].GetIsError() || results[0].GetText() != "done once"):
+				t.Errorf("result %v, want the second run's", results[0])
+			case !idempotent && len(got) != 1:
+				t.Errorf("the tool ran %d times, want once", len(got))
+			case !idempotent && (!results[0].GetIsError() || !strings.Contains(results[0].GetText(), "outcome unknown")):
+				t.Errorf("result %v, want an outcome-unknown error", results[0])
+			}
+			// a, back and its call over, wrote nothing more: the journal is as b left it.
+			time.Sleep(1500 * time.Millisecond)
+			if after := readRun(t, f.b.Client, runID, 0); !sameFrames(servicetest.Numbered(after), servicetest.Numbered(evs)) {
+				t.Errorf("the journal changed after the cut replica came back:\n%s", servicetest.Render(after))
+			}
+		})
+	}
+}
