@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -35,18 +36,20 @@ import (
 
 // The deployment files, from cmd/agentd.
 const (
-	deployDir  = "../../deploy"
-	k8sDir     = deployDir + "/k8s"
-	otelDir    = deployDir + "/otel"
-	dockerfile = deployDir + "/Dockerfile"
+	deployDir   = "../../deploy"
+	k8sDir      = deployDir + "/k8s"
+	otelDir     = deployDir + "/otel"
+	postgresDir = deployDir + "/postgres"
+	dockerfile  = deployDir + "/Dockerfile"
 )
 
-// TestDeployManifests reads deploy/ (the Dockerfile, the kustomization in deploy/k8s and the
-// OpenTelemetry overlay in deploy/otel) and checks that it agrees with this binary: the flags
-// and AGENTD_* variables the Deployment sets parse as agentd parses them, the ports match the
-// addresses agentd listens on, the probes ask agentd's health service for names it serves, the
-// grace period outlasts the drain, the agents file in the ConfigMap loads, and the Services,
-// PodDisruptionBudget, HorizontalPodAutoscaler, Secret and collector fit together.
+// TestDeployManifests reads deploy/ (the Dockerfile, the kustomization in deploy/k8s, the
+// OpenTelemetry overlay in deploy/otel and the PostgreSQL overlay in deploy/postgres) and checks
+// that it agrees with this binary: the flags and AGENTD_* variables the Deployment sets parse as
+// agentd parses them, the ports match the addresses agentd listens on, the probes ask agentd's
+// health service for names it serves, the grace period outlasts the drain, the agents file in
+// the ConfigMap loads, and the Services, PodDisruptionBudget, HorizontalPodAutoscaler, Secrets,
+// collector and database pool fit together.
 func TestDeployManifests(t *testing.T) {
 	base := loadKustomization(t, k8sDir)
 	dep := base.one(t, "Deployment", "agentd")
@@ -61,30 +64,7 @@ func TestDeployManifests(t *testing.T) {
 		if !slices.ContainsFunc(base.Images, func(i kustomizeImage) bool { return i.Name == c.Image }) {
 			t.Errorf("container image %q is not set by the kustomization's images", c.Image)
 		}
-		flags := agentdFlags(t)
-		seen := map[string]string{}
-		for _, a := range c.Args {
-			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if !strings.HasPrefix(a, "-") || !slices.Contains(flags, name) {
-				t.Errorf("args: %q is not one of agentd's flags (%s)", a, strings.Join(flags, ", "))
-			}
-			seen[name] = "args"
-		}
-		for _, e := range c.Env {
-			if !strings.HasPrefix(e.Name, "AGENTD_") {
-				continue
-			}
-			name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(e.Name, "AGENTD_"), "_", "-"))
-			if e.Name == "AGENTD_CONTINUATION_KEY" {
-				continue // read by agentd, never a flag
-			}
-			if !slices.Contains(flags, name) {
-				t.Errorf("env: %s names no agentd flag (%s)", e.Name, strings.Join(flags, ", "))
-			}
-			if seen[name] == "args" {
-				t.Errorf("--%s is set both in args and as %s; the flag wins, so one of them is dead", name, e.Name)
-			}
-		}
+		checkSettingNames(t, c)
 		if cfg.key == "" {
 			t.Error("AGENTD_CONTINUATION_KEY is not set: each replica would sign with a random key, and parked runs would resume only where they parked")
 		}
@@ -336,6 +316,71 @@ func TestDeployManifests(t *testing.T) {
 	t.Run("dockerfile", func(t *testing.T) { checkDockerfile(t, listenPort) })
 
 	t.Run("otel overlay", func(t *testing.T) { checkOTelOverlay(t, c) })
+
+	t.Run("postgres overlay", func(t *testing.T) { checkPostgresOverlay(t, base, d, c) })
+}
+
+// checkSettingNames checks that each of the container's args is one of agentd's flags and
+// that each AGENTD_* variable names one, which the args do not set too.
+func checkSettingNames(t *testing.T, c container) {
+	t.Helper()
+	flags := agentdFlags(t)
+	seen := map[string]string{}
+	for _, a := range c.Args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !slices.Contains(flags, name) {
+			t.Errorf("args: %q is not one of agentd's flags (%s)", a, strings.Join(flags, ", "))
+		}
+		seen[name] = "args"
+	}
+	for _, e := range c.Env {
+		if !strings.HasPrefix(e.Name, "AGENTD_") {
+			continue
+		}
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(e.Name, "AGENTD_"), "_", "-"))
+		if e.Name == "AGENTD_CONTINUATION_KEY" {
+			continue // read by agentd, never a flag
+		}
+		if !slices.Contains(flags, name) {
+			t.Errorf("env: %s names no agentd flag (%s)", e.Name, strings.Join(flags, ", "))
+		}
+		if seen[name] == "args" {
+			t.Errorf("--%s is set both in args and as %s; the flag wins, so one of them is dead", name, e.Name)
+		}
+	}
+}
+
+// TestDeployManifestsDeletePatch checks that the test's reader of kustomizations leaves out
+// what an overlay's patch deletes, as kustomize does, so that the checks of an overlay see
+// the objects it builds.
+func TestDeployManifestsDeletePatch(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"base/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - service.yaml\n",
+		"base/service.yaml": "apiVersion: v1\nkind: Service\nmetadata:\n  name: kept\n---\n" +
+			"apiVersion: v1\nkind: Service\nmetadata:\n  name: deleted\n",
+		"overlay/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../base\npatches:\n  - path: delete.yaml\n",
+		"overlay/delete.yaml":        "apiVersion: v1\nkind: Service\nmetadata:\n  name: deleted\n$patch: delete\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, o := range loadKustomization(t, filepath.Join(dir, "overlay")).all("Service") {
+		got = append(got, o.Metadata.Name)
+	}
+	if !slices.Equal(got, []string{"kept"}) {
+		t.Errorf("the overlay's Services are %q, want [kept]", got)
+	}
+	if got := len(loadKustomization(t, filepath.Join(dir, "base")).all("Service")); got != 2 {
+		t.Errorf("the base has %d Services, want 2", got)
+	}
 }
 
 // checkAgentsFile loads the agents file at path as agentd does, and builds its agents.
@@ -555,8 +600,155 @@ func checkOTelOverlay(t *testing.T, base container) {
 	}
 }
 
+// PostgreSQL's default max_connections, and the connections of it kept for superusers
+// (superuser_reserved_connections): what a database that nobody tuned serves. Each replica
+// opens postgresListenConnections beyond its pool, to hear the other replicas.
+const (
+	postgresMaxConnections      = 100
+	postgresReservedConnections = 3
+	postgresListenConnections   = 1
+)
+
+// checkPostgresOverlay checks deploy/postgres: the base, with a patch that reads agentd's store
+// from a Secret and names each replica after its pod in AGENTD_* variables agentd parses; a
+// Secret example whose DSN agentd takes for PostgreSQL, with a pool that a database left at its
+// defaults serves for the largest fleet the HPA and a rollout make; and the base's Services
+// all still there, since clients and scrapers dial them by name.
+func checkPostgresOverlay(t *testing.T, base *kustomization, d deployment, c container) {
+	k := loadKustomization(t, postgresDir)
+	if !slices.Contains(k.Resources, "../k8s") {
+		t.Errorf("deploy/postgres: resources %v, want the base ../k8s", k.Resources)
+	}
+	if s := k.all("Secret"); len(s) > 0 {
+		t.Errorf("deploy/postgres: the kustomization holds Secret %s; the DSN's password stays out of git (secret.example.yaml)", s[0].Metadata.Name)
+	}
+	var pd deployment
+	for _, p := range k.Patches {
+		for _, o := range loadObjects(t, filepath.Join(postgresDir, p.Path)) {
+			if o.Kind == "Deployment" && o.Metadata.Name == "agentd" {
+				o.decode(t, &pd)
+			}
+		}
+	}
+	if len(pd.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("deploy/postgres: no patch of the Deployment agentd")
+	}
+	pc := pd.Spec.Template.Spec.container(t, c.Name)
+	if len(pc.Args) > 0 {
+		t.Errorf("deploy/postgres patch sets args %q, which would replace the base's; set AGENTD_* variables", pc.Args)
+	}
+	// The container as kustomize builds it: the patch's variables merged into the base's by name.
+	merged := c
+	merged.Env = mergeEnv(c.Env, pc.Env)
+	checkSettingNames(t, merged)
+	cfg := parseContainerConfig(t, merged)
+
+	vars := map[string]envVar{}
+	for _, e := range merged.Env {
+		vars[e.Name] = e
+	}
+	ref := vars["AGENTD_STORE"].secretRef()
+	switch {
+	case ref == nil:
+		t.Fatal("AGENTD_STORE: want it from a Secret (valueFrom.secretKeyRef), as the DSN holds a password")
+	case ref.Optional:
+		t.Errorf("AGENTD_STORE: the secretKeyRef is optional; without the Secret each pod would keep its runs in its own memory")
+	case cfg.store != "secret:"+ref.Key:
+		t.Errorf("AGENTD_STORE does not reach --store: agentd's store is %q", cfg.store)
+	}
+	if id := vars["AGENTD_REPLICA_ID"]; id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Error("AGENTD_REPLICA_ID: want the pod's name (valueFrom.fieldRef.fieldPath: metadata.name), unique among the live replicas")
+	}
+
+	secret := loadObjects(t, filepath.Join(postgresDir, "secret.example.yaml"))
+	if len(secret) != 1 || secret[0].Kind != "Secret" {
+		t.Fatalf("deploy/postgres/secret.example.yaml: want one Secret, got %d objects", len(secret))
+	}
+	var s struct {
+		StringData map[string]string `yaml:"stringData"`
+	}
+	secret[0].decode(t, &s)
+	for _, e := range pc.Env {
+		if r := e.secretRef(); r != nil {
+			if r.Name != secret[0].Metadata.Name {
+				t.Errorf("env %s reads Secret %q, want %q (deploy/postgres/secret.example.yaml)", e.Name, r.Name, secret[0].Metadata.Name)
+			}
+			if _, ok := s.StringData[r.Key]; !ok && !r.Optional {
+				t.Errorf("env %s needs key %q of Secret %s, which deploy/postgres/secret.example.yaml does not show", e.Name, r.Key, r.Name)
+			}
+		}
+	}
+	dsn := s.StringData[ref.Key]
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		t.Fatalf("secret.example.yaml %s = %q: want a postgres:// URL", ref.Key, dsn)
+	}
+	poolCfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("secret.example.yaml %s: %v", ref.Key, err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || !u.Query().Has("pool_max_conns") {
+		t.Errorf("secret.example.yaml %s: set pool_max_conns; pgx's default is the node's CPU count, whatever the pod's share of it", ref.Key)
+	}
+
+	// At the HPA's largest, with a rollout's surge on top, the pools fit a database that
+	// nobody tuned.
+	var hpa struct {
+		Spec struct {
+			MaxReplicas int `yaml:"maxReplicas"`
+		}
+	}
+	k.one(t, "HorizontalPodAutoscaler", "agentd").decode(t, &hpa)
+	pods := hpa.Spec.MaxReplicas + surge(t, d.Spec.Strategy.RollingUpdate.MaxSurge, hpa.Spec.MaxReplicas)
+	if conns := pods * (int(poolCfg.MaxConns) + postgresListenConnections); conns > postgresMaxConnections-postgresReservedConnections {
+		t.Errorf("%d pods (the HPA's maxReplicas and a rollout's surge) x (pool_max_conns %d + %d) = %d connections, more than PostgreSQL serves by default (%d, %d of them for superusers); lower pool_max_conns in secret.example.yaml, or say in deploy/README.md what max_connections to set and raise it here",
+			pods, poolCfg.MaxConns, postgresListenConnections, conns, postgresMaxConnections, postgresReservedConnections)
+	}
+
+	// Any replica serves any run, but clients still dial the base's Services: the ClusterIP
+	// one, or the headless one to spread their new runs over the replicas without a mesh.
+	for _, o := range base.all("Service") {
+		if !slices.ContainsFunc(k.all("Service"), func(p object) bool { return p.Metadata.Name == o.Metadata.Name }) {
+			t.Errorf("deploy/postgres removes Service %s, which deploy/README.md tells clients or scrapers to dial", o.Metadata.Name)
+		}
+	}
+}
+
+// surge returns the pods a rolling update adds at most: maxSurge, a number or a percentage
+// of replicas rounded up ("" is Kubernetes' default, 25%).
+func surge(t *testing.T, maxSurge string, replicas int) int {
+	t.Helper()
+	if maxSurge == "" {
+		maxSurge = "25%"
+	}
+	if pct, ok := strings.CutSuffix(maxSurge, "%"); ok {
+		n, err := strconv.Atoi(pct)
+		if err != nil {
+			t.Fatalf("rollingUpdate.maxSurge %q", maxSurge)
+		}
+		return (replicas*n + 99) / 100
+	}
+	n, err := strconv.Atoi(maxSurge)
+	if err != nil {
+		t.Fatalf("rollingUpdate.maxSurge %q", maxSurge)
+	}
+	return n
+}
+
+// mergeEnv merges a patch's variables into a container's as a strategic merge patch does:
+// by name, a patched variable replacing the base's, new ones first.
+func mergeEnv(base, patch []envVar) []envVar {
+	out := slices.Clone(patch)
+	for _, e := range base {
+		if !slices.ContainsFunc(patch, func(p envVar) bool { return p.Name == e.Name }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // parseContainerConfig parses the container's args and AGENTD_* variables as agentd does.
-// Variables from a Secret get a stand-in value.
+// Variables from a Secret or from the pod's fields get a stand-in value.
 func parseContainerConfig(t *testing.T, c container) config {
 	t.Helper()
 	env := map[string]string{}
@@ -566,6 +758,8 @@ func parseContainerConfig(t *testing.T, c container) config {
 			env[e.Name] = e.Value
 		case e.secretRef() != nil:
 			env[e.Name] = "secret:" + e.secretRef().Key
+		case e.ValueFrom.FieldRef != nil:
+			env[e.Name] = podFields[e.ValueFrom.FieldRef.FieldPath]
 		}
 	}
 	var stderr bytes.Buffer
@@ -574,6 +768,12 @@ func parseContainerConfig(t *testing.T, c container) config {
 		t.Fatalf("agentd refuses the Deployment's args %q and env: %v\n%s", c.Args, err, stderr.String())
 	}
 	return cfg
+}
+
+// podFields holds stand-ins for the pod fields the manifests read through the downward API.
+var podFields = map[string]string{
+	"metadata.name":      "agentd-7c9d8f6b5-x2k4q",
+	"metadata.namespace": "default",
 }
 
 // agentdFlags returns the names of agentd's flags, as its usage lists them.
@@ -731,6 +931,7 @@ type deployment struct {
 	Spec struct {
 		Strategy struct {
 			RollingUpdate struct {
+				MaxSurge       string `yaml:"maxSurge"`
 				MaxUnavailable string `yaml:"maxUnavailable"`
 			} `yaml:"rollingUpdate"`
 		}
@@ -872,7 +1073,8 @@ func (c container) resolvePort(t *testing.T, n yaml.Node, def int) int {
 }
 
 // A kustomization, read as far as this test needs: its objects (those of the directories it
-// builds on included), the files of its generated ConfigMaps, and its patches.
+// builds on included, less those its patches delete with "$patch: delete"), the files of its
+// generated ConfigMaps, and its patches. Other patches are not applied: the checks read them.
 type kustomization struct {
 	APIVersion         string `yaml:"apiVersion"`
 	Kind               string `yaml:"kind"`
@@ -950,6 +1152,22 @@ func loadKustomization(t *testing.T, dir string) *kustomization {
 	}
 	for _, p := range k.Patches {
 		used[p.Path] = true
+		for _, o := range loadObjects(t, filepath.Join(dir, p.Path)) {
+			var directive struct {
+				Patch string `yaml:"$patch"`
+			}
+			o.decode(t, &directive)
+			if directive.Patch != "delete" {
+				continue
+			}
+			n := len(k.objects)
+			k.objects = slices.DeleteFunc(k.objects, func(b object) bool {
+				return b.Kind == o.Kind && b.Metadata.Name == o.Metadata.Name
+			})
+			if len(k.objects) == n {
+				t.Errorf("%s: %s deletes %s %s, which is not among its resources", f, p.Path, o.Kind, o.Metadata.Name)
+			}
+		}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
