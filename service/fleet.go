@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -275,18 +276,22 @@ func (s *Server) takeUp(ctx context.Context, id string) (*session, error) {
 // changed is the store's word that runs changed, from any replica: streams following
 // them look now, and the runs going on here look for inputs stored for them.
 func (s *Server) changed(ids []string) {
-	s.nudges.wake(ids)
 	var runs []*session
 	if ids == nil {
+		s.nudges.wake(nil)
 		runs = s.liveRuns()
 	} else {
+		changed := make([]string, len(ids))
 		s.liveMu.Lock()
-		for _, id := range ids {
-			if ss := s.live[id]; ss != nil {
-				runs = append(runs, ss)
+		for i, id := range ids {
+			run, input := strings.CutPrefix(id, store.InputPrefix)
+			changed[i] = run
+			if ss := s.live[run]; ss != nil && input {
+				runs = append(runs, ss) // given an input, maybe by another replica
 			}
 		}
 		s.liveMu.Unlock()
+		s.nudges.wake(changed)
 	}
 	if len(runs) > 0 {
 		s.kickPump(runs)

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,5 +321,110 @@ func TestFleet_TakeoverWhileACallRuns(t *testing.T) {
 				t.Errorf("the journal changed after the cut replica came back:\n%s", servicetest.Render(after))
 			}
 		})
+	}
+}
+
+// countingStore counts the calls a replica makes to its store, by method.
+type countingStore struct {
+	store.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingStore) count(m string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[m]++
+}
+
+func (c *countingStore) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *countingStore) Shared() bool { return true }
+func (c *countingStore) CreateRun(ctx context.Context, r store.Run, lease time.Duration) error {
+	c.count("CreateRun")
+	return c.Store.CreateRun(ctx, r, lease)
+}
+func (c *countingStore) UpdateRun(ctx context.Context, l store.Lease, u store.Update) error {
+	c.count("UpdateRun")
+	return c.Store.UpdateRun(ctx, l, u)
+}
+func (c *countingStore) AppendEvents(ctx context.Context, b []store.Events) error {
+	c.count("AppendEvents")
+	return c.Store.AppendEvents(ctx, b)
+}
+func (c *countingStore) GetRun(ctx context.Context, id string) (store.Run, error) {
+	c.count("GetRun")
+	return c.Store.GetRun(ctx, id)
+}
+func (c *countingStore) Renew(ctx context.Context, held []store.Lease, lease time.Duration) ([]string, error) {
+	c.count("Renew")
+	return c.Store.Renew(ctx, held, lease)
+}
+func (c *countingStore) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
+	c.count("Claimable")
+	return c.Store.Claimable(ctx, limit)
+}
+func (c *countingStore) PendingInputs(ctx context.Context, ids []string) ([]store.Input, error) {
+	c.count("PendingInputs")
+	return c.Store.PendingInputs(ctx, ids)
+}
+func (c *countingStore) EventBounds(ctx context.Context, id string) (int64, int64, error) {
+	c.count("EventBounds")
+	return c.Store.EventBounds(ctx, id)
+}
+func (c *countingStore) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {
+	c.count("ReadEvents")
+	return c.Store.ReadEvents(ctx, id, after, limit)
+}
+
+// The store calls of a run's steps on a shared PostgreSQL, one run at a time: what a
+// step costs the database (each call is one round trip, AppendEvents of several runs
+// two). Logged for the record, and bounded so that a change that adds calls per step
+// shows.
+func TestFleet_StoreCallsPerStep(t *testing.T) {
+	const runs = 20
+	var steps []rt.Step
+	for range runs {
+		steps = append(steps, rt.Call(0, "echo", `{"n":1}`), rt.Say("done"))
+	}
+	r, err := runtime.New(runtime.Config{Name: "worker", Model: &rt.Model{Steps: steps}, Tools: []runtime.Tool{rt.Tool("echo", rt.Echo)}, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ags, err := service.NewAgents(&service.Agent{Name: "worker", Runtime: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: pgtest.Open(t)}
+	srv := servicetest.NewServer(t, service.Config{Agents: ags, Store: cs, ContinuationKey: testKey, Logger: quietLog})
+	before := cs.snapshot()
+	for range runs {
+		resp, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("worker", "go")})
+		if err != nil || resp.GetResult().GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+			t.Fatalf("ExecuteRun = %v, %v", resp, err)
+		}
+	}
+	after := cs.snapshot()
+	total, line := 0, ""
+	for _, m := range []string{"CreateRun", "UpdateRun", "AppendEvents", "GetRun", "ReadEvents", "EventBounds", "PendingInputs", "Renew", "Claimable"} {
+		n := after[m] - before[m]
+		total += n
+		line += fmt.Sprintf(" %s %.2f", m, float64(n)/(2*runs))
+	}
+	perStep := float64(total) / (2 * runs)
+	t.Logf("store calls per step (a run of 2 steps, 1 tool call, %d runs): %.2f in all:%s", runs, perStep, line)
+	if perStep > 8 {
+		t.Errorf("%.2f store calls per step, want at most 8", perStep)
 	}
 }

@@ -36,6 +36,8 @@ type scripted struct {
 	policy  agents.PolicyConfig
 	steps   int
 	goTools []runtime.Tool
+	// goPolicy is the policy of an agent built in Go (goTools).
+	goPolicy runtime.Policy
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
@@ -57,7 +59,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, script
 	for _, a := range scripts {
 		if a.goTools != nil {
 			r, err := runtime.New(runtime.Config{
-				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps, Logger: cfg.Logger,
+				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps, Logger: cfg.Logger, Policy: a.goPolicy,
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service/store"
 )
 
 // Run implements agentdv1.AgentServiceServer: a whole conversation on one stream, which
@@ -25,26 +27,16 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	}
 	send := func(f frame) error { return sendFrame(stream.Send, f) }
 	if at := first.GetAttach(); at != nil {
-		ss, o, err := s.attach(stream.Context(), at.GetRunId(), at.GetAfterSeq(), send)
-		if err != nil {
-			return err
-		}
-		if ss != nil {
-			// A stream that can answer wakes a parked run: the run waits for it.
-			o.runs = true
-			ss.addAnswerer()
-			go ss.receive(stream.Recv, o, false)
-			ss.mu.Lock()
-			ss.readyLocked() // wakes a run parked, or parking, for the stream that can answer
-			ss.mu.Unlock()
-		}
-		return s.serveAttached(stream.Context(), at.GetRunId(), ss, o)
+		return s.attachRunStream(stream, at.GetRunId(), at.GetAfterSeq(), send)
 	}
 	spec := first.GetStart()
 	if spec == nil {
 		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
 	}
 	ss, req, err := s.newSession(stream.Context(), modeRun, spec)
+	if ra, ok := errors.AsType[*resumedAlready](err); ok {
+		return s.attachRunStream(stream, ra.runID, 0, send)
+	}
 	if si, ok := errors.AsType[*steerInto](err); ok {
 		ss, o, err := s.steerBusy(stream.Context(), si, send)
 		if err != nil {
@@ -70,6 +62,33 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	return ss.serveStarter(stream.Context(), o)
 }
 
+// attachRunStream attaches a Run stream to the run of id after seq after: it reads the
+// run's events and answers it. A run that no replica holds (parked, or left by a replica
+// that died) is taken up here first, with a store other replicas share.
+func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse], id string, after int64, send func(frame) error) error {
+	if s.shared {
+		if ref, err := s.lookup(stream.Context(), id); err == nil && ref.ss == nil && ref.rec.Status != store.Finished {
+			if _, err := s.takeUp(stream.Context(), id); err != nil && !errors.Is(err, store.ErrHeld) && !errors.Is(err, store.ErrFinished) {
+				return storeStatus(err)
+			}
+		}
+	}
+	ss, o, err := s.attach(stream.Context(), id, after, send)
+	if err != nil {
+		return err
+	}
+	if ss != nil {
+		// A stream that can answer wakes a parked run: the run waits for it.
+		o.runs = true
+		ss.addAnswerer()
+		go ss.receive(stream.Recv, o, false)
+		ss.mu.Lock()
+		ss.readyLocked() // wakes a run parked, or parking, for the stream that can answer
+		ss.mu.Unlock()
+	}
+	return s.serveAttached(stream.Context(), id, ss, o)
+}
+
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
 // caller that cannot answer; what would need it parks the run.
 func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStreamingServer[agentdv1.StartRunResponse]) error {
@@ -78,6 +97,13 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	}
 	send := func(f frame) error { return sendFrame(stream.Send, f) }
 	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart())
+	if ra, ok := errors.AsType[*resumedAlready](err); ok {
+		ss, o, err := s.attach(stream.Context(), ra.runID, 0, send)
+		if err != nil {
+			return err
+		}
+		return s.serveAttached(stream.Context(), ra.runID, ss, o)
+	}
 	if si, ok := errors.AsType[*steerInto](err); ok {
 		ss, o, err := s.steerBusy(stream.Context(), si, send)
 		if err != nil {
@@ -101,6 +127,9 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
 	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart())
+	if ra, ok := errors.AsType[*resumedAlready](err); ok {
+		return s.executedAlready(ctx, ra.runID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +139,42 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	}
 	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, TraceId: ss.traceID, Result: ss.result}
 	if err := runStatus(ss.result.GetError(), resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// executedAlready answers an ExecuteRun whose continuation a run resumed already: with
+// that run's outcome, once it has one.
+func (s *Server) executedAlready(ctx context.Context, id string) (*agentdv1.ExecuteRunResponse, error) {
+	resp := &agentdv1.ExecuteRunResponse{RunId: id}
+	var mu sync.Mutex
+	ss, o, err := s.attach(ctx, id, 0, func(f frame) error {
+		ev, err := eventOf(f)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case ev.GetAttached() != nil:
+			resp.ThreadId = ev.GetAttached().GetThreadId()
+		case ev.GetRunStarted() != nil:
+			resp.TraceId = ev.GetRunStarted().GetTraceId()
+		case ev.GetRunFinished() != nil:
+			resp.Result = ev.GetRunFinished()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.serveAttached(ctx, id, ss, o); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if err := runStatus(resp.GetResult().GetError(), resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -3,12 +3,14 @@ package service_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -455,6 +457,57 @@ func TestStartRunAndExecuteRun_ParkAndResumeThroughASecondCall(t *testing.T) {
 	}
 	if got := strings.Join(roles, ","); got != "ROLE_USER,ROLE_ASSISTANT,ROLE_TOOL,ROLE_ASSISTANT" {
 		t.Errorf("history roles %s", got)
+	}
+}
+
+// A continuation resumes once: resuming it again, by any RPC, attaches to the run that
+// resumed it (its events from the first, its outcome) instead of running it again, so
+// an approved call does not run twice.
+func TestContinuation_ResumesOnce(t *testing.T) {
+	var ran atomic.Int32
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{}`), rt.Say("done")}}
+	side := rt.Tool("side", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		ran.Add(1)
+		return runtime.Output{Text: "ok"}, nil
+	})
+	srv := newTestServer(t, service.Config{}, scripted{name: "once", model: m, goTools: []runtime.Tool{side},
+		goPolicy: runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}})
+	c := srv.Client
+	spec := servicetest.Input("once", "go")
+	first, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := first.GetResult()
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT {
+		t.Fatalf("first run finished %v", fin)
+	}
+	resume := &agentdv1.RunSpec{
+		Agent: "once", Messages: fin.GetNewMessages(), Continuation: fin.GetContinuation(),
+		Decisions: []*agentdv1.ApprovalDecision{{ApprovalId: fin.GetPendingApprovals()[0].GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}},
+	}
+	a, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: resume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: resume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetRunId() != b.GetRunId() || !proto.Equal(a.GetResult(), b.GetResult()) || a.GetResult().GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Errorf("second resume = %v, want the first's %v", b, a)
+	}
+	s := servicetest.Open(t, c, resume)
+	evs := s.Events()
+	for s.Err() == nil && (len(evs) == 0 || evs[len(evs)-1].GetRunFinished() == nil) {
+		s.Next()
+		evs = s.Events()
+	}
+	if evs[0].GetAttached() == nil || evs[len(evs)-1].GetRunFinished().GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || evs[len(evs)-1].GetRunId() != a.GetRunId() {
+		t.Errorf("a third resume, on a Run stream, read:\n%s", servicetest.Render(evs))
+	}
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the approved call ran %d times, want once", n)
 	}
 }
 

@@ -3,9 +3,12 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -290,6 +293,9 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 		Status: store.Running, Spec: b, Holder: s.cfg.Replica,
 	}, s.cfg.LeaseTTL)
 	ss.lease = store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: 1}
+	if errors.Is(err, store.ErrExists) {
+		return &resumedAlready{runID: ss.runID}
+	}
 	if busy, ok := errors.AsType[*store.ThreadBusyError](err); ok {
 		if spec.GetOnBusy() == agentdv1.OnBusy_ON_BUSY_STEER {
 			return &steerInto{runID: busy.RunID, thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}
@@ -303,6 +309,21 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 		return storeStatus(err)
 	}
 	return nil
+}
+
+// resumedRunID is the id of the run that resumes a continuation: the same for every
+// resume of it, on any replica.
+func resumedRunID(continuation []byte) string {
+	sum := sha256.Sum256(continuation)
+	return "run_c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:15]))
+}
+
+// resumedAlready is newSession's error for a start that resumes a continuation a run
+// resumed already: the start attaches to that run, from its first event.
+type resumedAlready struct{ runID string }
+
+func (e *resumedAlready) Error() string {
+	return "the continuation was resumed already, by run " + e.runID
 }
 
 // rpcOf names the RPC of a mode in a checkpoint.

@@ -178,7 +178,13 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	if err != nil {
 		return nil, nil, err
 	}
-	ss := s.sessionFor(mode, entry, spec.GetRequestId(), plan)
+	runID := ids.New("run")
+	if ct != nil {
+		// A continuation resumes once: its run's id is the continuation's, so that the
+		// store refuses a second run of it, which attaches to the first instead.
+		runID = resumedRunID(spec.GetContinuation())
+	}
+	ss := s.sessionFor(mode, entry, runID, spec.GetRequestId(), plan)
 	ss.caller, ss.threaded, ss.callerName = counted, threaded, caller
 	req := ss.request(plan, caller)
 	// The hooks the server's interceptors put on the RPC's context run first, in the
@@ -257,12 +263,12 @@ func drainingError() error {
 }
 
 // sessionFor returns the session of a planned run, before its context is set.
-func (s *Server) sessionFor(mode rpcMode, entry *Agent, reqID string, plan *startPlan) *session {
+func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, plan *startPlan) *session {
 	thread := plan.thread
 	if thread == "" {
 		thread = ids.New("thread")
 	}
-	ss := s.baseSession(mode, entry, ids.New("run"), thread, reqID, plan.onDisconnect)
+	ss := s.baseSession(mode, entry, runID, thread, reqID, plan.onDisconnect)
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
 	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
 	if (mode == modeRun && ss.detach) || s.gated {

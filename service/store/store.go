@@ -60,6 +60,9 @@ func (e *ThreadBusyError) Error() string {
 	return fmt.Sprintf("store: the thread has an active run, %s", e.RunID)
 }
 
+// InputPrefix prefixes, in what Watch reports, the id of a run given an input.
+const InputPrefix = "+"
+
 // Status is where a run stands.
 type Status uint8
 
@@ -272,7 +275,8 @@ type Store interface {
 	// (the store lost track for a while: after a reconnect, say); a caller polls behind
 	// it all the same, for a change f never hears of. A wake-up, not a transport: it
 	// carries no data, and a shared store sends at most one notification per commit.
-	// f must not block.
+	// The id of a run given an input (PutInput) comes prefixed with InputPrefix: the
+	// run's holder looks for it then, and not at every change. f must not block.
 	Watch(ctx context.Context, f func(ids []string))
 
 	// Close releases the store.

@@ -406,7 +406,7 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 	in.Digest, in.Request, in.Answer = slices.Clone(in.Digest), slices.Clone(in.Request), slices.Clone(in.Answer)
 	r.inputs[in.Key] = in
 	s.grewLocked(inputBytes(in))
-	s.hub.Notify(in.RunID)
+	s.hub.Notify(store.InputPrefix + in.RunID)
 	return in, true, nil
 }
 

@@ -153,7 +153,7 @@ const putInputSQL = `WITH i AS (
 	INSERT INTO inputs (run_id, key, digest, request, answer) VALUES ($1, $2, $3, $4, $5)
 	ON CONFLICT (run_id, key) DO NOTHING RETURNING run_id, ord
 )
-SELECT ord FROM i WHERE pg_notify($6, run_id) IS NOT NULL`
+SELECT ord FROM i WHERE pg_notify($6, '` + store.InputPrefix + `' || run_id) IS NOT NULL`
 
 // PutInput inserts unless the key is taken, and then reads what holds it, in a
 // statement of its own: one statement's snapshot would not see an input that a

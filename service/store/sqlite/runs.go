@@ -295,7 +295,7 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 		return store.Input{}, false, err
 	}
 	if added {
-		s.hub.Notify(in.RunID)
+		s.hub.Notify(store.InputPrefix + in.RunID)
 	}
 	return got, added, nil
 }

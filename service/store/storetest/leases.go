@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -507,23 +508,25 @@ func testWatch(t *testing.T, s store.Store) {
 	for _, c := range []struct {
 		what   string
 		change func() error
+		id     string // what Watch reports; "" for run_1
 	}{
-		{"an append", func() error { return s.AppendEvents(ctx, []store.Events{{Lease: l, First: 1, Frames: frames(1, 2)}}) }},
-		{"a put input", func() error { _, _, err := s.PutInput(ctx, store.Input{RunID: "run_1", Key: "k"}); return err }},
-		{"an answer", func() error { return s.AnswerInput(ctx, "run_1", "k", []byte("ack")) }},
+		{"an append", func() error { return s.AppendEvents(ctx, []store.Events{{Lease: l, First: 1, Frames: frames(1, 2)}}) }, ""},
+		{"a put input", func() error { _, _, err := s.PutInput(ctx, store.Input{RunID: "run_1", Key: "k"}); return err }, store.InputPrefix + "run_1"},
+		{"an answer", func() error { return s.AnswerInput(ctx, "run_1", "k", []byte("ack")) }, ""},
 		{"a checkpoint", func() error {
 			return s.UpdateRun(ctx, l, store.Update{Status: store.Running, Checkpoint: []byte("cp")})
-		}},
-		{"a release", func() error { return s.UpdateRun(ctx, l, store.Update{Status: store.Parked, Release: true}) }},
-		{"a claim", func() error { r, err := s.Claim(ctx, "run_1", holder, lease, false); l.Epoch = r.Epoch; return err }},
-		{"a finish", func() error { return s.UpdateRun(ctx, l, store.Update{Status: store.Finished}) }},
+		}, ""},
+		{"a release", func() error { return s.UpdateRun(ctx, l, store.Update{Status: store.Parked, Release: true}) }, ""},
+		{"a claim", func() error { r, err := s.Claim(ctx, "run_1", holder, lease, false); l.Epoch = r.Epoch; return err }, ""},
+		{"a finish", func() error { return s.UpdateRun(ctx, l, store.Update{Status: store.Finished}) }, ""},
 	} {
 		na, nb := a.count(), b.count()
 		if err := c.change(); err != nil {
 			t.Fatalf("%s: %v", c.what, err)
 		}
-		a.await(t, na, "run_1", c.what)
-		b.await(t, nb, "run_1", c.what)
+		id := cmp.Or(c.id, "run_1")
+		a.await(t, na, id, c.what)
+		b.await(t, nb, id, c.what)
 	}
 
 	// Once its context ends, a watcher hears of nothing more, while the others do.

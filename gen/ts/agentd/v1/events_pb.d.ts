@@ -856,7 +856,13 @@ export declare const ApprovalResolvedSchema: GenMessage<ApprovalResolved>;
 /**
  * ToolExecutionStarted says a tool call is executing. For a client tool
  * (executor EXECUTOR_CLIENT) it is the request to run the call with
- * arguments_json and send a tool_result before the deadline.
+ * arguments_json and send a tool_result before the deadline. With a store on
+ * disk it is stored before the tool runs: should the replica running the call
+ * be lost before its result, the run, taken up elsewhere, runs the call again
+ * only if its tool is declared idempotent (with the same idempotency key,
+ * "<run_id>/<tool_call_id>"); any other call gets an error result saying its
+ * outcome is unknown. A call may so have two of these events, never two
+ * results.
  *
  * @generated from message agentd.v1.ToolExecutionStarted
  */

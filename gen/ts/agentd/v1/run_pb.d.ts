@@ -86,9 +86,11 @@ export declare type RunSpec = Message<"agentd.v1.RunSpec"> & {
    * tool_results without calling the model first. A continuation is bound to
    * its agent and thread; thread_id and agent may be left empty to take the
    * continuation's. A forged, expired or mismatched continuation fails the RPC
-   * with FAILED_PRECONDITION. A continuation may be used again until it
-   * expires, and each use resumes the parked step anew: a client that must
-   * not run an approved call twice resumes once.
+   * with FAILED_PRECONDITION. A continuation resumes once: a start that
+   * resumes one a run resumed already (this server's store, or the one its
+   * replicas share, still keeping that run) attaches to that run instead,
+   * and an approved call does not run twice: a Run or StartRun stream reads
+   * its events from the first, ExecuteRun returns its outcome.
    *
    * @generated from field: bytes continuation = 8;
    */
