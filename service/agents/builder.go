@@ -31,7 +31,7 @@ type agentBuilder struct {
 	allowModelOverride bool
 	serverNames        []string
 	policyTools        map[string]ToolPolicyConfig
-	def                runtime.Approval
+	def                runtime.ToolPolicy // the policy's approval and max_grant
 
 	names     []string // the catalogue tools
 	tools     []runtime.Tool
@@ -71,7 +71,9 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 		system = cmp.Or(system, builtinSystem)
 	}
 
-	def, _ := parseApproval(a.Policy.Approval)
+	var def runtime.ToolPolicy
+	def.Approval, _ = parseApproval(a.Policy.Approval)
+	def.MaxGrant, _ = parseGrant(a.Policy.MaxGrant)
 	state := &agentState{notes: new(builtin.Notes)}
 	if hf := a.HTTPFetch; hf != nil {
 		state.fetch, err = builtin.HTTPFetch(hf.AllowHosts, builtin.WithFetchMaxBytes(hf.MaxBytes), builtin.WithFetchTimeout(time.Duration(hf.Timeout)))
@@ -132,16 +134,13 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
 	mcpTools, mcpPolicy := mcp.Merge(b.names, b.sources...)
 	tools := append(slices.Clone(b.tools), mcpTools...)
-	policy := runtime.Policy{Default: runtime.ToolPolicy{Approval: b.def}, Tools: map[string]runtime.ToolPolicy{}}
+	policy := runtime.Policy{Default: b.def, Tools: map[string]runtime.ToolPolicy{}}
 	source := map[string]string{}
 	for _, name := range b.names {
 		ct := catalogue[name]
-		tp := runtime.ToolPolicy{Approval: max(ct.approval, b.def)}
+		tp := runtime.ToolPolicy{Approval: max(ct.approval, b.def.Approval), MaxGrant: b.def.MaxGrant}
 		if pc, ok := b.policyTools[name]; ok {
-			tp.Disabled = pc.Disabled
-			if pc.Approval != "" {
-				tp.Approval, _ = parseApproval(pc.Approval)
-			}
+			tp = pc.over(tp)
 		}
 		policy.Tools[name] = tp
 		source[name] = ct.source
@@ -185,6 +184,21 @@ func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
 		})
 	}
 	return a, unknown, nil
+}
+
+// over returns tp with what the entry names put over it: an entry that leaves out
+// approval or max_grant keeps tp's. Disabled and GrantAnyArguments are the entry's.
+// The entry has been checked.
+func (pc ToolPolicyConfig) over(tp runtime.ToolPolicy) runtime.ToolPolicy {
+	tp.Disabled = pc.Disabled
+	if pc.Approval != "" {
+		tp.Approval, _ = parseApproval(pc.Approval)
+	}
+	if pc.MaxGrant != "" {
+		tp.MaxGrant, _ = parseGrant(pc.MaxGrant)
+	}
+	tp.GrantAnyArguments = pc.GrantAnyArguments
+	return tp
 }
 
 // withIdempotent returns t with its spec's Idempotent set to idempotent

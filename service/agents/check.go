@@ -48,6 +48,9 @@ func (c *Config) check() []error {
 		if _, err := parseApproval(a.Policy.Approval); err != nil {
 			add(c.errorf(i, cfgPath{"policy", "approval"}, "%v", err))
 		}
+		if _, err := parseGrant(a.Policy.MaxGrant); err != nil {
+			add(c.errorf(i, cfgPath{"policy", "max_grant"}, "%v", err))
+		}
 		for _, t := range slices.Sorted(maps.Keys(a.Policy.Tools)) {
 			// The names of MCP tools are known once the servers are connected:
 			// NewRegistry checks them then.
@@ -56,6 +59,9 @@ func (c *Config) check() []error {
 			}
 			if _, err := parseApproval(a.Policy.Tools[t].Approval); err != nil {
 				add(c.errorf(i, cfgPath{"policy", "tools", t, "approval"}, "%v", err))
+			}
+			if _, err := parseGrant(a.Policy.Tools[t].MaxGrant); err != nil {
+				add(c.errorf(i, cfgPath{"policy", "tools", t, "max_grant"}, "%v", err))
 			}
 		}
 		if a.MaxSteps < 0 {
@@ -155,6 +161,22 @@ func parseApproval(s string) (runtime.Approval, error) {
 		return runtime.ApprovalAlways, nil
 	}
 	return 0, fmt.Errorf("invalid approval %q: want auto, ask or always", s)
+}
+
+// parseGrant reads a max_grant; empty is runtime.GrantDefault, which the runtime takes
+// for runtime.GrantThread.
+func parseGrant(s string) (runtime.GrantScope, error) {
+	switch s {
+	case "":
+		return runtime.GrantDefault, nil
+	case "once":
+		return runtime.GrantOnce, nil
+	case "run":
+		return runtime.GrantRun, nil
+	case "thread":
+		return runtime.GrantThread, nil
+	}
+	return 0, fmt.Errorf("invalid max_grant %q: want once, run or thread", s)
 }
 
 // checkMCPServers checks the mcp_servers list and returns the servers by name.

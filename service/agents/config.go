@@ -117,10 +117,20 @@ type PolicyConfig struct {
 	// MCP tool whose annotations do not mark it read-only (see package
 	// runtime/tool/mcp), or whose server's approval asks.
 	Approval string `yaml:"approval,omitempty"`
+	// MaxGrant is the widest grant of every tool not named in Tools, of client tools,
+	// and of the tools Tools names without a max_grant of their own: how far a client's
+	// approval of one call may reach. "once" approves the call alone; "run" also the
+	// run's later calls of the tool (with the same arguments, unless the tool's
+	// GrantAnyArguments says otherwise); "thread" (the default) also those of the
+	// thread's later runs (see [runtime.ToolPolicy].MaxGrant). A client may ask for
+	// less. A grant never approves a call of a tool whose approval is "always", and a
+	// tool whose approval is "auto" never asks, so grants do not matter for it.
+	MaxGrant string `yaml:"max_grant,omitempty"`
 	// Tools sets the policy of single tools, by name; they must be the agent's tools,
 	// from the catalogue or, under the names the agent exposes them as, from its MCP
-	// servers. An entry replaces the tool's own approval (when it names one) and the
-	// tool's own declaration of idempotency (when it sets Idempotent).
+	// servers. An entry replaces the tool's own approval (when it names one), the
+	// agent's MaxGrant (when it names one) and the tool's own declaration of
+	// idempotency (when it sets Idempotent).
 	Tools map[string]ToolPolicyConfig `yaml:"tools,omitempty"`
 }
 
@@ -131,6 +141,14 @@ type ToolPolicyConfig struct {
 	// Approval is "auto", "ask" or "always" (see [runtime.Approval]); empty means the
 	// agent's default approval.
 	Approval string `yaml:"approval,omitempty"`
+	// MaxGrant is "once", "run" or "thread" (see PolicyConfig.MaxGrant); empty means the
+	// agent's policy.max_grant.
+	MaxGrant string `yaml:"max_grant,omitempty"`
+	// GrantAnyArguments lets a client's grant approve the tool's later calls whatever
+	// their arguments ([runtime.ToolPolicy].GrantAnyArguments); false, the default,
+	// approves only calls with the very arguments approved. Set it only for tools whose
+	// arguments a person need not see call by call, such as read-only lookups.
+	GrantAnyArguments bool `yaml:"grant_any_arguments,omitempty"`
 	// Idempotent, when set, replaces the tool's own declaration
 	// ([runtime.ToolSpec].Idempotent): whether a call that had started when the process
 	// running it was lost is run again where the run goes on (true), or gets an error

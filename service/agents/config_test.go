@@ -142,7 +142,7 @@ func TestLoadFileErrors(t *testing.T) {
 		want []string // the error's lines, after the file name
 	}{
 		{"unknown_field.yaml", []string{`:5: agent "ops": unknown field "sytem"; known fields: name, description, model, system, tools, policy, max_steps, parallel_tools, tool_timeout, allow_model_override`}},
-		{"unknown_nested_field.yaml", []string{`:7: agent "ops": policy.tools.save_note: unknown field "aproval"; known fields: disabled, approval, idempotent`}},
+		{"unknown_nested_field.yaml", []string{`:7: agent "ops": policy.tools.save_note: unknown field "aproval"; known fields: disabled, approval, max_grant, grant_any_arguments, idempotent`}},
 		{"unknown_top_field.yaml", []string{`:1: unknown field "default_agnet"; known fields: default_agent, agents`}},
 		{"duplicate_name.yaml", []string{`:6: agent "ops": name: duplicate agent name "ops": agents[0] has it too`}},
 		{"bad_name.yaml", []string{`:2: agent "Ops Team": name: invalid name "Ops Team": want 1 to 64 lowercase letters, digits, '_' or '-', starting with a letter or digit`}},

@@ -174,15 +174,12 @@ func closeSources(sources map[string]*mcp.Source) {
 }
 
 // mcpToolPolicy is the policy of an MCP tool in an agent: the agent's explicit entry for
-// it, if any; otherwise what the server's annotations (or its approval) imply, tightened
-// by the agent's default approval.
-func mcpToolPolicy(derived runtime.ToolPolicy, def runtime.Approval, explicit *ToolPolicyConfig) runtime.ToolPolicy {
-	tp := runtime.ToolPolicy{Approval: max(derived.Approval, def)}
+// it, if any, over what the server's annotations (or its approval) imply, tightened by
+// the agent's default approval, and the agent's default max_grant.
+func mcpToolPolicy(derived runtime.ToolPolicy, def runtime.ToolPolicy, explicit *ToolPolicyConfig) runtime.ToolPolicy {
+	tp := runtime.ToolPolicy{Approval: max(derived.Approval, def.Approval), MaxGrant: def.MaxGrant}
 	if explicit != nil {
-		tp.Disabled = explicit.Disabled
-		if explicit.Approval != "" {
-			tp.Approval, _ = parseApproval(explicit.Approval)
-		}
+		tp = explicit.over(tp)
 	}
 	return tp
 }

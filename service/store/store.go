@@ -1,7 +1,7 @@
 // Package store keeps what agentd's runs leave behind their streams: each run's record
 // and journal, the inputs clients sent it, and the threads (conversations) the server
-// keeps. The service is its only user; what it stores it encodes itself (protobuf
-// bytes), and a store keeps those bytes as they are.
+// keeps, with the approvals granted on them. The service is its only user; what it
+// stores it encodes itself (protobuf bytes), and a store keeps those bytes as they are.
 //
 // Three stores implement [Store]: [memory] (the default, bounded, gone with the
 // process), sqlite (one replica, across restarts) and postgres (what a fleet shares).
@@ -20,9 +20,9 @@ import (
 )
 
 var (
-	// ErrNotFound: no run, thread or input of that id.
+	// ErrNotFound: no run, thread, input or grant of that id.
 	ErrNotFound = errors.New("store: not found")
-	// ErrExists: a run or thread of that id exists already.
+	// ErrExists: a run, thread or grant of that id exists already.
 	ErrExists = errors.New("store: already exists")
 	// ErrSeq: appended events do not follow the run's last seq.
 	ErrSeq = errors.New("store: events out of sequence")
@@ -187,7 +187,23 @@ type Message struct {
 	Data  []byte
 }
 
-// Store is where agentd keeps runs, journals, inputs and threads.
+// Grant is an approval that reaches past its call: later calls of Tool on the thread
+// ThreadID are approved without asking while it is kept.
+type Grant struct {
+	ID, ThreadID string
+	// Agent is the agent whose policy allowed the grant: it approves that agent's calls alone.
+	Agent string
+	Tool  string
+	// ArgumentsHash is the SHA-256 of the approved arguments' bytes; nil approves any arguments.
+	ArgumentsHash []byte
+	// Arguments are the approved arguments, for people to read ("" with any arguments).
+	Arguments string
+	// RunID and ApprovalID are the run and the approval whose decision made it.
+	RunID, ApprovalID string
+	CreatedAt         time.Time // set by PutGrant
+}
+
+// Store is where agentd keeps runs, journals, inputs, threads and their grants.
 //
 // Writes to a run (its events, its status and checkpoint, its thread's messages) are
 // made under a Lease and refused with ErrFenced once the lease is lost: a replica that
@@ -255,8 +271,8 @@ type Store interface {
 	// ListThreads returns up to limit of owner's threads, most recently updated first,
 	// starting after the thread of id after ("" for the first page).
 	ListThreads(ctx context.Context, owner string, after string, limit int) ([]Thread, error)
-	// DeleteThread removes a thread and its messages; its runs stay until retention
-	// removes them.
+	// DeleteThread removes a thread, its messages and its grants; its runs stay until
+	// retention removes them.
 	DeleteThread(ctx context.Context, id string) error
 	// AppendMessages adds messages to the end of a thread, in order, for the run l
 	// holds (else ErrFenced, and nothing is added).
@@ -264,9 +280,18 @@ type Store interface {
 	// ThreadMessages returns up to limit of a thread's messages from index from on.
 	ThreadMessages(ctx context.Context, threadID string, from int64, limit int) ([]Message, error)
 
+	// PutGrant keeps a grant on its thread, which must exist (else ErrNotFound); a grant
+	// of an id that exists gets ErrExists.
+	PutGrant(ctx context.Context, g Grant) error
+	// Grants returns a thread's grants, oldest first (none for an unknown thread).
+	Grants(ctx context.Context, threadID string) ([]Grant, error)
+	// RevokeGrant removes the grant id of a thread; ErrNotFound when the thread has none of that id.
+	RevokeGrant(ctx context.Context, threadID, id string) error
+
 	// Sweep removes what retention no longer keeps: the runs finished before
 	// finishedBefore (record, journal and inputs) and the threads not updated since
-	// idleBefore. It returns how many runs and threads it removed.
+	// idleBefore (messages and grants). It returns how many runs and threads it
+	// removed.
 	Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error)
 
 	// Watch calls f with the ids of runs that changed (events appended, an input put

@@ -21,8 +21,8 @@ type Options struct {
 	// below them gets ErrExpired). 0 means 8 MiB; more than 1 GiB is taken as 1 GiB.
 	MaxRunBytes int64
 	// MaxBytes bounds everything the store holds (journals, specs and checkpoints,
-	// thread messages): past it the finished runs that finished first go, then the
-	// threads idle the longest. 0 means 64 MiB.
+	// inputs, thread messages and grants): past it the finished runs that finished
+	// first go, then the threads idle the longest. 0 means 64 MiB.
 	MaxBytes int64
 	// Now is the clock, leases' included; nil means time.Now.
 	Now func() time.Time
@@ -37,6 +37,7 @@ type Store struct {
 	runs    map[string]*run
 	threads map[string]*thread
 	active  map[string]string // thread id → its unfinished exclusive run
+	grants  map[string]string // grant id → its thread id
 	bytes   int64             // what the runs and threads hold, counted as len of what they keep
 }
 
@@ -57,6 +58,10 @@ type run struct {
 type thread struct {
 	rec  store.Thread
 	msgs []store.Message
+	// grants are the thread's grants, oldest first; grantBytes is what they count for
+	// MaxBytes, which Thread.Bytes leaves out.
+	grants     []store.Grant
+	grantBytes int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -73,7 +78,7 @@ func New(opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{opts: opts, hub: watch.NewHub(), runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}}
+	return &Store{opts: opts, hub: watch.NewHub(), runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}, grants: map[string]string{}}
 }
 
 // lock takes the store's lock unless ctx is done.
@@ -549,7 +554,10 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 }
 
 func (s *Store) dropThreadLocked(t *thread) {
-	s.grewLocked(-t.rec.Bytes)
+	s.bytes -= t.rec.Bytes + t.grantBytes
+	for _, g := range t.grants {
+		delete(s.grants, g.ID)
+	}
 	delete(s.threads, t.rec.ID)
 }
 
@@ -565,13 +573,17 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lea
 	if t == nil {
 		return store.ErrNotFound
 	}
+	var n int64
 	for _, m := range msgs {
 		t.msgs = append(t.msgs, store.Message{Index: int64(len(t.msgs)), RunID: l.RunID, Data: slices.Clone(m)})
-		t.rec.Bytes += int64(len(m))
-		s.grewLocked(int64(len(m)))
+		n += int64(len(m))
 	}
+	t.rec.Bytes += n
 	t.rec.Messages = int64(len(t.msgs))
 	t.rec.UpdatedAt = s.opts.Now()
+	// Counted once the thread is whole and updated now: what the bound lets go of
+	// then is the thread with all its messages, and the threads idle longer go first.
+	s.grewLocked(n)
 	return nil
 }
 
@@ -588,6 +600,65 @@ func (s *Store) ThreadMessages(ctx context.Context, threadID string, from int64,
 		return nil, nil
 	}
 	return slices.Clone(t.msgs[from:min(int64(len(t.msgs)), from+int64(limit))]), nil
+}
+
+// PutGrant implements [store.Store]. A grant changes nothing of its thread's record:
+// not its Bytes, nor its UpdatedAt.
+func (s *Store) PutGrant(ctx context.Context, g store.Grant) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.grants[g.ID]; ok {
+		return store.ErrExists
+	}
+	t := s.threads[g.ThreadID]
+	if t == nil {
+		return store.ErrNotFound
+	}
+	g.ArgumentsHash = slices.Clone(g.ArgumentsHash) // nil stays nil: any arguments
+	g.CreatedAt = s.opts.Now()
+	t.grants = append(t.grants, g)
+	s.grants[g.ID] = g.ThreadID
+	n := grantBytes(g)
+	t.grantBytes += n
+	s.grewLocked(n)
+	return nil
+}
+
+// grantBytes is what a grant counts for MaxBytes.
+func grantBytes(g store.Grant) int64 {
+	return int64(len(g.ID) + len(g.Agent) + len(g.Tool) + len(g.ArgumentsHash) + len(g.Arguments) + len(g.RunID) + len(g.ApprovalID))
+}
+
+func (s *Store) Grants(ctx context.Context, threadID string) ([]store.Grant, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	t := s.threads[threadID]
+	if t == nil {
+		return nil, nil
+	}
+	return slices.Clone(t.grants), nil
+}
+
+func (s *Store) RevokeGrant(ctx context.Context, threadID, id string) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t := s.threads[threadID]
+	if t == nil || s.grants[id] != threadID {
+		return store.ErrNotFound
+	}
+	i := slices.IndexFunc(t.grants, func(g store.Grant) bool { return g.ID == id })
+	n := grantBytes(t.grants[i])
+	t.grants = slices.Delete(t.grants, i, i+1)
+	t.grantBytes -= n
+	s.bytes -= n
+	delete(s.grants, id)
+	return nil
 }
 
 func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error) {

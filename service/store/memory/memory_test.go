@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,82 @@ func TestBytesAreBounded(t *testing.T) {
 	}
 	if _, err := s.GetRun(ctx, "run_7"); err != nil {
 		t.Errorf("run_7, the last to finish, was let go before older ones: %v", err)
+	}
+}
+
+// A thread's grants count toward MaxBytes: revoked, or gone with their thread, they
+// count no more, and past the bound the thread idle the longest goes with its grants.
+func TestGrantsCountTowardTheBound(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := memory.New(memory.Options{MaxBytes: 1000, Now: func() time.Time { return now }})
+	ctx := t.Context()
+	for _, id := range []string{"thread_old", "thread_new"} {
+		if err := s.CreateThread(ctx, store.Thread{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Second)
+	}
+	grant := func(id, thread string, size int) store.Grant {
+		return store.Grant{ID: id, ThreadID: thread, Tool: "shell", Arguments: strings.Repeat("a", size)}
+	}
+	if err := s.PutGrant(ctx, grant("grant_1", "thread_new", 300)); err != nil {
+		t.Fatal(err)
+	}
+	one := s.Bytes()
+	if one < 300 {
+		t.Fatalf("a grant of 300 bytes of arguments counts %d bytes", one)
+	}
+	if err := s.PutGrant(ctx, grant("grant_2", "thread_new", 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeGrant(ctx, "thread_new", "grant_2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Bytes(); n != one {
+		t.Errorf("after the second grant was revoked the store holds %d bytes, want %d", n, one)
+	}
+	// thread_old, idle the longest, goes with the grant that took the store past its
+	// bound.
+	if err := s.PutGrant(ctx, grant("grant_3", "thread_old", 800)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetThread(ctx, "thread_old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("thread_old past the bound: %v, want it let go", err)
+	}
+	if n := s.Bytes(); n != one {
+		t.Errorf("after thread_old was let go the store holds %d bytes, want %d", n, one)
+	}
+	if gs, err := s.Grants(ctx, "thread_new"); err != nil || len(gs) != 1 {
+		t.Errorf("thread_new's grants: %+v, %v; want grant_1", gs, err)
+	}
+	if err := s.DeleteThread(ctx, "thread_new"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Bytes(); n != 0 {
+		t.Errorf("with no thread left the store holds %d bytes, want 0", n)
+	}
+}
+
+// An append that takes the store past its bound is counted whole before anything is
+// let go: the thread it appends to, if it goes, takes all of it along.
+func TestAppendPastTheBound(t *testing.T) {
+	s := memory.New(memory.Options{MaxBytes: 100})
+	ctx := t.Context()
+	if err := s.CreateRun(ctx, store.Run{ID: "run_1", Holder: "replica"}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateThread(ctx, store.Thread{ID: "thread_1"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := [][]byte{bytes.Repeat([]byte{'m'}, 60), bytes.Repeat([]byte{'m'}, 60), []byte("last")}
+	if err := s.AppendMessages(ctx, "thread_1", held("run_1"), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetThread(ctx, "thread_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a thread of 124 bytes in a store of 100: %v, want it let go", err)
+	}
+	if n := s.Bytes(); n != 0 {
+		t.Errorf("with the thread let go the store holds %d bytes, want 0", n)
 	}
 }
 

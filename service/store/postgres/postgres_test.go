@@ -456,7 +456,7 @@ func TestWatchAcrossReplicas(t *testing.T) {
 	m = wb.count()
 	_, _, err := a.PutInput(ctx, store.Input{RunID: "run_1", Key: "k"})
 	must(t, err)
-	wb.next(t, m, "a's input", naming("run_1"))
+	wb.next(t, m, "a's input", naming(store.InputPrefix+"run_1"))
 }
 
 // A Watch whose connection is cut listens again, says so, and hears what follows.

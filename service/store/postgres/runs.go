@@ -215,8 +215,8 @@ func (s *Store) PendingInputs(ctx context.Context, ids []string) ([]store.Input,
 	return collect(ctx, "pending inputs", rows, err, scanInput)
 }
 
-// Sweep deletes runs and threads; their journals, inputs and messages go with them by
-// their foreign keys' ON DELETE CASCADE.
+// Sweep deletes runs and threads; their journals, inputs, messages and grants go with
+// them by their foreign keys' ON DELETE CASCADE.
 func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM runs WHERE status = 3 AND finished_at < $1`, finishedBefore)
 	if err != nil {

@@ -345,7 +345,7 @@ func (s *Store) PendingInputs(ctx context.Context, ids []string) ([]store.Input,
 }
 
 // Sweep implements [store.Store]. Removing a run removes its journal and inputs with
-// it (the foreign keys cascade); removing a thread, its messages.
+// it (the foreign keys cascade); removing a thread, its messages and grants.
 func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error) {
 	err = s.write(ctx, "sweep", func(tx *sql.Tx) error {
 		n, err := changed(tx.ExecContext(ctx, `DELETE FROM runs WHERE status = 3 AND finished_at < ?`, nanos(finishedBefore)))

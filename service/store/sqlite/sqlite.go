@@ -209,6 +209,13 @@ func isUniqueViolation(err error) bool {
 	return false
 }
 
+// isForeignKeyViolation reports whether err is a reference to a row that does not
+// exist.
+func isForeignKeyViolation(err error) bool {
+	e, ok := errors.AsType[*sqlite.Error](err)
+	return ok && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
 // Times are kept as unix nanoseconds. Those beyond what an int64 holds (years before
 // 1678 or after 2262, the zero Time among them) are clamped, so that comparisons
 // with them keep their sense.

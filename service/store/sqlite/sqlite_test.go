@@ -396,7 +396,8 @@ func TestReadBelowKeptExpires(t *testing.T) {
 	}
 }
 
-// Sweep leaves no rows behind: a run's journal and inputs, a thread's messages.
+// Sweep leaves no rows behind: a run's journal and inputs, a thread's messages and
+// grants.
 func TestSweepRemovesDependentRows(t *testing.T) {
 	ctx := t.Context()
 	s := openTemp(t)
@@ -415,6 +416,9 @@ func TestSweepRemovesDependentRows(t *testing.T) {
 	if err := s.AppendMessages(ctx, "thread_1", held("run_1"), [][]byte{[]byte("m")}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PutGrant(ctx, store.Grant{ID: "grant_1", ThreadID: "thread_1", Tool: "search"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.UpdateRun(ctx, held("run_1"), store.Update{Status: store.Finished}); err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +426,7 @@ func TestSweepRemovesDependentRows(t *testing.T) {
 	if runs, threads, err := s.Sweep(ctx, later, later); err != nil || runs != 1 || threads != 1 {
 		t.Fatalf("Sweep = %d, %d, %v; want 1, 1", runs, threads, err)
 	}
-	for _, table := range []string{"runs", "run_events", "inputs", "threads", "thread_messages"} {
+	for _, table := range []string{"runs", "run_events", "inputs", "threads", "thread_messages", "thread_grants"} {
 		if n := count(t, s.w, `SELECT count(*) FROM `+table); n != 0 {
 			t.Errorf("%s has %d rows after the sweep, want none", table, n)
 		}

@@ -6,8 +6,10 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -47,6 +49,7 @@ var cases = []struct {
 	{"Inputs", testInputs},
 	{"Threads", testThreads},
 	{"ListThreads", testListThreads},
+	{"Grants", testGrants},
 	{"Sweep", testSweep},
 	{"ContextDone", testContextDone},
 	{"Fencing", testFencing},
@@ -596,6 +599,128 @@ func testListThreads(t *testing.T, s store.Store) {
 	}
 	if ts, err := s.ListThreads(ctx, "token:c", "", 10); err != nil || len(ts) != 0 {
 		t.Errorf("a caller with no threads: %v, %v", ts, err)
+	}
+}
+
+func testGrants(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, id := range []string{"thread_1", "thread_2"} {
+		if err := s.CreateThread(ctx, store.Thread{ID: id, Owner: "token:a", Agent: "demo"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := `{"path":"/tmp"}`
+	sum := sha256.Sum256([]byte(args))
+	// Put in an order that is not their ids': oldest first is the order they came in.
+	exact := store.Grant{ID: "grant_b", ThreadID: "thread_1", Agent: "demo", Tool: "read_file",
+		ArgumentsHash: sum[:], Arguments: args, RunID: "run_1", ApprovalID: "approval_1"}
+	anyArgs := store.Grant{ID: "grant_a", ThreadID: "thread_1", Agent: "demo", Tool: "search",
+		RunID: "run_2", ApprovalID: "approval_2"}
+	before := time.Now().Add(-time.Minute)
+	for _, g := range []store.Grant{exact, anyArgs} {
+		if err := s.PutGrant(ctx, g); err != nil {
+			t.Fatalf("PutGrant(%s): %v", g.ID, err)
+		}
+	}
+	after := time.Now().Add(time.Minute)
+	wantGrants(t, s, "thread_1", before, after, exact, anyArgs)
+
+	if err := s.PutGrant(ctx, store.Grant{ID: "grant_c", ThreadID: "thread_nope", Tool: "search"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PutGrant on an unknown thread: %v, want ErrNotFound", err)
+	}
+	if gs, err := s.Grants(ctx, "thread_nope"); err != nil || len(gs) != 0 {
+		t.Errorf("Grants of an unknown thread: %+v, %v; want none", gs, err)
+	}
+	// The id the refused grant named is free. A hash that is empty, not nil, comes
+	// back empty: it matches no arguments, and must not become a grant of any.
+	empty := store.Grant{ID: "grant_c", ThreadID: "thread_2", Agent: "demo", Tool: "search", ArgumentsHash: []byte{}, Arguments: "?"}
+	if err := s.PutGrant(ctx, empty); err != nil {
+		t.Fatalf("PutGrant(grant_c) on thread_2: %v", err)
+	}
+	wantGrants(t, s, "thread_2", before, after, empty)
+
+	// Ids are unique among all threads' grants.
+	if err := s.PutGrant(ctx, exact); !errors.Is(err, store.ErrExists) {
+		t.Errorf("PutGrant of an existing id: %v, want ErrExists", err)
+	}
+	elsewhere := anyArgs
+	elsewhere.ThreadID = "thread_2"
+	if err := s.PutGrant(ctx, elsewhere); !errors.Is(err, store.ErrExists) {
+		t.Errorf("PutGrant of an id another thread has: %v, want ErrExists", err)
+	}
+	wantGrants(t, s, "thread_1", before, after, exact, anyArgs)
+	wantGrants(t, s, "thread_2", before, after, empty)
+
+	// A grant is revoked on its thread alone.
+	if err := s.RevokeGrant(ctx, "thread_2", "grant_b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RevokeGrant on another thread: %v, want ErrNotFound", err)
+	}
+	if err := s.RevokeGrant(ctx, "thread_nope", "grant_b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RevokeGrant on an unknown thread: %v, want ErrNotFound", err)
+	}
+	wantGrants(t, s, "thread_1", before, after, exact, anyArgs)
+	if err := s.RevokeGrant(ctx, "thread_1", "grant_b"); err != nil {
+		t.Fatalf("RevokeGrant: %v", err)
+	}
+	wantGrants(t, s, "thread_1", before, after, anyArgs)
+	if err := s.RevokeGrant(ctx, "thread_1", "grant_b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RevokeGrant twice: %v, want ErrNotFound", err)
+	}
+	wantGrants(t, s, "thread_2", before, after, empty)
+
+	// A thread's grants go with it: a thread made anew with its id has none, and their
+	// ids are free.
+	if err := s.DeleteThread(ctx, "thread_1"); err != nil {
+		t.Fatal(err)
+	}
+	if gs, err := s.Grants(ctx, "thread_1"); err != nil || len(gs) != 0 {
+		t.Errorf("Grants of a deleted thread: %+v, %v; want none", gs, err)
+	}
+	if err := s.CreateThread(ctx, store.Thread{ID: "thread_1", Owner: "token:a", Agent: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	wantGrants(t, s, "thread_1", before, after)
+	if err := s.PutGrant(ctx, anyArgs); err != nil {
+		t.Errorf("PutGrant of the id of a deleted thread's grant: %v", err)
+	}
+
+	// And with a thread that retention removes.
+	later := time.Now().Add(time.Hour)
+	if runs, threads, err := s.Sweep(ctx, time.Time{}, later); err != nil || runs != 0 || threads != 2 {
+		t.Fatalf("Sweep = %d runs, %d threads, %v; want 0, 2", runs, threads, err)
+	}
+	if err := s.CreateThread(ctx, store.Thread{ID: "thread_2", Owner: "token:a", Agent: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	wantGrants(t, s, "thread_2", before, after)
+	if err := s.PutGrant(ctx, empty); err != nil {
+		t.Errorf("PutGrant of the id of a swept thread's grant: %v", err)
+	}
+}
+
+// wantGrants checks that Grants returns want for thread, in order, each created
+// between before and after and none before the one ahead of it.
+func wantGrants(t *testing.T, s store.Store, thread string, before, after time.Time, want ...store.Grant) {
+	t.Helper()
+	got, err := s.Grants(t.Context(), thread)
+	if err != nil {
+		t.Fatalf("Grants(%s): %v", thread, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Grants(%s) = %+v, want %+v", thread, got, want)
+	}
+	for i, g := range got {
+		if g.CreatedAt.Before(before) || g.CreatedAt.After(after) {
+			t.Errorf("Grants(%s)[%d] created at %v, want about now", thread, i, g.CreatedAt)
+		}
+		if i > 0 && g.CreatedAt.Before(got[i-1].CreatedAt) {
+			t.Errorf("Grants(%s)[%d] created at %v, before the one ahead of it at %v", thread, i, g.CreatedAt, got[i-1].CreatedAt)
+		}
+		// DeepEqual tells a nil hash (any arguments) from an empty one.
+		g.CreatedAt = time.Time{}
+		if !reflect.DeepEqual(g, want[i]) {
+			t.Errorf("Grants(%s)[%d] = %#v, want %#v", thread, i, g, want[i])
+		}
 	}
 }
 
