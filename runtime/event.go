@@ -83,6 +83,9 @@ type ApprovalRequested struct {
 	// ExpiresAt is zero when the request does not expire.
 	ExpiresAt time.Time
 	Reason    string
+	// AutoApprovable is ApprovalRequest.AutoApprovable: something other than an
+	// explicit decision (a client's auto-approve policy, a grant) may approve the call.
+	AutoApprovable bool
 }
 
 // ApprovalResolved ends an approval request.
@@ -264,6 +267,8 @@ const (
 	DecidedByHook
 	DecidedByTimeout
 	DecidedByRunEnd
+	// DecidedByGrant: a grant a client's earlier approval made (see ToolPolicy.MaxGrant).
+	DecidedByGrant
 )
 
 func (d DecidedBy) String() string {
@@ -278,6 +283,8 @@ func (d DecidedBy) String() string {
 		return "timeout"
 	case DecidedByRunEnd:
 		return "run_end"
+	case DecidedByGrant:
+		return "grant"
 	}
 	return "unspecified"
 }

@@ -187,7 +187,7 @@ func (r *run) approve(stepCtx context.Context, pcs []*pcall) bool {
 		}
 		expires[c] = exp
 		waiting = append(waiting, c)
-		if !r.emit(&ApprovalRequested{ApprovalID: c.ApprovalID, CallID: c.Call.ID, ToolName: c.Call.Name, Arguments: c.Call.Arguments, Editable: true, ExpiresAt: exp, Reason: c.Reason}) {
+		if !r.emit(&ApprovalRequested{ApprovalID: c.ApprovalID, CallID: c.Call.ID, ToolName: c.Call.Name, Arguments: c.Call.Arguments, Editable: true, ExpiresAt: exp, Reason: c.Reason, AutoApprovable: c.autoApprovable}) {
 			return false
 		}
 	}

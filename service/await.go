@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -189,6 +190,21 @@ func (ss *session) approve(ctx context.Context, req runtime.ApprovalRequest) (ru
 		}
 	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT:
 		policy = &policyAnswer[runtime.Decision]{err: runtime.ErrInterrupt, why: parked}
+	}
+	if d, ok := ss.grantDecision(ctx, req); ok {
+		return d, nil // the run's policy (AUTO_DENY, AUTO_APPROVE) goes first: see grantDecision
+	}
+	ss.mu.Lock()
+	pre, scope := ss.preDecisions[req.ID], ss.preScopes[req.ID]
+	var g *agentdv1.Grant
+	if scope > agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE && pre.Outcome == runtime.OutcomeApproved {
+		// A resume's decision of a wider scope makes its grant as the call is approved.
+		_, any := ss.allowedScopes(req.Call.Name, true)
+		g = ss.grantLocked(req.ID, req.Call.Name, cmp.Or(pre.EditedArguments, req.Call.Arguments), scope, any)
+	}
+	ss.mu.Unlock()
+	if g != nil {
+		ss.keepGrant(g)
 	}
 	ss.mu.Lock()
 	due, ok := ss.approvalDue[req.ID]

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -53,6 +54,8 @@ type continuation struct {
 	// model.
 	Pending   *runtime.Pending
 	ExpiresAt time.Time
+	// Grants are the run's grants of scope RUN.
+	Grants []*agentdv1.Grant
 }
 
 // continuationCodec seals and opens continuations. It is safe for concurrent use.

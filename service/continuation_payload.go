@@ -38,6 +38,7 @@ func encodePayload(ct *continuation) ([]byte, error) {
 		TranscriptDigest: ct.Digest,
 		ExpiresAt:        exp,
 		Pending:          pending,
+		Grants:           ct.Grants,
 	})
 }
 
@@ -67,6 +68,7 @@ func decodePayload(b []byte) (*continuation, error) {
 		DigestVersion: digestV1,
 		ExpiresAt:     pc.GetExpiresAt().AsTime(),
 		Pending:       pending,
+		Grants:        pc.GetGrants(),
 	}, nil
 }
 

@@ -210,6 +210,8 @@ func decidedByToProto(d runtime.DecidedBy) agentdv1.DecidedBy {
 		return agentdv1.DecidedBy_DECIDED_BY_HOOK
 	case runtime.DecidedByTimeout:
 		return agentdv1.DecidedBy_DECIDED_BY_TIMEOUT
+	case runtime.DecidedByGrant:
+		return agentdv1.DecidedBy_DECIDED_BY_GRANT
 	case runtime.DecidedByRunEnd:
 		return agentdv1.DecidedBy_DECIDED_BY_RUN_END
 	}

@@ -32,10 +32,17 @@ func (ss *session) emit(ev runtime.Event) error {
 	pe := eventToProto(ev)
 	switch e := ev.(type) {
 	case *runtime.ApprovalRequested:
+		ar := pe.GetApprovalRequested()
+		ar.AllowedScopes, ar.AnyArguments = ss.allowedScopes(e.ToolName, e.AutoApprovable)
 		ss.mu.Lock()
 		if slot := ss.approvals[e.ApprovalID]; slot != nil {
-			slot.event = pe.GetApprovalRequested()
+			slot.event = ar
 		}
+		ss.mu.Unlock()
+	case *runtime.ApprovalResolved:
+		ss.mu.Lock()
+		r := pe.GetApprovalResolved()
+		r.GrantId, r.Scope = ss.grantOf[e.ApprovalID], ss.scopeOf[e.ApprovalID]
 		ss.mu.Unlock()
 	case *runtime.RunStarted:
 		pe.GetRunStarted().RequestId = ss.reqID
@@ -178,6 +185,7 @@ func (ss *session) checkpoint() []byte {
 	ct := &continuation{
 		Agent: ss.entry.Name, ThreadID: ss.thread, Digest: ss.transcript.sum(),
 		Pending: &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1},
+		Grants:  ss.runGrants(),
 	}
 	b, err := ss.srv.codec.seal(ct)
 	if err != nil {
@@ -197,7 +205,7 @@ func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 	digest, err := ss.history.digestWith(added)
 	var b []byte
 	if err == nil {
-		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: sc.Pending})
+		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: sc.Pending, Grants: ss.runGrants()})
 	}
 	if err != nil {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
@@ -265,7 +273,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		// the digest is the history's and NewMessages', not the running transcript's.
 		digest, err := ss.history.digestWith(rf.NewMessages)
 		if err == nil {
-			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p})
+			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p, Grants: ss.runGrants()})
 		}
 		if err != nil {
 			ss.srv.log.Error("sealing a continuation failed", "run_id", ss.runID, "error", err)

@@ -83,6 +83,9 @@ type fleet struct {
 	stores []*postgres.Store
 }
 
+// fleetLease is the lease of newFleet's replicas.
+var fleetLease = time.Second
+
 func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...runtime.Tool) *fleet {
 	t.Helper()
 	dsn, schema := pgtest.NewSchema(t)
@@ -107,7 +110,7 @@ func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...run
 	}
 	f.cutA = &cutStore{Store: open()}
 	cfg := func(name string, st store.Store) service.Config {
-		return service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: time.Second, ContinuationKey: testKey, Logger: quietLog}
+		return service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey, Logger: quietLog}
 	}
 	f.a = servicetest.NewServer(t, cfg("a", f.cutA))
 	f.b = servicetest.NewServer(t, cfg("b", open()))
@@ -426,5 +429,45 @@ func TestFleet_StoreCallsPerStep(t *testing.T) {
 	t.Logf("store calls per step (a run of 2 steps, 1 tool call, %d runs): %.2f in all:%s", runs, perStep, line)
 	if perStep > 8 {
 		t.Errorf("%.2f store calls per step, want at most 8", perStep)
+	}
+}
+
+// A replica that shuts down hands its runs over: a run cut off mid-step parks, due at
+// once, and the other replica takes it up without waiting for the lease to run out,
+// asking the model again for the step that was cut.
+func TestFleet_DrainHandsRunsOver(t *testing.T) {
+	gate := make(chan struct{})
+	model := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("thinking")}, Block: true}, gated(gate, "done")}}
+	// A lease far longer than the test: the run cannot wait for it to run out.
+	fleetLease = time.Minute
+	defer func() { fleetLease = time.Second }()
+	f := newFleet(t, model, runtime.Policy{})
+	ctx, kill := context.WithCancel(t.Context())
+	defer kill()
+	rc, err := f.a.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil }).GetRunId()
+	close(gate)
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := f.a.Service.Shutdown(sctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	evs := readRun(t, f.b.Client, runID, 0)
+	took := time.Since(start)
+	checkOneSequence(t, evs)
+	rf := evs[len(evs)-1].GetRunFinished()
+	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || rf.GetFinalText() != "done" {
+		t.Fatalf("run_finished = %v", rf)
+	}
+	// Takeover looks every 1–3 s: a handed-over run waits for a look, not its lease.
+	t.Logf("handed over and finished on b %v after a shut down", took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("the run took %v to finish on b", took)
 	}
 }

@@ -1,10 +1,12 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -331,12 +333,47 @@ func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 	if closed := ss.approvalRefusalLocked(slot, d.GetApprovalId()); closed != nil {
 		refusal = closed
 	}
+	scope := d.GetScope()
+	if refusal == nil && scope > agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE {
+		refusal = ss.scopeRefusalLocked(slot, scope, rd)
+	}
 	if refusal != nil {
 		ss.ackLocked(in, refusal)
 		return
 	}
 	ss.ackLocked(in, nil)
+	if scope > agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE {
+		args := cmp.Or(rd.EditedArguments, slot.args)
+		_, any := ss.allowedScopes(slot.tool, true)
+		if g := ss.grantLocked(d.GetApprovalId(), slot.tool, args, scope, any); g != nil {
+			// Stored before the run goes on with the decision: the thread's next calls
+			// find it.
+			ss.mu.Unlock()
+			ss.keepGrant(g)
+			ss.mu.Lock()
+			if slot.answered || slot.closed != "" {
+				return
+			}
+		}
+	} else {
+		ss.noteLocked(d.GetApprovalId(), "", agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE)
+	}
 	slot.answerLocked(rd)
+}
+
+// scopeRefusalLocked refuses a decision whose scope the request did not allow.
+func (ss *session) scopeRefusalLocked(slot *answerSlot[runtime.Decision], scope agentdv1.ApprovalScope, rd runtime.Decision) *agentdv1.RunError {
+	if rd.Outcome != runtime.OutcomeApproved {
+		return ackError(reasonScopeNotAllowed, "a scope goes with APPROVAL_OUTCOME_APPROVED only")
+	}
+	var allowed []agentdv1.ApprovalScope
+	if slot.event != nil {
+		allowed = slot.event.GetAllowedScopes()
+	}
+	if !slices.Contains(allowed, scope) {
+		return ackError(reasonScopeNotAllowed, "scope %s is not among this approval's allowed_scopes %v: the agent's policy allows no wider approval of %s", scope, allowed, slot.tool)
+	}
+	return nil
 }
 
 // approvalRefusalLocked says why approval id takes no decision, or nil when it does. A

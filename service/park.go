@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -366,11 +367,21 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 		}
 	}
 	ss.parked = nil
+	if ct != nil {
+		// The continuation's, and those a run taken up found in its journal after it.
+		grants := slices.Clone(ct.Grants)
+		for _, g := range ss.grants {
+			if !slices.ContainsFunc(grants, func(h *agentdv1.Grant) bool { return h.GetGrantId() == g.GetGrantId() }) {
+				grants = append(grants, g)
+			}
+		}
+		ss.grants = grants
+	}
 	ss.wakeCtx = context.WithoutCancel(ctx)
 	ss.caller, ss.callerName = counted, caller
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
 	ss.historyMsgs, ss.priorNew, ss.priorUsage, ss.newSoFar = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage(), nil
-	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
+	ss.preDecisions, ss.preResults, ss.preScopes = plan.preDecisions, plan.preResults, plan.preScopes
 	ss.inbox = newInbox(&s.cfg, plan.steers)
 	ss.done = make(chan struct{})
 	ss.woken = filter

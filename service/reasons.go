@@ -29,6 +29,8 @@ const (
 	reasonStoreUnavailable     = "STORE_UNAVAILABLE"
 	reasonRunElsewhere         = "RUN_NOT_HERE"
 	reasonRunMoved             = "RUN_MOVED"
+	reasonGrantNotFound        = "GRANT_NOT_FOUND"
+	reasonScopeNotAllowed      = "SCOPE_NOT_ALLOWED"
 	reasonThreadNotFound       = "THREAD_NOT_FOUND"
 	reasonThreadBusy           = "THREAD_BUSY"
 	reasonInvalidPageToken     = "INVALID_PAGE_TOKEN"

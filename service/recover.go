@@ -95,7 +95,7 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 			return nil
 		}
 		cp = left.cp
-		ss.reservedCalls = left.seenCalls
+		ss.reservedCalls, ss.grants = left.seenCalls, left.grants
 		if rf := left.completed(cp); rf != nil && err == nil {
 			// Its last step was its last: it ends as it would have, the model not asked
 			// again.
@@ -205,6 +205,10 @@ type leftOver struct {
 	finished *agentdv1.RunFinished
 	// lastStep is the last step's end, when no step started after it.
 	lastStep *agentdv1.StepFinished
+	// grants are the RUN grants client decisions made after the checkpoint, which it
+	// does not carry.
+	grants []*agentdv1.Grant
+	asked  map[string]*agentdv1.ApprovalRequested // every approval asked, by id
 }
 
 type leftBlock struct {
@@ -217,7 +221,7 @@ type leftBlock struct {
 // With agentErr set (the run cannot go on) it reads from cp all the same, to close what
 // is open.
 func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint, agentErr error) (*leftOver, error) {
-	l := &leftOver{cp: cp}
+	l := &leftOver{cp: cp, asked: map[string]*agentdv1.ApprovalRequested{}}
 	l.reset()
 	// A later checkpoint in the journal follows the transcript as of the last step's end.
 	msgs := slices.Clone(cp.GetMessages())
@@ -286,10 +290,21 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 				}
 			case *agentdv1.RunEvent_ApprovalRequested:
 				l.approvals = append(l.approvals, k.ApprovalRequested)
+				l.asked[k.ApprovalRequested.GetApprovalId()] = k.ApprovalRequested
 			case *agentdv1.RunEvent_ApprovalResolved:
 				r := k.ApprovalResolved
 				l.approvals = slices.DeleteFunc(l.approvals, func(a *agentdv1.ApprovalRequested) bool { return a.GetApprovalId() == r.GetApprovalId() })
 				l.resolved[r.GetToolCallId()] = r
+				if a := l.asked[r.GetApprovalId()]; a != nil && r.GetScope() == agentdv1.ApprovalScope_APPROVAL_SCOPE_RUN && r.GetGrantId() != "" && r.GetDecidedBy() == agentdv1.DecidedBy_DECIDED_BY_CLIENT {
+					g := &agentdv1.Grant{
+						GrantId: r.GetGrantId(), Scope: r.GetScope(), Agent: ss.entry.Name, ToolName: a.GetToolName(), AnyArguments: a.GetAnyArguments(),
+						RunId: ss.runID, ApprovalId: r.GetApprovalId(), CreatedAt: ev.GetTime(),
+					}
+					if !g.GetAnyArguments() {
+						g.ArgumentsJson = r.GetArgumentsJson()
+					}
+					l.grants = append(l.grants, g)
+				}
 			}
 		}
 	}
@@ -332,7 +347,7 @@ func (l *leftOver) completed(cp *continuationv1.RunCheckpoint) *agentdv1.RunFini
 
 // reset forgets what the journal said of the calls and approvals before a checkpoint.
 func (l *leftOver) reset() {
-	l.calls, l.approvals = nil, nil
+	l.calls, l.approvals, l.grants = nil, nil, nil
 	l.resolved = map[string]*agentdv1.ApprovalResolved{}
 	l.started = map[string]*agentdv1.ToolExecutionStarted{}
 	l.results = map[string]*agentdv1.ToolCallResult{}

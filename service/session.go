@@ -139,6 +139,14 @@ type session struct {
 	reservedCalls []string
 	// ready, while the run is taken up, is closed once it can take input.
 	ready chan struct{}
+	// grants are the run's grants of scope RUN (grants.go); grantOf names the grant
+	// that decided, or that a decision made, by approval id; scopeOf the scope of a
+	// client's decision, by approval id.
+	grants  []*agentdv1.Grant
+	grantOf map[string]string
+	scopeOf map[string]agentdv1.ApprovalScope
+	// preScopes are the wider scopes of a resume's decisions (startPlan.preScopes).
+	preScopes map[string]agentdv1.ApprovalScope
 }
 
 // newSession checks a RunSpec and prepares its run, which the server then keeps: any
@@ -186,6 +194,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	}
 	ss := s.sessionFor(mode, entry, runID, spec.GetRequestId(), plan)
 	ss.caller, ss.threaded, ss.callerName = counted, threaded, caller
+	if ct != nil {
+		ss.grants = ct.Grants // sealed: a client cannot add one
+	}
 	req := ss.request(plan, caller)
 	// The hooks the server's interceptors put on the RPC's context run first, in the
 	// order they were installed; the agent's own hooks follow (runtime.Config.Hooks).
@@ -270,7 +281,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pla
 	}
 	ss := s.baseSession(mode, entry, runID, thread, reqID, plan.onDisconnect)
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
-	ss.preDecisions, ss.preResults = plan.preDecisions, plan.preResults
+	ss.preDecisions, ss.preResults, ss.preScopes = plan.preDecisions, plan.preResults, plan.preScopes
 	if (mode == modeRun && ss.detach) || s.gated {
 		// What a run that parks, or that a store on disk recovers, starts again from.
 		ss.historyMsgs = plan.historyMsgs
@@ -293,6 +304,8 @@ func (s *Server) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID st
 		approvals:   map[string]*answerSlot[runtime.Decision]{},
 		clientCalls: map[string]*answerSlot[runtime.Output]{},
 		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
+		grantOf:     map[string]string{},
+		scopeOf:     map[string]agentdv1.ApprovalScope{},
 	}
 	if mode != modeRun {
 		ss.inputDone = true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -36,7 +37,9 @@ type startPlan struct {
 	// preDecisions and preResults are the decisions and client tool results a resume
 	// carried, checked against the parked step, by approval id and by call id.
 	preDecisions map[string]runtime.Decision
-	preResults   map[string]runtime.Output
+	// preScopes are the scopes of those decisions wider than ONCE, by approval id.
+	preScopes  map[string]agentdv1.ApprovalScope
+	preResults map[string]runtime.Output
 	// steers are the start's input, queued for the first step: it enters the transcript
 	// like a steer, so it is among the run's new messages.
 	steers []runtime.Steer
@@ -115,7 +118,7 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 		if err != nil {
 			return nil, continuationStatus(err)
 		}
-		p.preload(ctx, ct.Pending, spec, &fe)
+		p.preload(ctx, ct.Pending, spec, in.agent, &fe)
 		p.req.Resume = ct.Pending
 	}
 	if len(fe) > 0 {
@@ -267,7 +270,7 @@ func (p *startPlan) hashHistory(history []*agentdv1.Message) error {
 
 // preload checks the decisions and client tool results a resume carries against the
 // parked step, and keeps them for the run.
-func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec *agentdv1.RunSpec, fe *fieldErrors) {
+func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec *agentdv1.RunSpec, agent *Agent, fe *fieldErrors) {
 	awaiting := map[string]runtime.PendingCall{}
 	ready := map[string]runtime.PendingCall{}
 	if pending != nil {
@@ -280,7 +283,7 @@ func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec 
 			}
 		}
 	}
-	p.preDecisions = map[string]runtime.Decision{}
+	p.preDecisions, p.preScopes = map[string]runtime.Decision{}, map[string]agentdv1.ApprovalScope{}
 	for i, d := range spec.GetDecisions() {
 		f := fmt.Sprintf("start.decisions[%d]", i)
 		c, ok := awaiting[d.GetApprovalId()]
@@ -296,6 +299,14 @@ func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec 
 		if refusal != nil {
 			fe.add(f, "%s", refusal.GetMessage())
 			continue
+		}
+		if scope := d.GetScope(); scope > agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE {
+			allowed, _ := allowedScopes(agent, c.Call.Name, true, spec.GetHistory() == agentdv1.History_HISTORY_THREAD)
+			if rd.Outcome != runtime.OutcomeApproved || !slices.Contains(allowed, scope) {
+				fe.add(f+".scope", "%s is not allowed here: the agent allows %v for %s, with APPROVAL_OUTCOME_APPROVED", scope, allowed, c.Call.Name)
+				continue
+			}
+			p.preScopes[d.GetApprovalId()] = scope
 		}
 		p.preDecisions[d.GetApprovalId()] = rd
 	}

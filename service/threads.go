@@ -150,6 +150,9 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 		return nil, storeStatus(err)
 	}
 	resp := &agentdv1.GetThreadResponse{Thread: threadToProto(th)}
+	if resp.Thread.Grants, err = s.threadGrants(ctx, th.ID); err != nil {
+		return nil, err
+	}
 	for _, m := range msgs {
 		pm := &agentdv1.Message{}
 		if err := proto.Unmarshal(m.Data, pm); err != nil {

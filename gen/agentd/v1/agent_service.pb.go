@@ -906,7 +906,9 @@ type Thread struct {
 	// When a run last added to it.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Its active run, if one is going: attach to it to follow it.
-	ActiveRunId   string `protobuf:"bytes,6,opt,name=active_run_id,json=activeRunId,proto3" json:"active_run_id,omitempty"`
+	ActiveRunId string `protobuf:"bytes,6,opt,name=active_run_id,json=activeRunId,proto3" json:"active_run_id,omitempty"`
+	// Its grants (approvals of scope THREAD), oldest first; GetThread only.
+	Grants        []*Grant `protobuf:"bytes,7,rep,name=grants,proto3" json:"grants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -983,6 +985,224 @@ func (x *Thread) GetActiveRunId() string {
 	return ""
 }
 
+func (x *Thread) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// Grant is an approval that reaches past its call (ApprovalDecision.scope):
+// later calls of its tool are approved without asking, decided_by GRANT.
+type Grant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the grant ("grant_…").
+	GrantId string `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// APPROVAL_SCOPE_RUN or APPROVAL_SCOPE_THREAD.
+	Scope ApprovalScope `protobuf:"varint,2,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
+	// The agent whose calls it approves.
+	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The tool whose calls it approves.
+	ToolName string `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The arguments it approves, byte for byte; empty with any_arguments.
+	ArgumentsJson string `protobuf:"bytes,5,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// It approves the tool's calls whatever their arguments.
+	AnyArguments bool `protobuf:"varint,6,opt,name=any_arguments,json=anyArguments,proto3" json:"any_arguments,omitempty"`
+	// The run and the approval whose decision made it.
+	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The approval whose decision made it.
+	ApprovalId string `protobuf:"bytes,8,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// When it was made.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Grant) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *Grant) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
+}
+
+func (x *Grant) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *Grant) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *Grant) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return ""
+}
+
+func (x *Grant) GetAnyArguments() bool {
+	if x != nil {
+		return x.AnyArguments
+	}
+	return false
+}
+
+func (x *Grant) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Grant) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *Grant) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+// RevokeGrantRequest names a grant of a thread.
+type RevokeGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the thread.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// Id of the grant.
+	GrantId       string `protobuf:"bytes,2,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantRequest) Reset() {
+	*x = RevokeGrantRequest{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantRequest) ProtoMessage() {}
+
+func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
+func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RevokeGrantRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *RevokeGrantRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+// RevokeGrantResponse says the grant is revoked.
+type RevokeGrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantResponse) Reset() {
+	*x = RevokeGrantResponse{}
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantResponse) ProtoMessage() {}
+
+func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
+func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+}
+
 // GetThreadRequest asks for a thread and a page of its messages.
 type GetThreadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -998,7 +1218,7 @@ type GetThreadRequest struct {
 
 func (x *GetThreadRequest) Reset() {
 	*x = GetThreadRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1230,7 @@ func (x *GetThreadRequest) String() string {
 func (*GetThreadRequest) ProtoMessage() {}
 
 func (x *GetThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1243,7 @@ func (x *GetThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetThreadRequest) GetThreadId() string {
@@ -1062,7 +1282,7 @@ type GetThreadResponse struct {
 
 func (x *GetThreadResponse) Reset() {
 	*x = GetThreadResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1294,7 @@ func (x *GetThreadResponse) String() string {
 func (*GetThreadResponse) ProtoMessage() {}
 
 func (x *GetThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1307,7 @@ func (x *GetThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadResponse.ProtoReflect.Descriptor instead.
 func (*GetThreadResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetThreadResponse) GetThread() *Thread {
@@ -1124,7 +1344,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1356,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1369,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListThreadsRequest) GetPageSize() int32 {
@@ -1179,7 +1399,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1411,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1424,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListThreadsResponse) GetThreads() []*Thread {
@@ -1232,7 +1452,7 @@ type DeleteThreadRequest struct {
 
 func (x *DeleteThreadRequest) Reset() {
 	*x = DeleteThreadRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1464,7 @@ func (x *DeleteThreadRequest) String() string {
 func (*DeleteThreadRequest) ProtoMessage() {}
 
 func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1477,7 @@ func (x *DeleteThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadRequest.ProtoReflect.Descriptor instead.
 func (*DeleteThreadRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteThreadRequest) GetThreadId() string {
@@ -1276,7 +1496,7 @@ type DeleteThreadResponse struct {
 
 func (x *DeleteThreadResponse) Reset() {
 	*x = DeleteThreadResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1508,7 @@ func (x *DeleteThreadResponse) String() string {
 func (*DeleteThreadResponse) ProtoMessage() {}
 
 func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1521,7 @@ func (x *DeleteThreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadResponse.ProtoReflect.Descriptor instead.
 func (*DeleteThreadResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 // ListAgentsRequest asks for the agents this server offers.
@@ -1313,7 +1533,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1545,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1558,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 // ListAgentsResponse lists the agents this server offers.
@@ -1352,7 +1572,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1584,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1597,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -1408,7 +1628,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1640,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1653,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Agent) GetName() string {
@@ -1508,7 +1728,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1740,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_agent_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1753,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_agent_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolInfo) GetSpec() *ToolSpec {
@@ -1643,7 +1863,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x05input\"O\n" +
 	"\x14SendRunInputResponse\x12%\n" +
 	"\x03ack\x18\x01 \x01(\v2\x13.agentd.v1.InputAckR\x03ack\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\xfa\x01\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"\xa4\x02\n" +
 	"\x06Thread\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12#\n" +
@@ -1652,7 +1872,24 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\"\n" +
-	"\ractive_run_id\x18\x06 \x01(\tR\vactiveRunId\"k\n" +
+	"\ractive_run_id\x18\x06 \x01(\tR\vactiveRunId\x12(\n" +
+	"\x06grants\x18\a \x03(\v2\x10.agentd.v1.GrantR\x06grants\"\xc4\x02\n" +
+	"\x05Grant\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12.\n" +
+	"\x05scope\x18\x02 \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\x12\x1b\n" +
+	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12%\n" +
+	"\x0earguments_json\x18\x05 \x01(\tR\rargumentsJson\x12#\n" +
+	"\rany_arguments\x18\x06 \x01(\bR\fanyArguments\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\x12\x1f\n" +
+	"\vapproval_id\x18\b \x01(\tR\n" +
+	"approvalId\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"L\n" +
+	"\x12RevokeGrantRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x19\n" +
+	"\bgrant_id\x18\x02 \x01(\tR\agrantId\"\x15\n" +
+	"\x13RevokeGrantResponse\"k\n" +
 	"\x10GetThreadRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1695,7 +1932,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x19TOOL_APPROVAL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOOL_APPROVAL_AUTO\x10\x01\x12\x15\n" +
 	"\x11TOOL_APPROVAL_ASK\x10\x02\x12\x18\n" +
-	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xa7\x05\n" +
+	"\x14TOOL_APPROVAL_ALWAYS\x10\x032\xf5\x05\n" +
 	"\fAgentService\x128\n" +
 	"\x03Run\x12\x15.agentd.v1.RunRequest\x1a\x16.agentd.v1.RunResponse(\x010\x01\x12E\n" +
 	"\bStartRun\x12\x1a.agentd.v1.StartRunRequest\x1a\x1b.agentd.v1.StartRunResponse0\x01\x12I\n" +
@@ -1707,7 +1944,8 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\fSendRunInput\x12\x1e.agentd.v1.SendRunInputRequest\x1a\x1f.agentd.v1.SendRunInputResponse\x12F\n" +
 	"\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\x12L\n" +
 	"\vListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\x12O\n" +
-	"\fDeleteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponseB\x98\x01\n" +
+	"\fDeleteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponse\x12L\n" +
+	"\vRevokeGrant\x12\x1d.agentd.v1.RevokeGrantRequest\x1a\x1e.agentd.v1.RevokeGrantResponseB\x98\x01\n" +
 	"\rcom.agentd.v1B\x11AgentServiceProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03AXX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15Agentd\\V1\\GPBMetadata\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -1724,7 +1962,7 @@ func file_agentd_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agentd_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(ToolApproval)(0),             // 0: agentd.v1.ToolApproval
 	(*RunRequest)(nil),            // 1: agentd.v1.RunRequest
@@ -1739,82 +1977,91 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*SendRunInputRequest)(nil),   // 10: agentd.v1.SendRunInputRequest
 	(*SendRunInputResponse)(nil),  // 11: agentd.v1.SendRunInputResponse
 	(*Thread)(nil),                // 12: agentd.v1.Thread
-	(*GetThreadRequest)(nil),      // 13: agentd.v1.GetThreadRequest
-	(*GetThreadResponse)(nil),     // 14: agentd.v1.GetThreadResponse
-	(*ListThreadsRequest)(nil),    // 15: agentd.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),   // 16: agentd.v1.ListThreadsResponse
-	(*DeleteThreadRequest)(nil),   // 17: agentd.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),  // 18: agentd.v1.DeleteThreadResponse
-	(*ListAgentsRequest)(nil),     // 19: agentd.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),    // 20: agentd.v1.ListAgentsResponse
-	(*Agent)(nil),                 // 21: agentd.v1.Agent
-	(*ToolInfo)(nil),              // 22: agentd.v1.ToolInfo
-	(*RunSpec)(nil),               // 23: agentd.v1.RunSpec
-	(*ApprovalDecision)(nil),      // 24: agentd.v1.ApprovalDecision
-	(*Steer)(nil),                 // 25: agentd.v1.Steer
-	(*ToolResult)(nil),            // 26: agentd.v1.ToolResult
-	(*Cancel)(nil),                // 27: agentd.v1.Cancel
-	(*Ping)(nil),                  // 28: agentd.v1.Ping
-	(*RunEvent)(nil),              // 29: agentd.v1.RunEvent
-	(*RunFinished)(nil),           // 30: agentd.v1.RunFinished
-	(*InputAck)(nil),              // 31: agentd.v1.InputAck
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*Message)(nil),               // 33: agentd.v1.Message
-	(*ToolSpec)(nil),              // 34: agentd.v1.ToolSpec
-	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(*Grant)(nil),                 // 13: agentd.v1.Grant
+	(*RevokeGrantRequest)(nil),    // 14: agentd.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),   // 15: agentd.v1.RevokeGrantResponse
+	(*GetThreadRequest)(nil),      // 16: agentd.v1.GetThreadRequest
+	(*GetThreadResponse)(nil),     // 17: agentd.v1.GetThreadResponse
+	(*ListThreadsRequest)(nil),    // 18: agentd.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),   // 19: agentd.v1.ListThreadsResponse
+	(*DeleteThreadRequest)(nil),   // 20: agentd.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),  // 21: agentd.v1.DeleteThreadResponse
+	(*ListAgentsRequest)(nil),     // 22: agentd.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),    // 23: agentd.v1.ListAgentsResponse
+	(*Agent)(nil),                 // 24: agentd.v1.Agent
+	(*ToolInfo)(nil),              // 25: agentd.v1.ToolInfo
+	(*RunSpec)(nil),               // 26: agentd.v1.RunSpec
+	(*ApprovalDecision)(nil),      // 27: agentd.v1.ApprovalDecision
+	(*Steer)(nil),                 // 28: agentd.v1.Steer
+	(*ToolResult)(nil),            // 29: agentd.v1.ToolResult
+	(*Cancel)(nil),                // 30: agentd.v1.Cancel
+	(*Ping)(nil),                  // 31: agentd.v1.Ping
+	(*RunEvent)(nil),              // 32: agentd.v1.RunEvent
+	(*RunFinished)(nil),           // 33: agentd.v1.RunFinished
+	(*InputAck)(nil),              // 34: agentd.v1.InputAck
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(ApprovalScope)(0),            // 36: agentd.v1.ApprovalScope
+	(*Message)(nil),               // 37: agentd.v1.Message
+	(*ToolSpec)(nil),              // 38: agentd.v1.ToolSpec
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
-	23, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
-	24, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	25, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
-	26, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
-	27, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
-	28, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
+	26, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
+	27, // 1: agentd.v1.RunRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	28, // 2: agentd.v1.RunRequest.steer:type_name -> agentd.v1.Steer
+	29, // 3: agentd.v1.RunRequest.tool_result:type_name -> agentd.v1.ToolResult
+	30, // 4: agentd.v1.RunRequest.cancel:type_name -> agentd.v1.Cancel
+	31, // 5: agentd.v1.RunRequest.ping:type_name -> agentd.v1.Ping
 	2,  // 6: agentd.v1.RunRequest.attach:type_name -> agentd.v1.Attach
-	29, // 7: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
-	23, // 8: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
-	29, // 9: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
-	23, // 10: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
-	30, // 11: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
-	29, // 12: agentd.v1.AttachRunResponse.event:type_name -> agentd.v1.RunEvent
-	24, // 13: agentd.v1.SendRunInputRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
-	25, // 14: agentd.v1.SendRunInputRequest.steer:type_name -> agentd.v1.Steer
-	26, // 15: agentd.v1.SendRunInputRequest.tool_result:type_name -> agentd.v1.ToolResult
-	27, // 16: agentd.v1.SendRunInputRequest.cancel:type_name -> agentd.v1.Cancel
-	31, // 17: agentd.v1.SendRunInputResponse.ack:type_name -> agentd.v1.InputAck
-	32, // 18: agentd.v1.Thread.created_at:type_name -> google.protobuf.Timestamp
-	32, // 19: agentd.v1.Thread.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 20: agentd.v1.GetThreadResponse.thread:type_name -> agentd.v1.Thread
-	33, // 21: agentd.v1.GetThreadResponse.messages:type_name -> agentd.v1.Message
-	12, // 22: agentd.v1.ListThreadsResponse.threads:type_name -> agentd.v1.Thread
-	21, // 23: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
-	22, // 24: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
-	34, // 25: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
-	35, // 26: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
-	0,  // 27: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
-	1,  // 28: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
-	4,  // 29: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
-	6,  // 30: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
-	19, // 31: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
-	8,  // 32: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
-	10, // 33: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
-	13, // 34: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	15, // 35: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	17, // 36: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	3,  // 37: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
-	5,  // 38: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
-	7,  // 39: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
-	20, // 40: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
-	9,  // 41: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
-	11, // 42: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
-	14, // 43: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	16, // 44: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	18, // 45: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	32, // 7: agentd.v1.RunResponse.event:type_name -> agentd.v1.RunEvent
+	26, // 8: agentd.v1.StartRunRequest.start:type_name -> agentd.v1.RunSpec
+	32, // 9: agentd.v1.StartRunResponse.event:type_name -> agentd.v1.RunEvent
+	26, // 10: agentd.v1.ExecuteRunRequest.start:type_name -> agentd.v1.RunSpec
+	33, // 11: agentd.v1.ExecuteRunResponse.result:type_name -> agentd.v1.RunFinished
+	32, // 12: agentd.v1.AttachRunResponse.event:type_name -> agentd.v1.RunEvent
+	27, // 13: agentd.v1.SendRunInputRequest.approval_decision:type_name -> agentd.v1.ApprovalDecision
+	28, // 14: agentd.v1.SendRunInputRequest.steer:type_name -> agentd.v1.Steer
+	29, // 15: agentd.v1.SendRunInputRequest.tool_result:type_name -> agentd.v1.ToolResult
+	30, // 16: agentd.v1.SendRunInputRequest.cancel:type_name -> agentd.v1.Cancel
+	34, // 17: agentd.v1.SendRunInputResponse.ack:type_name -> agentd.v1.InputAck
+	35, // 18: agentd.v1.Thread.created_at:type_name -> google.protobuf.Timestamp
+	35, // 19: agentd.v1.Thread.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 20: agentd.v1.Thread.grants:type_name -> agentd.v1.Grant
+	36, // 21: agentd.v1.Grant.scope:type_name -> agentd.v1.ApprovalScope
+	35, // 22: agentd.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	12, // 23: agentd.v1.GetThreadResponse.thread:type_name -> agentd.v1.Thread
+	37, // 24: agentd.v1.GetThreadResponse.messages:type_name -> agentd.v1.Message
+	12, // 25: agentd.v1.ListThreadsResponse.threads:type_name -> agentd.v1.Thread
+	24, // 26: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
+	25, // 27: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
+	38, // 28: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
+	39, // 29: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
+	0,  // 30: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
+	1,  // 31: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
+	4,  // 32: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
+	6,  // 33: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
+	22, // 34: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
+	8,  // 35: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
+	10, // 36: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
+	16, // 37: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	18, // 38: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	20, // 39: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	14, // 40: agentd.v1.AgentService.RevokeGrant:input_type -> agentd.v1.RevokeGrantRequest
+	3,  // 41: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
+	5,  // 42: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
+	7,  // 43: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
+	23, // 44: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
+	9,  // 45: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
+	11, // 46: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
+	17, // 47: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	19, // 48: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	21, // 49: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	15, // 50: agentd.v1.AgentService.RevokeGrant:output_type -> agentd.v1.RevokeGrantResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }
@@ -1846,7 +2093,7 @@ func file_agentd_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_service_proto_rawDesc), len(file_agentd_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	AgentService_GetThread_FullMethodName    = "/agentd.v1.AgentService/GetThread"
 	AgentService_ListThreads_FullMethodName  = "/agentd.v1.AgentService/ListThreads"
 	AgentService_DeleteThread_FullMethodName = "/agentd.v1.AgentService/DeleteThread"
+	AgentService_RevokeGrant_FullMethodName  = "/agentd.v1.AgentService/RevokeGrant"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -135,6 +136,8 @@ const (
 //   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
 //     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
 //     holds the id.
+//   - GRANT_NOT_FOUND — (NOT_FOUND) the thread has no grant of that id;
+//     ErrorInfo.metadata["grant_id"] holds the id.
 //   - THREAD_BUSY — (ABORTED) the thread has an active run;
 //     ErrorInfo.metadata["active_run_id"] names it.
 //   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
@@ -193,6 +196,10 @@ type AgentServiceClient interface {
 	// DeleteThread deletes a thread and its messages. A thread with an active
 	// run is refused with ABORTED (THREAD_BUSY): cancel the run first.
 	DeleteThread(ctx context.Context, in *DeleteThreadRequest, opts ...grpc.CallOption) (*DeleteThreadResponse, error)
+	// RevokeGrant revokes a grant of a thread (GetThread lists them): the
+	// thread's later calls it would have approved are asked again. An unknown
+	// grant is refused with NOT_FOUND (GRANT_NOT_FOUND).
+	RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*RevokeGrantResponse, error)
 }
 
 type agentServiceClient struct {
@@ -314,6 +321,16 @@ func (c *agentServiceClient) DeleteThread(ctx context.Context, in *DeleteThreadR
 	return out, nil
 }
 
+func (c *agentServiceClient) RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*RevokeGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeGrantResponse)
+	err := c.cc.Invoke(ctx, AgentService_RevokeGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -419,6 +436,8 @@ func (c *agentServiceClient) DeleteThread(ctx context.Context, in *DeleteThreadR
 //   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
 //     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
 //     holds the id.
+//   - GRANT_NOT_FOUND — (NOT_FOUND) the thread has no grant of that id;
+//     ErrorInfo.metadata["grant_id"] holds the id.
 //   - THREAD_BUSY — (ABORTED) the thread has an active run;
 //     ErrorInfo.metadata["active_run_id"] names it.
 //   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
@@ -477,6 +496,10 @@ type AgentServiceServer interface {
 	// DeleteThread deletes a thread and its messages. A thread with an active
 	// run is refused with ABORTED (THREAD_BUSY): cancel the run first.
 	DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error)
+	// RevokeGrant revokes a grant of a thread (GetThread lists them): the
+	// thread's later calls it would have approved are asked again. An unknown
+	// grant is refused with NOT_FOUND (GRANT_NOT_FOUND).
+	RevokeGrant(context.Context, *RevokeGrantRequest) (*RevokeGrantResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -513,6 +536,9 @@ func (UnimplementedAgentServiceServer) ListThreads(context.Context, *ListThreads
 }
 func (UnimplementedAgentServiceServer) DeleteThread(context.Context, *DeleteThreadRequest) (*DeleteThreadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteThread not implemented")
+}
+func (UnimplementedAgentServiceServer) RevokeGrant(context.Context, *RevokeGrantRequest) (*RevokeGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeGrant not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -672,6 +698,24 @@ func _AgentService_DeleteThread_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_RevokeGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).RevokeGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_RevokeGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).RevokeGrant(ctx, req.(*RevokeGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -702,6 +746,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteThread",
 			Handler:    _AgentService_DeleteThread_Handler,
+		},
+		{
+			MethodName: "RevokeGrant",
+			Handler:    _AgentService_RevokeGrant_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

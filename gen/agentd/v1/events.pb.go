@@ -159,6 +159,8 @@ const (
 	DecidedBy_DECIDED_BY_TIMEOUT DecidedBy = 4
 	// The end of the run (cancel, interrupting steer, shutdown).
 	DecidedBy_DECIDED_BY_RUN_END DecidedBy = 5
+	// A grant an earlier approval made (ApprovalResolved.grant_id names it).
+	DecidedBy_DECIDED_BY_GRANT DecidedBy = 6
 )
 
 // Enum value maps for DecidedBy.
@@ -170,6 +172,7 @@ var (
 		3: "DECIDED_BY_HOOK",
 		4: "DECIDED_BY_TIMEOUT",
 		5: "DECIDED_BY_RUN_END",
+		6: "DECIDED_BY_GRANT",
 	}
 	DecidedBy_value = map[string]int32{
 		"DECIDED_BY_UNSPECIFIED": 0,
@@ -178,6 +181,7 @@ var (
 		"DECIDED_BY_HOOK":        3,
 		"DECIDED_BY_TIMEOUT":     4,
 		"DECIDED_BY_RUN_END":     5,
+		"DECIDED_BY_GRANT":       6,
 	}
 )
 
@@ -1673,7 +1677,15 @@ type ApprovalRequested struct {
 	// not expire (a parked run).
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Why an approval is needed (the tool's policy, a client override, a hook).
-	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The scopes a decision may give (ApprovalDecision.scope), as the agent's
+	// policy allows for the tool: ONCE always, RUN and THREAD unless forbidden;
+	// none wider for a tool whose every call needs an explicit decision.
+	AllowedScopes []ApprovalScope `protobuf:"varint,8,rep,packed,name=allowed_scopes,json=allowedScopes,proto3,enum=agentd.v1.ApprovalScope" json:"allowed_scopes,omitempty"`
+	// Whether a grant made by the decision approves the tool's later calls
+	// whatever their arguments (the agent marks the tool so); otherwise only
+	// calls with these arguments_json, byte for byte.
+	AnyArguments  bool `protobuf:"varint,9,opt,name=any_arguments,json=anyArguments,proto3" json:"any_arguments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1757,6 +1769,20 @@ func (x *ApprovalRequested) GetReason() string {
 	return ""
 }
 
+func (x *ApprovalRequested) GetAllowedScopes() []ApprovalScope {
+	if x != nil {
+		return x.AllowedScopes
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetAnyArguments() bool {
+	if x != nil {
+		return x.AnyArguments
+	}
+	return false
+}
+
 // ApprovalResolved ends an approval request.
 type ApprovalResolved struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1772,7 +1798,12 @@ type ApprovalResolved struct {
 	// of the decision, byte for byte.
 	ArgumentsJson string `protobuf:"bytes,5,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Why, when denied or given by the decider.
-	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// With decided_by GRANT, the grant that approved the call; with a client's
+	// decision of scope RUN or THREAD, the grant it made.
+	GrantId string `protobuf:"bytes,7,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// The scope of the client's decision; unset for any other decider.
+	Scope         ApprovalScope `protobuf:"varint,8,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1847,6 +1878,20 @@ func (x *ApprovalResolved) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ApprovalResolved) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *ApprovalResolved) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
 }
 
 // ToolExecutionStarted says a tool call is executing. For a client tool
@@ -2327,6 +2372,8 @@ type InputAck struct {
 	//     convert to JSON, or do not match the tool's schema.
 	//   - UNKNOWN_APPROVAL — no approval of that id is open in the run.
 	//   - ALREADY_DECIDED — the approval already took a decision.
+	//   - SCOPE_NOT_ALLOWED — the decision's scope is not among the request's
+	//     allowed_scopes.
 	//   - APPROVAL_CLOSED — the approval is no longer open: it expired, the
 	//     run's approval policy or a hook decided it, or the run parked.
 	//   - INVALID_STEER — the steer sets both message and text, or neither, or
@@ -2948,7 +2995,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x10ToolCallArgsDone\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12%\n" +
-	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\"\x89\x02\n" +
+	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\"\xef\x02\n" +
 	"\x11ApprovalRequested\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12 \n" +
@@ -2959,7 +3006,9 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\beditable\x18\x05 \x01(\bR\beditable\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"\xff\x01\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12?\n" +
+	"\x0eallowed_scopes\x18\b \x03(\x0e2\x18.agentd.v1.ApprovalScopeR\rallowedScopes\x12#\n" +
+	"\rany_arguments\x18\t \x01(\bR\fanyArguments\"\xca\x02\n" +
 	"\x10ApprovalResolved\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12 \n" +
@@ -2969,7 +3018,9 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"decided_by\x18\x04 \x01(\x0e2\x14.agentd.v1.DecidedByR\tdecidedBy\x12%\n" +
 	"\x0earguments_json\x18\x05 \x01(\tR\rargumentsJson\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\"\xdc\x01\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x19\n" +
+	"\bgrant_id\x18\a \x01(\tR\agrantId\x12.\n" +
+	"\x05scope\x18\b \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\"\xdc\x01\n" +
 	"\x14ToolExecutionStarted\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +
@@ -3048,14 +3099,15 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_KIND_TEXT\x10\x01\x12\x1a\n" +
-	"\x16MESSAGE_KIND_REASONING\x10\x02*\x9a\x01\n" +
+	"\x16MESSAGE_KIND_REASONING\x10\x02*\xb0\x01\n" +
 	"\tDecidedBy\x12\x1a\n" +
 	"\x16DECIDED_BY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DECIDED_BY_CLIENT\x10\x01\x12\x15\n" +
 	"\x11DECIDED_BY_POLICY\x10\x02\x12\x13\n" +
 	"\x0fDECIDED_BY_HOOK\x10\x03\x12\x16\n" +
 	"\x12DECIDED_BY_TIMEOUT\x10\x04\x12\x16\n" +
-	"\x12DECIDED_BY_RUN_END\x10\x05*\xd7\x01\n" +
+	"\x12DECIDED_BY_RUN_END\x10\x05\x12\x14\n" +
+	"\x10DECIDED_BY_GRANT\x10\x06*\xd7\x01\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x1c\n" +
@@ -3126,11 +3178,12 @@ var file_agentd_v1_events_proto_goTypes = []any{
 	(*Usage)(nil),                 // 31: agentd.v1.Usage
 	(Role)(0),                     // 32: agentd.v1.Role
 	(Executor)(0),                 // 33: agentd.v1.Executor
-	(ApprovalOutcome)(0),          // 34: agentd.v1.ApprovalOutcome
-	(*structpb.Value)(nil),        // 35: google.protobuf.Value
-	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
-	(*MediaPart)(nil),             // 37: agentd.v1.MediaPart
-	(*Message)(nil),               // 38: agentd.v1.Message
+	(ApprovalScope)(0),            // 34: agentd.v1.ApprovalScope
+	(ApprovalOutcome)(0),          // 35: agentd.v1.ApprovalOutcome
+	(*structpb.Value)(nil),        // 36: google.protobuf.Value
+	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
+	(*MediaPart)(nil),             // 38: agentd.v1.MediaPart
+	(*Message)(nil),               // 39: agentd.v1.Message
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
 	30, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
@@ -3166,29 +3219,31 @@ var file_agentd_v1_events_proto_depIdxs = []int32{
 	1,  // 30: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
 	33, // 31: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
 	30, // 32: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 33: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
-	2,  // 34: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
-	33, // 35: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
-	30, // 36: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
-	35, // 37: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
-	36, // 38: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
-	37, // 39: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
-	3,  // 40: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
-	31, // 41: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
-	38, // 42: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
-	28, // 43: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
-	36, // 44: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
-	35, // 45: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
-	4,  // 46: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
-	28, // 47: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
-	38, // 48: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
-	31, // 49: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
-	16, // 50: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	34, // 33: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
+	35, // 34: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
+	2,  // 35: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
+	34, // 36: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
+	33, // 37: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
+	30, // 38: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
+	36, // 39: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
+	37, // 40: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
+	38, // 41: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
+	3,  // 42: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
+	31, // 43: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
+	39, // 44: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
+	28, // 45: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
+	37, // 46: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
+	36, // 47: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
+	4,  // 48: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
+	28, // 49: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
+	39, // 50: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
+	31, // 51: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
+	16, // 52: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }

@@ -264,6 +264,63 @@ func (ApprovalPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
+// ApprovalScope is how far an approval reaches.
+type ApprovalScope int32
+
+const (
+	// Not set: ONCE.
+	ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED ApprovalScope = 0
+	// The call alone.
+	ApprovalScope_APPROVAL_SCOPE_ONCE ApprovalScope = 1
+	// The run's later calls of the tool (with the same arguments, unless any).
+	ApprovalScope_APPROVAL_SCOPE_RUN ApprovalScope = 2
+	// The later calls of the tool in every run of the thread.
+	ApprovalScope_APPROVAL_SCOPE_THREAD ApprovalScope = 3
+)
+
+// Enum value maps for ApprovalScope.
+var (
+	ApprovalScope_name = map[int32]string{
+		0: "APPROVAL_SCOPE_UNSPECIFIED",
+		1: "APPROVAL_SCOPE_ONCE",
+		2: "APPROVAL_SCOPE_RUN",
+		3: "APPROVAL_SCOPE_THREAD",
+	}
+	ApprovalScope_value = map[string]int32{
+		"APPROVAL_SCOPE_UNSPECIFIED": 0,
+		"APPROVAL_SCOPE_ONCE":        1,
+		"APPROVAL_SCOPE_RUN":         2,
+		"APPROVAL_SCOPE_THREAD":      3,
+	}
+)
+
+func (x ApprovalScope) Enum() *ApprovalScope {
+	p := new(ApprovalScope)
+	*p = x
+	return p
+}
+
+func (x ApprovalScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_run_proto_enumTypes[4].Descriptor()
+}
+
+func (ApprovalScope) Type() protoreflect.EnumType {
+	return &file_agentd_v1_run_proto_enumTypes[4]
+}
+
+func (x ApprovalScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalScope.Descriptor instead.
+func (ApprovalScope) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{4}
+}
+
 // ApprovalOutcome is how an approval request ended.
 type ApprovalOutcome int32
 
@@ -309,11 +366,11 @@ func (x ApprovalOutcome) String() string {
 }
 
 func (ApprovalOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[5].Descriptor()
 }
 
 func (ApprovalOutcome) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[4]
+	return &file_agentd_v1_run_proto_enumTypes[5]
 }
 
 func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
@@ -322,7 +379,7 @@ func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalOutcome.Descriptor instead.
 func (ApprovalOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 // SteerMode says when a steer takes effect.
@@ -365,11 +422,11 @@ func (x SteerMode) String() string {
 }
 
 func (SteerMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[6].Descriptor()
 }
 
 func (SteerMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[5]
+	return &file_agentd_v1_run_proto_enumTypes[6]
 }
 
 func (x SteerMode) Number() protoreflect.EnumNumber {
@@ -378,7 +435,7 @@ func (x SteerMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SteerMode.Descriptor instead.
 func (SteerMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 // RunSpec starts a run, or resumes a parked one. It is the `start` of all
@@ -736,7 +793,16 @@ type ApprovalDecision struct {
 	// Only allowed where the request said editable.
 	EditedArguments *structpb.Value `protobuf:"bytes,3,opt,name=edited_arguments,json=editedArguments,proto3" json:"edited_arguments,omitempty"`
 	// Why; with DENIED it is told to the model.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// With APPROVED, how far the approval reaches: the call alone (ONCE, the
+	// default), or, as a grant, the later calls of the same tool with the same
+	// arguments (any arguments where approval_requested says any_arguments) in
+	// this run (RUN) or in every run of its thread (THREAD). Only the scopes
+	// approval_requested.allowed_scopes lists are taken; another is refused in
+	// the ack (SCOPE_NOT_ALLOWED). A grant never approves a call of a tool
+	// whose every call needs an explicit decision, and is revoked with
+	// RevokeGrant (THREAD) or ends with its run (RUN).
+	Scope         ApprovalScope `protobuf:"varint,5,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,6 +863,13 @@ func (x *ApprovalDecision) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ApprovalDecision) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
 }
 
 // Steer is new user input sent while a run goes on. A steer never gets lost:
@@ -1102,13 +1175,14 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\x12ToolPolicyOverride\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12)\n" +
-	"\x10require_approval\x18\x03 \x01(\bR\x0frequireApproval\"\xc4\x01\n" +
+	"\x10require_approval\x18\x03 \x01(\bR\x0frequireApproval\"\xf4\x01\n" +
 	"\x10ApprovalDecision\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x124\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentd.v1.ApprovalOutcomeR\aoutcome\x12A\n" +
 	"\x10edited_arguments\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x0feditedArguments\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"s\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12.\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\"s\n" +
 	"\x05Steer\x12,\n" +
 	"\amessage\x18\x01 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12(\n" +
@@ -1142,7 +1216,12 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\x13APPROVAL_POLICY_ASK\x10\x01\x12\x1d\n" +
 	"\x19APPROVAL_POLICY_INTERRUPT\x10\x02\x12 \n" +
 	"\x1cAPPROVAL_POLICY_AUTO_APPROVE\x10\x03\x12\x1d\n" +
-	"\x19APPROVAL_POLICY_AUTO_DENY\x10\x04*\xad\x01\n" +
+	"\x19APPROVAL_POLICY_AUTO_DENY\x10\x04*{\n" +
+	"\rApprovalScope\x12\x1e\n" +
+	"\x1aAPPROVAL_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13APPROVAL_SCOPE_ONCE\x10\x01\x12\x16\n" +
+	"\x12APPROVAL_SCOPE_RUN\x10\x02\x12\x19\n" +
+	"\x15APPROVAL_SCOPE_THREAD\x10\x03*\xad\x01\n" +
 	"\x0fApprovalOutcome\x12 \n" +
 	"\x1cAPPROVAL_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_OUTCOME_APPROVED\x10\x01\x12\x1b\n" +
@@ -1168,54 +1247,56 @@ func file_agentd_v1_run_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_run_proto_rawDescData
 }
 
-var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_agentd_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_v1_run_proto_goTypes = []any{
 	(History)(0),                // 0: agentd.v1.History
 	(OnBusy)(0),                 // 1: agentd.v1.OnBusy
 	(OnDisconnect)(0),           // 2: agentd.v1.OnDisconnect
 	(ApprovalPolicy)(0),         // 3: agentd.v1.ApprovalPolicy
-	(ApprovalOutcome)(0),        // 4: agentd.v1.ApprovalOutcome
-	(SteerMode)(0),              // 5: agentd.v1.SteerMode
-	(*RunSpec)(nil),             // 6: agentd.v1.RunSpec
-	(*RunConfig)(nil),           // 7: agentd.v1.RunConfig
-	(*ToolPolicyOverride)(nil),  // 8: agentd.v1.ToolPolicyOverride
-	(*ApprovalDecision)(nil),    // 9: agentd.v1.ApprovalDecision
-	(*Steer)(nil),               // 10: agentd.v1.Steer
-	(*ToolResult)(nil),          // 11: agentd.v1.ToolResult
-	(*Cancel)(nil),              // 12: agentd.v1.Cancel
-	(*Ping)(nil),                // 13: agentd.v1.Ping
-	(*Message)(nil),             // 14: agentd.v1.Message
-	(*ClientTool)(nil),          // 15: agentd.v1.ClientTool
-	(*structpb.Struct)(nil),     // 16: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
-	(*structpb.Value)(nil),      // 18: google.protobuf.Value
-	(*MediaPart)(nil),           // 19: agentd.v1.MediaPart
+	(ApprovalScope)(0),          // 4: agentd.v1.ApprovalScope
+	(ApprovalOutcome)(0),        // 5: agentd.v1.ApprovalOutcome
+	(SteerMode)(0),              // 6: agentd.v1.SteerMode
+	(*RunSpec)(nil),             // 7: agentd.v1.RunSpec
+	(*RunConfig)(nil),           // 8: agentd.v1.RunConfig
+	(*ToolPolicyOverride)(nil),  // 9: agentd.v1.ToolPolicyOverride
+	(*ApprovalDecision)(nil),    // 10: agentd.v1.ApprovalDecision
+	(*Steer)(nil),               // 11: agentd.v1.Steer
+	(*ToolResult)(nil),          // 12: agentd.v1.ToolResult
+	(*Cancel)(nil),              // 13: agentd.v1.Cancel
+	(*Ping)(nil),                // 14: agentd.v1.Ping
+	(*Message)(nil),             // 15: agentd.v1.Message
+	(*ClientTool)(nil),          // 16: agentd.v1.ClientTool
+	(*structpb.Struct)(nil),     // 17: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(*structpb.Value)(nil),      // 19: google.protobuf.Value
+	(*MediaPart)(nil),           // 20: agentd.v1.MediaPart
 }
 var file_agentd_v1_run_proto_depIdxs = []int32{
-	14, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
-	15, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
-	7,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
-	9,  // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
-	11, // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
-	16, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
+	15, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
+	16, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
+	8,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
+	10, // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
+	12, // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
+	17, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
 	0,  // 6: agentd.v1.RunSpec.history:type_name -> agentd.v1.History
 	1,  // 7: agentd.v1.RunSpec.on_busy:type_name -> agentd.v1.OnBusy
 	3,  // 8: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
-	17, // 9: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
-	8,  // 10: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
+	18, // 9: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
+	9,  // 10: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
 	2,  // 11: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
-	4,  // 12: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
-	18, // 13: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
-	14, // 14: agentd.v1.Steer.message:type_name -> agentd.v1.Message
-	5,  // 15: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
-	18, // 16: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
-	19, // 17: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 12: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
+	19, // 13: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
+	4,  // 14: agentd.v1.ApprovalDecision.scope:type_name -> agentd.v1.ApprovalScope
+	15, // 15: agentd.v1.Steer.message:type_name -> agentd.v1.Message
+	6,  // 16: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
+	19, // 17: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
+	20, // 18: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_run_proto_init() }
@@ -1233,7 +1314,7 @@ func file_agentd_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_run_proto_rawDesc), len(file_agentd_v1_run_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -173,7 +173,10 @@ type Continuation struct {
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// The parked step. Unset, or set with no calls, when the run parked before
 	// a model call: resuming calls the model.
-	Pending       *Pending `protobuf:"bytes,6,opt,name=pending,proto3" json:"pending,omitempty"`
+	Pending *Pending `protobuf:"bytes,6,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The run's grants of scope RUN: the resumed run approves what they approve.
+	// Sealed with the rest, so a client cannot add one.
+	Grants        []*v1.Grant `protobuf:"bytes,7,rep,name=grants,proto3" json:"grants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +249,13 @@ func (x *Continuation) GetExpiresAt() *timestamppb.Timestamp {
 func (x *Continuation) GetPending() *Pending {
 	if x != nil {
 		return x.Pending
+	}
+	return nil
+}
+
+func (x *Continuation) GetGrants() []*v1.Grant {
+	if x != nil {
+		return x.Grants
 	}
 	return nil
 }
@@ -817,7 +827,7 @@ var File_agentd_continuation_v1_continuation_proto protoreflect.FileDescriptor
 
 const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
-	")agentd/continuation/v1/continuation.proto\x12\x16agentd.continuation.v1\x1a\x16agentd/v1/events.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x02\n" +
+	")agentd/continuation/v1/continuation.proto\x12\x16agentd.continuation.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x16agentd/v1/events.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n" +
 	"\fContinuation\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12%\n" +
@@ -825,7 +835,8 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\x11transcript_digest\x18\x04 \x01(\fR\x10transcriptDigest\x129\n" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
-	"\apending\x18\x06 \x01(\v2\x1f.agentd.continuation.v1.PendingR\apending\"\x8c\x02\n" +
+	"\apending\x18\x06 \x01(\v2\x1f.agentd.continuation.v1.PendingR\apending\x12(\n" +
+	"\x06grants\x18\a \x03(\v2\x10.agentd.v1.GrantR\x06grants\"\x8c\x02\n" +
 	"\aPending\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x03R\x04turn\x12 \n" +
@@ -915,36 +926,38 @@ var file_agentd_continuation_v1_continuation_proto_goTypes = []any{
 	(*InputAnswer)(nil),           // 8: agentd.continuation.v1.InputAnswer
 	nil,                           // 9: agentd.continuation.v1.InputAnswer.MetadataEntry
 	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*v1.Message)(nil),            // 11: agentd.v1.Message
-	(*v1.ToolCallPart)(nil),       // 12: agentd.v1.ToolCallPart
-	(*v1.MediaPart)(nil),          // 13: agentd.v1.MediaPart
-	(*v1.Usage)(nil),              // 14: agentd.v1.Usage
-	(*v1.ApprovalRequested)(nil),  // 15: agentd.v1.ApprovalRequested
-	(*v1.InputAck)(nil),           // 16: agentd.v1.InputAck
+	(*v1.Grant)(nil),              // 11: agentd.v1.Grant
+	(*v1.Message)(nil),            // 12: agentd.v1.Message
+	(*v1.ToolCallPart)(nil),       // 13: agentd.v1.ToolCallPart
+	(*v1.MediaPart)(nil),          // 14: agentd.v1.MediaPart
+	(*v1.Usage)(nil),              // 15: agentd.v1.Usage
+	(*v1.ApprovalRequested)(nil),  // 16: agentd.v1.ApprovalRequested
+	(*v1.InputAck)(nil),           // 17: agentd.v1.InputAck
 }
 var file_agentd_continuation_v1_continuation_proto_depIdxs = []int32{
 	10, // 0: agentd.continuation.v1.Continuation.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: agentd.continuation.v1.Continuation.pending:type_name -> agentd.continuation.v1.Pending
-	11, // 2: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
-	4,  // 3: agentd.continuation.v1.Pending.calls:type_name -> agentd.continuation.v1.PendingCall
-	6,  // 4: agentd.continuation.v1.Pending.steers:type_name -> agentd.continuation.v1.Steer
-	12, // 5: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
-	0,  // 6: agentd.continuation.v1.PendingCall.state:type_name -> agentd.continuation.v1.CallState
-	5,  // 7: agentd.continuation.v1.PendingCall.result:type_name -> agentd.continuation.v1.ToolOutput
-	13, // 8: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
-	11, // 9: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
-	11, // 10: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
-	14, // 11: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
-	10, // 12: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
-	15, // 13: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	1,  // 14: agentd.continuation.v1.RunCheckpoint.rpc:type_name -> agentd.continuation.v1.Rpc
-	16, // 15: agentd.continuation.v1.InputAnswer.ack:type_name -> agentd.v1.InputAck
-	9,  // 16: agentd.continuation.v1.InputAnswer.metadata:type_name -> agentd.continuation.v1.InputAnswer.MetadataEntry
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	11, // 2: agentd.continuation.v1.Continuation.grants:type_name -> agentd.v1.Grant
+	12, // 3: agentd.continuation.v1.Pending.message:type_name -> agentd.v1.Message
+	4,  // 4: agentd.continuation.v1.Pending.calls:type_name -> agentd.continuation.v1.PendingCall
+	6,  // 5: agentd.continuation.v1.Pending.steers:type_name -> agentd.continuation.v1.Steer
+	13, // 6: agentd.continuation.v1.PendingCall.call:type_name -> agentd.v1.ToolCallPart
+	0,  // 7: agentd.continuation.v1.PendingCall.state:type_name -> agentd.continuation.v1.CallState
+	5,  // 8: agentd.continuation.v1.PendingCall.result:type_name -> agentd.continuation.v1.ToolOutput
+	14, // 9: agentd.continuation.v1.ToolOutput.media:type_name -> agentd.v1.MediaPart
+	12, // 10: agentd.continuation.v1.Steer.message:type_name -> agentd.v1.Message
+	12, // 11: agentd.continuation.v1.RunCheckpoint.messages:type_name -> agentd.v1.Message
+	15, // 12: agentd.continuation.v1.RunCheckpoint.usage:type_name -> agentd.v1.Usage
+	10, // 13: agentd.continuation.v1.RunCheckpoint.parked_at:type_name -> google.protobuf.Timestamp
+	16, // 14: agentd.continuation.v1.RunCheckpoint.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	1,  // 15: agentd.continuation.v1.RunCheckpoint.rpc:type_name -> agentd.continuation.v1.Rpc
+	17, // 16: agentd.continuation.v1.InputAnswer.ack:type_name -> agentd.v1.InputAck
+	9,  // 17: agentd.continuation.v1.InputAnswer.metadata:type_name -> agentd.continuation.v1.InputAnswer.MetadataEntry
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentd_continuation_v1_continuation_proto_init() }

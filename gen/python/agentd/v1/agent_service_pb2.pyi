@@ -101,6 +101,28 @@ class GetThreadResponse(_message.Message):
     thread: Thread
     def __init__(self, thread: _Optional[_Union[Thread, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class Grant(_message.Message):
+    __slots__ = ["agent", "any_arguments", "approval_id", "arguments_json", "created_at", "grant_id", "run_id", "scope", "tool_name"]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    ANY_ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    agent: str
+    any_arguments: bool
+    approval_id: str
+    arguments_json: str
+    created_at: _timestamp_pb2.Timestamp
+    grant_id: str
+    run_id: str
+    scope: _run_pb2.ApprovalScope
+    tool_name: str
+    def __init__(self, grant_id: _Optional[str] = ..., scope: _Optional[_Union[_run_pb2.ApprovalScope, str]] = ..., agent: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., any_arguments: bool = ..., run_id: _Optional[str] = ..., approval_id: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class ListAgentsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -126,6 +148,18 @@ class ListThreadsResponse(_message.Message):
     next_page_token: str
     threads: _containers.RepeatedCompositeFieldContainer[Thread]
     def __init__(self, threads: _Optional[_Iterable[_Union[Thread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RevokeGrantRequest(_message.Message):
+    __slots__ = ["grant_id", "thread_id"]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., grant_id: _Optional[str] = ...) -> None: ...
+
+class RevokeGrantResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class RunRequest(_message.Message):
     __slots__ = ["approval_decision", "attach", "cancel", "client_seq", "ping", "start", "steer", "tool_result"]
@@ -190,20 +224,22 @@ class StartRunResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[_events_pb2.RunEvent, _Mapping]] = ...) -> None: ...
 
 class Thread(_message.Message):
-    __slots__ = ["active_run_id", "agent", "created_at", "message_count", "thread_id", "updated_at"]
+    __slots__ = ["active_run_id", "agent", "created_at", "grants", "message_count", "thread_id", "updated_at"]
     ACTIVE_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     active_run_id: str
     agent: str
     created_at: _timestamp_pb2.Timestamp
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
     message_count: int
     thread_id: str
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., message_count: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., active_run_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., message_count: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., active_run_id: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
 
 class ToolInfo(_message.Message):
     __slots__ = ["approval", "completes_run", "enabled", "parallel", "requires_approval", "source", "spec", "timeout"]

@@ -107,6 +107,8 @@ class AgentServiceStub(object):
     - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
     holds the id.
+    - GRANT_NOT_FOUND — (NOT_FOUND) the thread has no grant of that id;
+    ErrorInfo.metadata["grant_id"] holds the id.
     - THREAD_BUSY — (ABORTED) the thread has an active run;
     ErrorInfo.metadata["active_run_id"] names it.
     - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
@@ -172,6 +174,11 @@ class AgentServiceStub(object):
                 '/agentd.v1.AgentService/DeleteThread',
                 request_serializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadResponse.FromString,
+                )
+        self.RevokeGrant = channel.unary_unary(
+                '/agentd.v1.AgentService/RevokeGrant',
+                request_serializer=agentd_dot_v1_dot_agent__service__pb2.RevokeGrantRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_agent__service__pb2.RevokeGrantResponse.FromString,
                 )
 
 
@@ -277,6 +284,8 @@ class AgentServiceServicer(object):
     - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
     holds the id.
+    - GRANT_NOT_FOUND — (NOT_FOUND) the thread has no grant of that id;
+    ErrorInfo.metadata["grant_id"] holds the id.
     - THREAD_BUSY — (ABORTED) the thread has an active run;
     ErrorInfo.metadata["active_run_id"] names it.
     - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
@@ -381,6 +390,15 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevokeGrant(self, request, context):
+        """RevokeGrant revokes a grant of a thread (GetThread lists them): the
+        thread's later calls it would have approved are asked again. An unknown
+        grant is refused with NOT_FOUND (GRANT_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -428,6 +446,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.DeleteThread,
                     request_deserializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_agent__service__pb2.DeleteThreadResponse.SerializeToString,
+            ),
+            'RevokeGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeGrant,
+                    request_deserializer=agentd_dot_v1_dot_agent__service__pb2.RevokeGrantRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_agent__service__pb2.RevokeGrantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -538,6 +561,8 @@ class AgentService(object):
     - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
     holds the id.
+    - GRANT_NOT_FOUND — (NOT_FOUND) the thread has no grant of that id;
+    ErrorInfo.metadata["grant_id"] holds the id.
     - THREAD_BUSY — (ABORTED) the thread has an active run;
     ErrorInfo.metadata["active_run_id"] names it.
     - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
@@ -703,5 +728,22 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/DeleteThread',
             agentd_dot_v1_dot_agent__service__pb2.DeleteThreadRequest.SerializeToString,
             agentd_dot_v1_dot_agent__service__pb2.DeleteThreadResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RevokeGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/RevokeGrant',
+            agentd_dot_v1_dot_agent__service__pb2.RevokeGrantRequest.SerializeToString,
+            agentd_dot_v1_dot_agent__service__pb2.RevokeGrantResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -10,6 +10,7 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DECIDED_BY_CLIENT: DecidedBy
+DECIDED_BY_GRANT: DecidedBy
 DECIDED_BY_HOOK: DecidedBy
 DECIDED_BY_POLICY: DecidedBy
 DECIDED_BY_RUN_END: DecidedBy
@@ -42,7 +43,9 @@ RUN_STATE_UNSPECIFIED: RunState
 RUN_STATE_WAITING: RunState
 
 class ApprovalRequested(_message.Message):
-    __slots__ = ["approval_id", "arguments_json", "editable", "expires_at", "reason", "tool_call_id", "tool_name"]
+    __slots__ = ["allowed_scopes", "any_arguments", "approval_id", "arguments_json", "editable", "expires_at", "reason", "tool_call_id", "tool_name"]
+    ALLOWED_SCOPES_FIELD_NUMBER: _ClassVar[int]
+    ANY_ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     EDITABLE_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +53,8 @@ class ApprovalRequested(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    allowed_scopes: _containers.RepeatedScalarFieldContainer[_run_pb2.ApprovalScope]
+    any_arguments: bool
     approval_id: str
     arguments_json: str
     editable: bool
@@ -57,23 +62,27 @@ class ApprovalRequested(_message.Message):
     reason: str
     tool_call_id: str
     tool_name: str
-    def __init__(self, approval_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., editable: bool = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, approval_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., editable: bool = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., allowed_scopes: _Optional[_Iterable[_Union[_run_pb2.ApprovalScope, str]]] = ..., any_arguments: bool = ...) -> None: ...
 
 class ApprovalResolved(_message.Message):
-    __slots__ = ["approval_id", "arguments_json", "decided_by", "outcome", "reason", "tool_call_id"]
+    __slots__ = ["approval_id", "arguments_json", "decided_by", "grant_id", "outcome", "reason", "scope", "tool_call_id"]
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     approval_id: str
     arguments_json: str
     decided_by: DecidedBy
+    grant_id: str
     outcome: _run_pb2.ApprovalOutcome
     reason: str
+    scope: _run_pb2.ApprovalScope
     tool_call_id: str
-    def __init__(self, approval_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., outcome: _Optional[_Union[_run_pb2.ApprovalOutcome, str]] = ..., decided_by: _Optional[_Union[DecidedBy, str]] = ..., arguments_json: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, approval_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., outcome: _Optional[_Union[_run_pb2.ApprovalOutcome, str]] = ..., decided_by: _Optional[_Union[DecidedBy, str]] = ..., arguments_json: _Optional[str] = ..., reason: _Optional[str] = ..., grant_id: _Optional[str] = ..., scope: _Optional[_Union[_run_pb2.ApprovalScope, str]] = ...) -> None: ...
 
 class Attached(_message.Message):
     __slots__ = ["agent", "attachment_id", "last_seq", "oldest_seq", "pending_approvals", "pending_client_tool_call_ids", "request_id", "state", "thread_id", "usage"]

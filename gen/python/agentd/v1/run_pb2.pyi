@@ -17,6 +17,10 @@ APPROVAL_POLICY_AUTO_APPROVE: ApprovalPolicy
 APPROVAL_POLICY_AUTO_DENY: ApprovalPolicy
 APPROVAL_POLICY_INTERRUPT: ApprovalPolicy
 APPROVAL_POLICY_UNSPECIFIED: ApprovalPolicy
+APPROVAL_SCOPE_ONCE: ApprovalScope
+APPROVAL_SCOPE_RUN: ApprovalScope
+APPROVAL_SCOPE_THREAD: ApprovalScope
+APPROVAL_SCOPE_UNSPECIFIED: ApprovalScope
 DESCRIPTOR: _descriptor.FileDescriptor
 HISTORY_CLIENT: History
 HISTORY_THREAD: History
@@ -32,16 +36,18 @@ STEER_MODE_NEXT_STEP: SteerMode
 STEER_MODE_UNSPECIFIED: SteerMode
 
 class ApprovalDecision(_message.Message):
-    __slots__ = ["approval_id", "edited_arguments", "outcome", "reason"]
+    __slots__ = ["approval_id", "edited_arguments", "outcome", "reason", "scope"]
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     EDITED_ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     approval_id: str
     edited_arguments: _struct_pb2.Value
     outcome: ApprovalOutcome
     reason: str
-    def __init__(self, approval_id: _Optional[str] = ..., outcome: _Optional[_Union[ApprovalOutcome, str]] = ..., edited_arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+    scope: ApprovalScope
+    def __init__(self, approval_id: _Optional[str] = ..., outcome: _Optional[_Union[ApprovalOutcome, str]] = ..., edited_arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., reason: _Optional[str] = ..., scope: _Optional[_Union[ApprovalScope, str]] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ["reason"]
@@ -143,6 +149,9 @@ class OnDisconnect(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ApprovalPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ApprovalScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ApprovalOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

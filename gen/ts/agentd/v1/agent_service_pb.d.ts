@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ApprovalDecision, Cancel, Ping, RunSpec, Steer, ToolResult } from "./run_pb.js";
+import type { ApprovalDecision, ApprovalScope, Cancel, Ping, RunSpec, Steer, ToolResult } from "./run_pb.js";
 import type { InputAck, RunEvent, RunFinished } from "./events_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message as Message$1, ToolSpec } from "./transcript_pb.js";
@@ -452,6 +452,13 @@ export declare type Thread = Message<"agentd.v1.Thread"> & {
    * @generated from field: string active_run_id = 6;
    */
   activeRunId: string;
+
+  /**
+   * Its grants (approvals of scope THREAD), oldest first; GetThread only.
+   *
+   * @generated from field: repeated agentd.v1.Grant grants = 7;
+   */
+  grants: Grant[];
 };
 
 /**
@@ -459,6 +466,124 @@ export declare type Thread = Message<"agentd.v1.Thread"> & {
  * Use `create(ThreadSchema)` to create a new message.
  */
 export declare const ThreadSchema: GenMessage<Thread>;
+
+/**
+ * Grant is an approval that reaches past its call (ApprovalDecision.scope):
+ * later calls of its tool are approved without asking, decided_by GRANT.
+ *
+ * @generated from message agentd.v1.Grant
+ */
+export declare type Grant = Message<"agentd.v1.Grant"> & {
+  /**
+   * Id of the grant ("grant_…").
+   *
+   * @generated from field: string grant_id = 1;
+   */
+  grantId: string;
+
+  /**
+   * APPROVAL_SCOPE_RUN or APPROVAL_SCOPE_THREAD.
+   *
+   * @generated from field: agentd.v1.ApprovalScope scope = 2;
+   */
+  scope: ApprovalScope;
+
+  /**
+   * The agent whose calls it approves.
+   *
+   * @generated from field: string agent = 3;
+   */
+  agent: string;
+
+  /**
+   * The tool whose calls it approves.
+   *
+   * @generated from field: string tool_name = 4;
+   */
+  toolName: string;
+
+  /**
+   * The arguments it approves, byte for byte; empty with any_arguments.
+   *
+   * @generated from field: string arguments_json = 5;
+   */
+  argumentsJson: string;
+
+  /**
+   * It approves the tool's calls whatever their arguments.
+   *
+   * @generated from field: bool any_arguments = 6;
+   */
+  anyArguments: boolean;
+
+  /**
+   * The run and the approval whose decision made it.
+   *
+   * @generated from field: string run_id = 7;
+   */
+  runId: string;
+
+  /**
+   * The approval whose decision made it.
+   *
+   * @generated from field: string approval_id = 8;
+   */
+  approvalId: string;
+
+  /**
+   * When it was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.Grant.
+ * Use `create(GrantSchema)` to create a new message.
+ */
+export declare const GrantSchema: GenMessage<Grant>;
+
+/**
+ * RevokeGrantRequest names a grant of a thread.
+ *
+ * @generated from message agentd.v1.RevokeGrantRequest
+ */
+export declare type RevokeGrantRequest = Message<"agentd.v1.RevokeGrantRequest"> & {
+  /**
+   * Id of the thread.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * Id of the grant.
+   *
+   * @generated from field: string grant_id = 2;
+   */
+  grantId: string;
+};
+
+/**
+ * Describes the message agentd.v1.RevokeGrantRequest.
+ * Use `create(RevokeGrantRequestSchema)` to create a new message.
+ */
+export declare const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest>;
+
+/**
+ * RevokeGrantResponse says the grant is revoked.
+ *
+ * @generated from message agentd.v1.RevokeGrantResponse
+ */
+export declare type RevokeGrantResponse = Message<"agentd.v1.RevokeGrantResponse"> & {
+};
+
+/**
+ * Describes the message agentd.v1.RevokeGrantResponse.
+ * Use `create(RevokeGrantResponseSchema)` to create a new message.
+ */
+export declare const RevokeGrantResponseSchema: GenMessage<RevokeGrantResponse>;
 
 /**
  * GetThreadRequest asks for a thread and a page of its messages.
@@ -925,6 +1050,8 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  *   - THREAD_NOT_FOUND — (NOT_FOUND) the thread does not exist, no longer
  *     does, or belongs to another caller; ErrorInfo.metadata["thread_id"]
  *     holds the id.
+ *   - GRANT_NOT_FOUND — (NOT_FOUND) the thread has no grant of that id;
+ *     ErrorInfo.metadata["grant_id"] holds the id.
  *   - THREAD_BUSY — (ABORTED) the thread has an active run;
  *     ErrorInfo.metadata["active_run_id"] names it.
  *   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
@@ -1057,6 +1184,18 @@ export declare const AgentService: GenService<{
     methodKind: "unary";
     input: typeof DeleteThreadRequestSchema;
     output: typeof DeleteThreadResponseSchema;
+  },
+  /**
+   * RevokeGrant revokes a grant of a thread (GetThread lists them): the
+   * thread's later calls it would have approved are asked again. An unknown
+   * grant is refused with NOT_FOUND (GRANT_NOT_FOUND).
+   *
+   * @generated from rpc agentd.v1.AgentService.RevokeGrant
+   */
+  revokeGrant: {
+    methodKind: "unary";
+    input: typeof RevokeGrantRequestSchema;
+    output: typeof RevokeGrantResponseSchema;
   },
 }>;
 

@@ -6,7 +6,7 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import type { Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import type { Executor, MediaPart, Message as Message$1, Role, Usage } from "./transcript_pb.js";
-import type { ApprovalOutcome } from "./run_pb.js";
+import type { ApprovalOutcome, ApprovalScope } from "./run_pb.js";
 
 /**
  * Describes the file agentd/v1/events.proto.
@@ -789,6 +789,24 @@ export declare type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> &
    * @generated from field: string reason = 7;
    */
   reason: string;
+
+  /**
+   * The scopes a decision may give (ApprovalDecision.scope), as the agent's
+   * policy allows for the tool: ONCE always, RUN and THREAD unless forbidden;
+   * none wider for a tool whose every call needs an explicit decision.
+   *
+   * @generated from field: repeated agentd.v1.ApprovalScope allowed_scopes = 8;
+   */
+  allowedScopes: ApprovalScope[];
+
+  /**
+   * Whether a grant made by the decision approves the tool's later calls
+   * whatever their arguments (the agent marks the tool so); otherwise only
+   * calls with these arguments_json, byte for byte.
+   *
+   * @generated from field: bool any_arguments = 9;
+   */
+  anyArguments: boolean;
 };
 
 /**
@@ -845,6 +863,21 @@ export declare type ApprovalResolved = Message<"agentd.v1.ApprovalResolved"> & {
    * @generated from field: string reason = 6;
    */
   reason: string;
+
+  /**
+   * With decided_by GRANT, the grant that approved the call; with a client's
+   * decision of scope RUN or THREAD, the grant it made.
+   *
+   * @generated from field: string grant_id = 7;
+   */
+  grantId: string;
+
+  /**
+   * The scope of the client's decision; unset for any other decider.
+   *
+   * @generated from field: agentd.v1.ApprovalScope scope = 8;
+   */
+  scope: ApprovalScope;
 };
 
 /**
@@ -1154,6 +1187,8 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
    *     convert to JSON, or do not match the tool's schema.
    *   - UNKNOWN_APPROVAL — no approval of that id is open in the run.
    *   - ALREADY_DECIDED — the approval already took a decision.
+   *   - SCOPE_NOT_ALLOWED — the decision's scope is not among the request's
+   *     allowed_scopes.
    *   - APPROVAL_CLOSED — the approval is no longer open: it expired, the
    *     run's approval policy or a hook decided it, or the run parked.
    *   - INVALID_STEER — the steer sets both message and text, or neither, or
@@ -1573,6 +1608,13 @@ export enum DecidedBy {
    * @generated from enum value: DECIDED_BY_RUN_END = 5;
    */
   RUN_END = 5,
+
+  /**
+   * A grant an earlier approval made (ApprovalResolved.grant_id names it).
+   *
+   * @generated from enum value: DECIDED_BY_GRANT = 6;
+   */
+  GRANT = 6,
 }
 
 /**

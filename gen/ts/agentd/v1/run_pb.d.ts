@@ -274,6 +274,20 @@ export declare type ApprovalDecision = Message<"agentd.v1.ApprovalDecision"> & {
    * @generated from field: string reason = 4;
    */
   reason: string;
+
+  /**
+   * With APPROVED, how far the approval reaches: the call alone (ONCE, the
+   * default), or, as a grant, the later calls of the same tool with the same
+   * arguments (any arguments where approval_requested says any_arguments) in
+   * this run (RUN) or in every run of its thread (THREAD). Only the scopes
+   * approval_requested.allowed_scopes lists are taken; another is refused in
+   * the ack (SCOPE_NOT_ALLOWED). A grant never approves a call of a tool
+   * whose every call needs an explicit decision, and is revoked with
+   * RevokeGrant (THREAD) or ends with its run (RUN).
+   *
+   * @generated from field: agentd.v1.ApprovalScope scope = 5;
+   */
+  scope: ApprovalScope;
 };
 
 /**
@@ -584,6 +598,46 @@ export enum ApprovalPolicy {
  * Describes the enum agentd.v1.ApprovalPolicy.
  */
 export declare const ApprovalPolicySchema: GenEnum<ApprovalPolicy>;
+
+/**
+ * ApprovalScope is how far an approval reaches.
+ *
+ * @generated from enum agentd.v1.ApprovalScope
+ */
+export enum ApprovalScope {
+  /**
+   * Not set: ONCE.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The call alone.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_ONCE = 1;
+   */
+  ONCE = 1,
+
+  /**
+   * The run's later calls of the tool (with the same arguments, unless any).
+   *
+   * @generated from enum value: APPROVAL_SCOPE_RUN = 2;
+   */
+  RUN = 2,
+
+  /**
+   * The later calls of the tool in every run of the thread.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_THREAD = 3;
+   */
+  THREAD = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.ApprovalScope.
+ */
+export declare const ApprovalScopeSchema: GenEnum<ApprovalScope>;
 
 /**
  * ApprovalOutcome is how an approval request ended.
