@@ -471,3 +471,41 @@ func TestFleet_DrainHandsRunsOver(t *testing.T) {
 		t.Errorf("the run took %v to finish on b", took)
 	}
 }
+
+// A cancel sent to the replica that does not run the run reaches the one that does,
+// through the store: the run ends CANCELLED at once, and the sender gets its ack.
+func TestFleet_CancelFromTheOtherReplica(t *testing.T) {
+	model := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("thinking")}, Block: true}}}
+	f := newFleet(t, model, runtime.Policy{})
+	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runID string
+	for runID == "" {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetEvent().GetTextDelta() != nil {
+			runID = resp.GetEvent().GetRunId()
+		}
+	}
+	start := time.Now()
+	resp, err := f.b.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{
+		RunId: runID, ClientKey: "stop", Input: &agentdv1.SendRunInputRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "enough"}},
+	})
+	if err != nil || !resp.GetAck().GetAccepted() {
+		t.Fatalf("cancel on b: %v, %v", resp, err)
+	}
+	evs := readRun(t, f.b.Client, runID, 0)
+	took := time.Since(start)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED {
+		t.Fatalf("run_finished = %v, want CANCELLED", rf)
+	}
+	t.Logf("cancelled through the other replica in %v", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("the cancel took %v to end the run", took)
+	}
+}
