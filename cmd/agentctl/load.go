@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -92,6 +93,7 @@ type loadSummary struct {
 	Cut           int              `json:"cut"`             // runs going when the load ended, not counted
 	RunsPerSec    float64          `json:"runs_per_second"` // completed runs per second
 	Deltas        int64            `json:"deltas"`          // deltas of completed runs
+	CutDeltas     int64            `json:"cut_deltas"`      // deltas of the runs cut at the end
 	DeltasPerRun  float64          `json:"deltas_per_run"`
 	DeltasPerSec  float64          `json:"deltas_per_second"`
 	Approvals     int64            `json:"approvals"`
@@ -100,6 +102,28 @@ type loadSummary struct {
 	Errors        map[string]int   `json:"errors"`
 	ServerRSS     *loadRSS         `json:"server_rss,omitempty"`
 	ServerRSSNote string           `json:"server_rss_error,omitempty"`
+	// CPU is the CPU time used while the load ran: agentctl's, and, with --server-pid,
+	// the server's.
+	CPU *loadCPU `json:"cpu,omitempty"`
+}
+
+// loadCPU is the CPU time the load cost, and what it bought. The work of runs cut at
+// the end counts, their runs do not: a short load overstates the cost per run (with N
+// streams, up to N runs' worth); the figures per delta count the cut runs' deltas too.
+type loadCPU struct {
+	ClientSeconds float64 `json:"client_seconds"`
+	ServerSeconds float64 `json:"server_seconds,omitempty"`
+	// PerRunMS is the CPU per completed run, server and client together; ServerPerRunMS
+	// the server's alone.
+	PerRunMS       float64 `json:"per_run_ms"`
+	ServerPerRunMS float64 `json:"server_per_run_ms,omitempty"`
+	// DeltasPerCPUSecond counts the deltas of completed runs per CPU-second of server and
+	// client together; ServerMicrosPerDelta is the server's CPU per delta.
+	DeltasPerCPUSecond   float64 `json:"deltas_per_cpu_second"`
+	ServerMicrosPerDelta float64 `json:"server_us_per_delta,omitempty"`
+	// ServerRSSPerStreamKiB is the server's peak RSS above its RSS at the start, per
+	// stream of the load.
+	ServerRSSPerStreamKiB float64 `json:"server_rss_per_stream_kib,omitempty"`
 }
 
 // loadPercentiles are latencies in milliseconds.
@@ -140,9 +164,12 @@ func runLoad(ctx context.Context, client agentdv1.AgentServiceClient, cfg loadCo
 	context.AfterFunc(ctx, stop)
 
 	var rss *rssSampler
+	serverCPU0, serverCPUErr := time.Duration(0), error(nil)
 	if cfg.serverPID > 0 {
 		rss = startRSSSampler(cfg.serverPID, time.Second)
+		serverCPU0, serverCPUErr = processCPU(cfg.serverPID)
 	}
+	clientCPU0 := selfCPU()
 
 	timer := time.AfterFunc(cfg.duration, stop)
 	defer timer.Stop()
@@ -196,6 +223,14 @@ wait:
 	}
 	stop()
 
+	clientCPU := selfCPU() - clientCPU0
+	var serverCPU time.Duration
+	if cfg.serverPID > 0 && serverCPUErr == nil {
+		var end time.Duration
+		if end, serverCPUErr = processCPU(cfg.serverPID); serverCPUErr == nil {
+			serverCPU = end - serverCPU0
+		}
+	}
 	sum := summarize(cfg, outcomes, elapsed)
 	sum.Interrupted = interrupted
 	if rss != nil {
@@ -205,6 +240,7 @@ wait:
 			sum.ServerRSSNote = err.Error()
 		}
 	}
+	sum.CPU = cpuSummary(sum, clientCPU, serverCPU)
 	if cfg.json {
 		b, _ := json.MarshalIndent(sum, "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
@@ -229,7 +265,7 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 	defer context.AfterFunc(stop, cancel)()
 	defer func() {
 		if o.err != "" && stop.Err() != nil && ctx.Err() != nil {
-			o = loadOutcome{cut: true}
+			o = loadOutcome{cut: true, deltas: o.deltas} // its deltas cost CPU all the same
 		}
 	}()
 
@@ -325,6 +361,7 @@ func summarize(cfg loadConfig, outcomes [][]loadOutcome, elapsed time.Duration) 
 			switch {
 			case o.cut:
 				sum.Cut++
+				sum.CutDeltas += int64(o.deltas)
 				continue
 			case o.err != "":
 				sum.Failed++
@@ -420,9 +457,74 @@ func printSummary(w io.Writer, s loadSummary) {
 	if s.ServerRSSNote != "" {
 		fmt.Fprintf(w, "server RSS:  %s\n", s.ServerRSSNote)
 	}
+	if c := s.CPU; c != nil {
+		if c.ServerSeconds > 0 {
+			fmt.Fprintf(w, "CPU:         server %.2fs, agentctl %.2fs: %.2f ms per run (server %.2f ms), %.0f deltas per CPU-second, server %.2f µs per delta\n",
+				c.ServerSeconds, c.ClientSeconds, c.PerRunMS, c.ServerPerRunMS, c.DeltasPerCPUSecond, c.ServerMicrosPerDelta)
+		} else {
+			fmt.Fprintf(w, "CPU:         agentctl %.2fs: %.2f ms per run (with --server-pid, the server's too)\n", c.ClientSeconds, c.PerRunMS)
+		}
+		if c.ServerRSSPerStreamKiB != 0 {
+			fmt.Fprintf(w, "server RSS:  %.1f KiB per stream above the start\n", c.ServerRSSPerStreamKiB)
+		}
+	}
 }
 
 func kib(k int64) string { return fmt.Sprintf("%.1f MiB", float64(k)/1024) }
+
+// cpuSummary reduces the CPU times to what the load cost per run and per delta.
+func cpuSummary(sum loadSummary, client, server time.Duration) *loadCPU {
+	c := &loadCPU{ClientSeconds: client.Seconds(), ServerSeconds: server.Seconds()}
+	total := (client + server).Seconds()
+	if sum.Runs > 0 {
+		c.PerRunMS = total * 1000 / float64(sum.Runs)
+		c.ServerPerRunMS = server.Seconds() * 1000 / float64(sum.Runs)
+	}
+	deltas := sum.Deltas + sum.CutDeltas
+	if total > 0 {
+		c.DeltasPerCPUSecond = float64(deltas) / total
+	}
+	if deltas > 0 {
+		c.ServerMicrosPerDelta = server.Seconds() * 1e6 / float64(deltas)
+	}
+	if r := sum.ServerRSS; r != nil && sum.Concurrency > 0 {
+		c.ServerRSSPerStreamKiB = float64(r.PeakKiB-r.StartKiB) / float64(sum.Concurrency)
+	}
+	return c
+}
+
+// selfCPU returns the CPU time agentctl has used, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// processCPU returns the CPU time process pid has used, user and system, from
+// /proc/pid/stat (Linux).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("--server-pid %d: %w", pid, err)
+	}
+	// The fields after the command, which is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("--server-pid %d: /proc/%d/stat has no CPU times", pid, pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14 of the line
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("--server-pid %d: /proc/%d/stat: %w", pid, pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
 
 // rssSampler samples a process's VmRSS on a ticker.
 type rssSampler struct {

@@ -237,3 +237,40 @@ func TestLoadFlags(t *testing.T) {
 		}
 	}
 }
+
+// processCPU reads a process's CPU time from /proc: this test's own, which grows as it
+// burns CPU, and agrees with getrusage.
+func TestProcessCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here")
+	}
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self0 := selfCPU()
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	after, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	burned, self := after-before, selfCPU()-self0
+	if burned < 100*time.Millisecond || burned > self+50*time.Millisecond {
+		t.Errorf("/proc says %v of CPU for a 300 ms spin, getrusage %v", burned, self)
+	}
+	if _, err := processCPU(0); err == nil {
+		t.Error("processCPU(0) read something")
+	}
+}
+
+// cpuSummary divides the CPU by the runs and deltas the load completed, and the peak RSS
+// above the start by its streams.
+func TestCPUSummary(t *testing.T) {
+	sum := loadSummary{Concurrency: 10, Runs: 100, Deltas: 9000, CutDeltas: 1000, ServerRSS: &loadRSS{StartKiB: 1000, PeakKiB: 1640}}
+	c := cpuSummary(sum, time.Second, 3*time.Second)
+	want := loadCPU{ClientSeconds: 1, ServerSeconds: 3, PerRunMS: 40, ServerPerRunMS: 30, DeltasPerCPUSecond: 2500, ServerMicrosPerDelta: 300, ServerRSSPerStreamKiB: 64}
+	if *c != want {
+		t.Errorf("cpuSummary = %+v, want %+v", *c, want)
+	}
+}
