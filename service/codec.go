@@ -69,7 +69,39 @@ var agentdPackage = agentdv1.File_agentd_v1_agent_service_proto.Package()
 
 func (c utf8Codec) Name() string { return c.std.Name() }
 
-func (c utf8Codec) Marshal(v any) (mem.BufferSlice, error) { return c.std.Marshal(v) }
+// Marshal is gRPC's, except for a response that carries a journal frame (sendFrame):
+// its encoding is the frame itself, which goes out as it is, neither copied nor
+// marshaled again.
+func (c utf8Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if f := frameOf(v); f != nil {
+		return mem.BufferSlice{mem.SliceBuffer(f)}, nil
+	}
+	return c.std.Marshal(v)
+}
+
+// frameOf returns the frame a response carries as its only content (sendFrame): nil for
+// any other message. A frame is never changed once journaled, so the transport may
+// hold it as long as it needs.
+func frameOf(v any) []byte {
+	var m interface {
+		proto.Message
+		GetEvent() *agentdv1.RunEvent
+	}
+	switch r := v.(type) {
+	case *agentdv1.RunResponse:
+		m = r
+	case *agentdv1.StartRunResponse:
+		m = r
+	case *agentdv1.AttachRunResponse:
+		m = r
+	default:
+		return nil
+	}
+	if m.GetEvent() != nil {
+		return nil
+	}
+	return m.ProtoReflect().GetUnknown()
+}
 
 func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.std.Unmarshal(data, v)

@@ -427,3 +427,39 @@ func BenchmarkCodecUnmarshal(b *testing.B) {
 		})
 	}
 }
+
+// A response that carries a journal frame as its only content marshals to the frame
+// itself, not a copy: the bytes every stream of the run sends are the journal's. Any
+// other message marshals as gRPC's codec does.
+func TestCodec_FrameGoesOutAsItIs(t *testing.T) {
+	ev := &agentdv1.RunEvent{Seq: 7, RunId: "run_x", Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{MessageId: "m", Delta: "hi"}}}
+	want, err := proto.Marshal(&agentdv1.AttachRunResponse{Event: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []proto.Message{&agentdv1.RunResponse{}, &agentdv1.StartRunResponse{}, &agentdv1.AttachRunResponse{}} {
+		frame := slices.Clone(want)
+		m.ProtoReflect().SetUnknown(frame)
+		bs, err := service.Codec().Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := bs.Materialize()
+		if !bytes.Equal(got, want) {
+			t.Errorf("%T marshals to %x, want %x", m, got, want)
+		}
+		if len(bs) != 1 || &bs[0].ReadOnlyData()[0] != &frame[0] {
+			t.Errorf("%T: the frame was copied", m)
+		}
+		// Decoded, it is the event.
+		back := &agentdv1.AttachRunResponse{}
+		if err := proto.Unmarshal(got, back); err != nil || !proto.Equal(back.GetEvent(), ev) {
+			t.Errorf("%T decodes to %v, %v", m, back, err)
+		}
+	}
+	// A response with its event set is marshaled as usual.
+	bs, err := service.Codec().Marshal(&agentdv1.RunResponse{Event: ev})
+	if err != nil || !bytes.Equal(bs.Materialize(), want) {
+		t.Errorf("a response with an event marshals to %x, %v; want %x", bs.Materialize(), err, want)
+	}
+}
