@@ -28,6 +28,7 @@ import (
 // run: it waits for the answer the run's holder stores, taking the run up itself when
 // no replica holds it.
 func (s *Server) relay(ctx context.Context, rec store.Run, key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
+	var finished time.Time // when the run was first seen finished
 	for {
 		in, err := s.store.GetInput(ctx, rec.ID, key)
 		if err != nil {
@@ -49,11 +50,15 @@ func (s *Server) relay(ctx context.Context, rec store.Run, key string, digest [s
 		switch {
 		case err == nil, errors.Is(err, store.ErrHeld), isMoved(err):
 		case errors.Is(err, store.ErrFinished):
-			// The run ended: the input may have been answered before it did.
-			if in, err := s.store.GetInput(ctx, rec.ID, key); err == nil && in.Answer != nil {
-				return decodeAnswer(in.Answer)
+			// The run ended, maybe for this very input (a cancel): its holder stores the
+			// answer as it acks, a moment after. An input it never took is refused.
+			if finished.IsZero() {
+				finished = time.Now()
 			}
-			return nil, finishedStatus(rec.ID)
+			if time.Since(finished) > relayAnswerWait {
+				wait.fire()
+				return nil, finishedStatus(rec.ID)
+			}
 		default:
 			wait.fire()
 			return nil, storeStatus(err)
@@ -67,8 +72,12 @@ func (s *Server) relay(ctx context.Context, rec store.Run, key string, digest [s
 }
 
 // relayPoll is how often a replica relaying an input looks for its answer when the
-// store says nothing of the run.
-const relayPoll = 500 * time.Millisecond
+// store says nothing of the run; relayAnswerWait how long it waits for the answer to an
+// input of a run that finished.
+const (
+	relayPoll       = 500 * time.Millisecond
+	relayAnswerWait = 2 * time.Second
+)
 
 // inputHere acts on SendRunInput's input of key for ss, a run this server runs, and
 // stores its answer.
