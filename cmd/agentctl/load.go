@@ -41,6 +41,7 @@ type loadConfig struct {
 	agent       string
 	serverPID   int // 0: no RSS sampling
 	json        bool
+	connections int // connections the streams are spread over
 }
 
 // loadFlagSet returns a flag set with the load flags, bound to l.
@@ -53,6 +54,7 @@ func loadFlagSet(l *loadConfig) *flag.FlagSet {
 	fs.StringVar(&l.agent, "agent", "", "`name` of the agent to run (default: the server's default agent)")
 	fs.IntVar(&l.serverPID, "server-pid", 0, "`pid` of agentd, on this machine: its VmRSS is sampled every second and reported (Linux)")
 	fs.BoolVar(&l.json, "json", false, "print the summary as one JSON object")
+	fs.IntVar(&l.connections, "connections", 1, "`number` of connections the streams are spread over, as many clients (or a mesh's sidecars) would be")
 	return fs
 }
 
@@ -66,6 +68,9 @@ func (l loadConfig) check() error {
 	}
 	if l.runs < 0 {
 		errs = append(errs, errors.New("--runs must not be negative"))
+	}
+	if l.connections < 1 || l.connections > l.concurrency {
+		errs = append(errs, errors.New("--connections must be at least 1 and at most --concurrency"))
 	}
 	if l.serverPID < 0 {
 		errs = append(errs, errors.New("--server-pid must not be negative"))
@@ -145,7 +150,7 @@ type loadRSS struct {
 // runLoad is `agentctl load`: cfg.concurrency workers each run the agent over and over on
 // their own Run stream, answering approvals, until cfg.duration passes, cfg.runs runs
 // have started, or Ctrl-C; then it prints the summary.
-func runLoad(ctx context.Context, client agentdv1.AgentServiceClient, cfg loadConfig, e env) int {
+func runLoad(ctx context.Context, clients []agentdv1.AgentServiceClient, cfg loadConfig, e env) int {
 	// stop ends the load: runs going then are cut. It is not ctx's own deadline (such as
 	// --max-time), so that a cut run is told from a failed one.
 	begin := time.Now()
@@ -183,7 +188,7 @@ func runLoad(ctx context.Context, client agentdv1.AgentServiceClient, cfg loadCo
 				if cfg.runs > 0 && started.Add(1) > int64(cfg.runs) {
 					return
 				}
-				o := loadRun(ctx, stopCtx, client, cfg)
+				o := loadRun(ctx, stopCtx, clients[w%len(clients)], cfg)
 				outcomes[w] = append(outcomes[w], o)
 				if o.err != "" && o.firstEvent == 0 {
 					// Refused outright: pause, rather than spin on the refusals.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -133,7 +134,7 @@ func TestLoadStopsOnTheClock(t *testing.T) {
 				const workers = 4
 				cfg := loadConfig{concurrency: workers, duration: tc.duration, input: defaultLoadInput, json: true}
 				start := time.Now()
-				code := runLoad(ctx, pacedClient{runTime: runTime}, cfg, env{stdout: &stdout, stderr: &stderr, interrupts: interrupts})
+				code := runLoad(ctx, []agentdv1.AgentServiceClient{pacedClient{runTime: runTime}}, cfg, env{stdout: &stdout, stderr: &stderr, interrupts: interrupts})
 				took := time.Since(start)
 				if code != tc.code {
 					t.Errorf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
@@ -216,11 +217,11 @@ func TestLoadNoServer(t *testing.T) {
 }
 
 func TestLoadFlags(t *testing.T) {
-	cmd, err := parseCommand([]string{"load", "--concurrency", "3", "--duration", "5s", "--runs", "9", "--input", "hi", "--agent", "a", "--server-pid", "42", "--json", "--plaintext"}, func(string) string { return "" })
+	cmd, err := parseCommand([]string{"load", "--concurrency", "3", "--duration", "5s", "--runs", "9", "--input", "hi", "--agent", "a", "--server-pid", "42", "--json", "--connections", "2", "--plaintext"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := loadConfig{concurrency: 3, duration: 5 * time.Second, runs: 9, input: "hi", agent: "a", serverPID: 42, json: true}
+	want := loadConfig{concurrency: 3, duration: 5 * time.Second, runs: 9, input: "hi", agent: "a", serverPID: 42, json: true, connections: 2}
 	if cmd.name != "load" || cmd.load == nil || *cmd.load != want || !cmd.conn.plaintext {
 		t.Errorf("parseCommand = %+v, load %+v; want load %+v", cmd, cmd.load, want)
 	}
@@ -228,10 +229,10 @@ func TestLoadFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (loadConfig{concurrency: 50, duration: 30 * time.Second, input: defaultLoadInput}); *cmd.load != want {
+	if want := (loadConfig{concurrency: 50, duration: 30 * time.Second, input: defaultLoadInput, connections: 1}); *cmd.load != want {
 		t.Errorf("defaults %+v, want %+v", *cmd.load, want)
 	}
-	for _, args := range [][]string{{"load", "--concurrency", "0"}, {"load", "--duration", "0s"}, {"load", "--runs", "-1"}, {"load", "prompt"}} {
+	for _, args := range [][]string{{"load", "--concurrency", "0"}, {"load", "--duration", "0s"}, {"load", "--runs", "-1"}, {"load", "prompt"}, {"load", "--connections", "0"}, {"load", "--concurrency", "2", "--connections", "3"}} {
 		if _, err := parseCommand(args, func(string) string { return "" }); err == nil {
 			t.Errorf("parseCommand(%q) took it", args)
 		}
@@ -273,4 +274,34 @@ func TestCPUSummary(t *testing.T) {
 	if *c != want {
 		t.Errorf("cpuSummary = %+v, want %+v", *c, want)
 	}
+}
+
+// countingClient counts the runs started through it.
+type countingClient struct {
+	pacedClient
+	n *atomic.Int64
+}
+
+func (c countingClient) Run(ctx context.Context, opts ...grpc.CallOption) (agentdv1.AgentService_RunClient, error) {
+	c.n.Add(1)
+	return c.pacedClient.Run(ctx, opts...)
+}
+
+// With --connections the streams are spread over that many connections, round robin.
+func TestLoadSpreadsOverConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var counts [3]atomic.Int64
+		clients := make([]agentdv1.AgentServiceClient, len(counts))
+		for i := range clients {
+			clients[i] = countingClient{pacedClient{runTime: 100 * time.Millisecond}, &counts[i]}
+		}
+		cfg := loadConfig{concurrency: 6, duration: time.Second, runs: 60, input: defaultLoadInput, json: true, connections: 3}
+		var stdout, stderr bytes.Buffer
+		runLoad(t.Context(), clients, cfg, env{stdout: &stdout, stderr: &stderr, interrupts: make(chan os.Signal)})
+		for i := range counts {
+			if n := counts[i].Load(); n < 15 || n > 25 {
+				t.Errorf("connection %d carried %d runs, want about a third of 60", i, n)
+			}
+		}
+	})
 }

@@ -183,7 +183,17 @@ func run(ctx context.Context, args []string, e env) int {
 	case "agents":
 		return listAgents(ctx, client, cmd.agentsJSON, e)
 	case "load":
-		return runLoad(ctx, client, *cmd.load, e)
+		clients := []agentdv1.AgentServiceClient{client}
+		for range cmd.load.connections - 1 {
+			c, closeC, err := dial(cmd.conn)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "agentctl: %v\n", err)
+				return exitUsage
+			}
+			defer closeC()
+			clients = append(clients, c)
+		}
+		return runLoad(ctx, clients, *cmd.load, e)
 	case "attach":
 		return runAttach(ctx, client, cmd.attach, e)
 	case "chat":
