@@ -229,12 +229,15 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 		msgs = msgs[:n]
 	}
 	usage := cp.GetUsage()
-	if seq := cp.GetSeq(); seq >= 2 && cp.GetStepMessages() == 0 {
-		// A checkpoint at a step's end follows its step_finished, which says whether
-		// that step was the run's last.
-		if fs, err := s.store.ReadEvents(ctx, ss.runID, seq-2, 1); err == nil && len(fs) == 1 {
-			if ev, err := eventOf(fs[0]); err == nil {
-				l.lastStep = ev.GetStepFinished()
+	if seq := cp.GetSeq(); seq >= 2 {
+		// A checkpoint at a step's end is its checkpoint event, which follows the step's
+		// step_finished: that says whether the step was the run's last. (A checkpoint
+		// taken as a step's calls start follows other events.)
+		if fs, err := s.store.ReadEvents(ctx, ss.runID, seq-2, 2); err == nil && len(fs) == 2 {
+			sf, err1 := eventOf(fs[0])
+			ck, err2 := eventOf(fs[1])
+			if err1 == nil && err2 == nil && ck.GetCheckpoint() != nil {
+				l.lastStep = sf.GetStepFinished()
 			}
 		}
 	}
@@ -316,7 +319,7 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 // did not fail, and was not interrupted) completes it. Nil for any other run.
 func (l *leftOver) completed(cp *continuationv1.RunCheckpoint) *agentdv1.RunFinished {
 	sf := l.lastStep
-	if sf == nil || l.step != "" || cp.GetStepMessages() != 0 {
+	if sf == nil || l.step != "" {
 		return nil
 	}
 	switch sf.GetFinishReason() {
