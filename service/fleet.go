@@ -41,9 +41,6 @@ func defaultReplica() string {
 	return cmp.Or(host, "agentd") + "-" + hex.EncodeToString(b)
 }
 
-// leaseLocked is the lease the run is held by.
-func (ss *session) leaseLocked() store.Lease { return ss.lease }
-
 // heldLease returns the run's lease.
 func (ss *session) heldLease() store.Lease {
 	ss.mu.Lock()
