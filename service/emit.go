@@ -231,6 +231,7 @@ func (ss *session) storeCheckpoint(continuation []byte, usage *agentdv1.Usage, a
 		Seq: ss.seq, History: int64(len(ss.historyMsgs)), Continuation: continuation, Usage: cmp.Or(usage, ss.usage), Rpc: rpcOf(ss.mode),
 		Messages:     append(append(append([]*agentdv1.Message(nil), ss.historyMsgs...), ss.priorNew...), added...),
 		StepMessages: int64(len(ss.historyMsgs) + len(ss.priorNew) + len(ss.newSoFar)),
+		StepInput:    int64(max(len(added)-len(ss.newSoFar), 0)),
 	}
 	ss.mu.Unlock()
 	b, err := proto.Marshal(cp)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -27,6 +29,12 @@ import (
 type cutStore struct {
 	store.Store
 	cut atomic.Bool
+	// trap, set, cuts the store off at the next checkpoint written to it, which fails:
+	// the replica is lost between journaling a step's end and storing its checkpoint.
+	trap atomic.Bool
+	// ackTrap, set, stores a run's events up to the first input_ack and cuts the store
+	// off before it answers: the write is in, the replica never hears so.
+	ackTrap atomic.Bool
 }
 
 var errCut = errors.New("cut off from the database")
@@ -44,10 +52,29 @@ func (c *cutStore) AppendEvents(ctx context.Context, b []store.Events) error {
 	if err := c.fail(); err != nil {
 		return err
 	}
+	if c.ackTrap.Load() {
+		for _, e := range b {
+			for j, f := range e.Frames {
+				resp := &agentdv1.RunResponse{}
+				if proto.Unmarshal(f, resp) == nil && resp.GetEvent().GetInputAck() != nil {
+					// Committed, and the replica cut off before it heard so.
+					e.Frames = e.Frames[:j+1]
+					if err := c.Store.AppendEvents(ctx, []store.Events{e}); err != nil {
+						return err
+					}
+					c.cut.Store(true)
+					return errCut
+				}
+			}
+		}
+	}
 	return c.Store.AppendEvents(ctx, b)
 }
 
 func (c *cutStore) UpdateRun(ctx context.Context, l store.Lease, u store.Update) error {
+	if u.Checkpoint != nil && c.trap.Load() {
+		c.cut.Store(true)
+	}
 	if err := c.fail(); err != nil {
 		return err
 	}
@@ -78,9 +105,9 @@ func (c *cutStore) Claimable(ctx context.Context, limit int) ([]store.Run, error
 // fleet is two replicas, a and b, sharing one PostgreSQL schema, each with its own
 // store (its own connections), serving the agent of model and tools.
 type fleet struct {
-	a, b   *servicetest.Server
-	cutA   *cutStore
-	stores []*postgres.Store
+	a, b       *servicetest.Server
+	cutA, cutB *cutStore
+	stores     []*postgres.Store
 }
 
 // fleetLease is the lease of newFleet's replicas.
@@ -108,12 +135,12 @@ func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...run
 		t.Cleanup(func() { st.Close() })
 		return st
 	}
-	f.cutA = &cutStore{Store: open()}
+	f.cutA, f.cutB = &cutStore{Store: open()}, &cutStore{Store: open()}
 	cfg := func(name string, st store.Store) service.Config {
 		return service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey, Logger: quietLog}
 	}
 	f.a = servicetest.NewServer(t, cfg("a", f.cutA))
-	f.b = servicetest.NewServer(t, cfg("b", open()))
+	f.b = servicetest.NewServer(t, cfg("b", f.cutB))
 	for _, s := range []*servicetest.Server{f.a, f.b} {
 		if _, err := s.Service.RecoverRuns(context.Background()); err != nil {
 			t.Fatal(err)
@@ -324,6 +351,177 @@ func TestFleet_TakeoverWhileACallRuns(t *testing.T) {
 				t.Errorf("the journal changed after the cut replica came back:\n%s", servicetest.Render(after))
 			}
 		})
+	}
+}
+
+// A replica lost after journaling its run's first step end, but before storing that
+// step's checkpoint, leaves the checkpoint taken as the step's calls started, which
+// holds the run's input: the run is taken up from the step's end, on the transcript
+// its continuation was sealed over (the input once), and completes.
+func TestFleet_LostBetweenStepEndAndItsCheckpoint(t *testing.T) {
+	var f *fleet
+	tool := runtime.NewTool(runtime.ToolSpec{Name: "side", Description: "a side effect"},
+		func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+			f.cutA.trap.Store(true)
+			return runtime.Output{Text: "done"}, nil
+		})
+	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("finished"), rt.Say("finished")}}
+	f = newFleet(t, model, runtime.Policy{}, tool)
+	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readRun(t, f.b.Client, resp.GetEvent().GetRunId(), 0)
+	checkOneSequence(t, evs)
+	rf := evs[len(evs)-1].GetRunFinished()
+	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	var roles []string
+	for _, m := range rf.GetNewMessages() {
+		roles = append(roles, strings.TrimPrefix(m.GetRole().String(), "ROLE_"))
+	}
+	if want := "USER ASSISTANT TOOL ASSISTANT"; strings.Join(roles, " ") != want {
+		t.Errorf("the run's new messages are %v, want %s", roles, want)
+	}
+}
+
+// A run is taken up in the middle of a step's calls, a step that began with a steer,
+// and the replica that took it up is lost in turn after journaling the step's end but
+// before storing its checkpoint: the run is taken up again from that end, on the
+// transcript the step's checkpoint was sealed over (the steer included), and completes.
+func TestFleet_TakenUpTwiceInOneStep(t *testing.T) {
+	var runs atomic.Int32
+	release := make(chan struct{})
+	first, onA, onB := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	var f *fleet
+	tool := runtime.NewTool(runtime.ToolSpec{Name: "side", Description: "a side effect", Idempotent: true},
+		func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+			switch runs.Add(1) {
+			case 1: // step 1, on a: it waits for the steer
+				first <- struct{}{}
+				<-release
+			case 2: // step 2, on a, until a is gone
+				onA <- struct{}{}
+				<-ctx.Done()
+				return runtime.Output{}, ctx.Err()
+			case 3: // step 2 again, on b, which is lost as it stores the step's checkpoint
+				f.cutB.trap.Store(true)
+				onB <- struct{}{}
+			}
+			return runtime.Output{Text: "done"}, nil
+		})
+	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Call(1, "side", `{"n":2}`), rt.Say("finished"), rt.Say("finished")}}
+	f = newFleet(t, model, runtime.Policy{}, tool)
+	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := resp.GetEvent().GetRunId()
+	await := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not happen within 30s", what)
+		}
+	}
+	await(first, "the first call")
+	ack, err := f.a.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{
+		RunId: runID, ClientKey: "steer-1", Input: &agentdv1.SendRunInputRequest_Steer{Steer: &agentdv1.Steer{Text: "and again"}},
+	})
+	if err != nil || !ack.GetAck().GetAccepted() {
+		t.Fatalf("steer: %v, %v", ack, err)
+	}
+	close(release)
+	await(onA, "the second call")
+	f.cutA.cut.Store(true)
+	await(onB, "b taking the run up")
+	f.cutA.cut.Store(false) // a takes it up again once b's lease runs out
+
+	evs := readRun(t, f.a.Client, runID, 0)
+	checkOneSequence(t, evs)
+	rf := evs[len(evs)-1].GetRunFinished()
+	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || rf.GetFinalText() != "finished" {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	var roles []string
+	for _, m := range rf.GetNewMessages() {
+		roles = append(roles, strings.TrimPrefix(m.GetRole().String(), "ROLE_"))
+	}
+	if want := "USER ASSISTANT TOOL USER ASSISTANT TOOL ASSISTANT"; strings.Join(roles, " ") != want {
+		t.Errorf("the run's new messages are %v, want %s", roles, want)
+	}
+}
+
+// A decision whose ack is in the store, but not what it decided (the replica that took
+// it was cut off in between, and never heard that the ack was stored), is acted on by
+// the replica that takes the run up: its approval is not asked again, and the client,
+// told to send it again, gets the ack the first replica gave.
+func TestFleet_DecisionAckedThenReplicaLost(t *testing.T) {
+	var ran atomic.Int32
+	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("done")}}
+	side := rt.Tool("side", func(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+		ran.Add(1)
+		return runtime.Output{Text: "ok"}, nil
+	})
+	f := newFleet(t, model, runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}, side)
+	ctx, kill := context.WithCancel(t.Context())
+	defer kill()
+	rc, err := f.a.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	ev := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+	runID, approval := ev.GetRunId(), ev.GetApprovalRequested()
+
+	// The Run stream stays open: the run waits on a for the decision, sent to a.
+	decision := &agentdv1.SendRunInputRequest{
+		RunId: runID, ClientKey: "k1",
+		Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+			ApprovalId: approval.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
+		}},
+	}
+	f.cutA.ackTrap.Store(true)
+	if resp, err := f.a.Client.SendRunInput(t.Context(), decision); status.Code(err) != codes.Unavailable {
+		t.Fatalf("SendRunInput on a = %v, %v; want UNAVAILABLE: a never heard the ack was stored", resp, err)
+	}
+	resp, err := f.b.Client.SendRunInput(t.Context(), decision)
+	if err != nil || !resp.GetAck().GetAccepted() {
+		t.Fatalf("SendRunInput on b = %v, %v; want it accepted", resp, err)
+	}
+	evs := readRun(t, f.b.Client, runID, 0)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	var asked, acks int
+	for _, ev := range evs {
+		if ev.GetApprovalRequested() != nil {
+			asked++
+		}
+		if a := ev.GetInputAck(); a != nil {
+			acks++
+			if !proto.Equal(a, resp.GetAck()) || ev.GetSeq() != resp.GetSeq() {
+				t.Errorf("b answered %v, want the ack in the journal: %v", resp, ev)
+			}
+		}
+		if r := ev.GetApprovalResolved(); r != nil && r.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+			t.Errorf("approval_resolved %v, want it approved", r)
+		}
+	}
+	if asked != 1 || acks != 1 || ran.Load() != 1 {
+		t.Errorf("%d approvals asked, %d acks, the tool ran %d times; want one each:\n%s", asked, acks, ran.Load(), servicetest.Render(evs))
 	}
 }
 

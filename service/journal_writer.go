@@ -78,14 +78,17 @@ func (w *journalWriter) write(runs []*session) {
 	var batches []store.Events
 	var ps []pending
 	for _, ss := range runs {
+		// Taken under the run's lock, which a run holds across frames that go to the
+		// store together (a step's end and its checkpoint): never one without the other.
 		ss.mu.Lock()
 		ss.dirty = false
 		lease, moved := ss.lease, ss.moved
-		ss.mu.Unlock()
-		if moved {
-			continue
+		var first int64
+		var frames []frame
+		if !moved {
+			first, frames = ss.journal.unstored()
 		}
-		first, frames := ss.journal.unstored()
+		ss.mu.Unlock()
 		if len(frames) == 0 {
 			continue
 		}
@@ -134,23 +137,41 @@ func (w *journalWriter) append(batches []store.Events) error {
 // flushRun returns once every frame ss journaled is in the store, or with why it could
 // not be: its last frames are written at once, not after a wait.
 func (w *journalWriter) flushRun(ss *session) error {
+	return w.storedThrough(ss, -1)
+}
+
+// storedThrough returns once the store has ss's frames up to seq (every frame journaled,
+// as they come, for seq -1), or with why it will not: the store failed, or the run moved
+// to another replica (errRunMoved), which never stores them.
+func (w *journalWriter) storedThrough(ss *session, seq int64) error {
 	deadline := time.Now().Add(storeTimeout)
 	for {
 		stored, failed := ss.journal.storedState()
+		target := seq
+		if target < 0 {
+			target = ss.journal.last.Load()
+		}
+		if stored.seq >= target {
+			return nil
+		}
 		if failed != nil {
 			return failed
 		}
-		if stored.seq >= ss.journal.last.Load() {
-			return nil
-		}
 		ss.mu.Lock()
-		w.mark(ss)
+		moved := ss.moved
+		if !moved {
+			w.mark(ss)
+		}
 		ss.mu.Unlock()
+		if moved {
+			return errRunMoved
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return errors.New("the store took too long to write the run's last events")
 		}
-		t := time.NewTimer(left)
+		// A run that moves meanwhile says nothing: look again now and then.
+		t := time.NewTimer(min(left, 250*time.Millisecond))
 		select {
 		case <-stored.changed:
 		case <-t.C:

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -141,15 +142,130 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 	if ct != nil && ct.Pending != nil && len(ct.Pending.Calls) > 0 {
 		// Lost while its step's calls ran: they go on where they stood.
 		filter.stepID = ct.Pending.StepID
+		if err := s.storeUncut(ctx, ss, cp); err != nil {
+			s.release(ss)
+			return err
+		}
 		waits = left.takeCalls(ss, ct.Pending, entry)
 	} else {
 		left.closeAll(ss, cp.GetUsage())
 	}
+	var acks []replayedInput
+	if left != nil && len(left.acks) > 0 {
+		acks = s.ackedBefore(ctx, ss, left.acks)
+	}
+	if len(acks) > 0 {
+		// The run waits for what the lost stretch was told, rather than park for want of
+		// a client (replayInputs).
+		ss.addAnswerer()
+	}
 	if err := s.restart(ctx, ss, spec, ct, cp, filter, waits); err != nil {
+		if len(acks) > 0 {
+			ss.dropAnswerer()
+		}
+		if ct != nil {
+			s.logMismatch(ss, ct, rec, cp, spec.GetMessages())
+		}
 		return s.endLeft(ss, cp, "it could not go on: "+err.Error())
+	}
+	if len(acks) > 0 {
+		go s.replayInputs(ss, ss.ready, acks)
 	}
 	s.log.Info("run taken up from its last checkpoint", "run_id", ss.runID, "seq", cp.GetSeq(), "last_seq", rec.LastSeq)
 	return nil
+}
+
+// storeUncut stores, for a run taken up in a step's calls from the checkpoint cp taken
+// as they started, cp as a checkpoint of this stretch: the step's end this stretch will
+// journal carries only the step's assistant message and results, not the messages the
+// step began with (steers), which cp holds past its step_messages. A replica that takes
+// the run up after this one reads the step's end onto all of cp's messages.
+func (s *Server) storeUncut(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint) error {
+	if stepStart(cp) == len(cp.GetMessages()) {
+		return nil
+	}
+	next := proto.CloneOf(cp)
+	next.StepMessages, next.StepInput = 0, 0
+	b, err := proto.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if err := s.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Running, Checkpoint: b}); err != nil {
+		return fmt.Errorf("storing the checkpoint it goes on from: %w", err)
+	}
+	return nil
+}
+
+// ackedBefore reads back from the store the inputs of SendRunInput that the lost
+// stretch of ss acked (acks): their client was told they were taken, and their effect
+// may not have been journaled before the process was lost (a decision acked, its
+// approval not yet resolved). Each key is known to the run from here on, answered with
+// the ack the lost stretch gave, so that a retry gets that ack and does not act again;
+// it returns the inputs to act on again (replayInputs). A steer is not: the journal does
+// not say whether it was applied.
+func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput) []replayedInput {
+	var out []replayedInput
+	for _, a := range acks {
+		key := a.ack.GetClientKey()
+		in, err := s.store.GetInput(ctx, ss.runID, key)
+		req := &agentdv1.RunRequest{}
+		if err == nil {
+			err = proto.Unmarshal(in.Request, req)
+		}
+		if err != nil {
+			s.log.Warn("reading back an input the run acked before it was taken up failed: it is not acted on again", "run_id", ss.runID, "client_key", key, "error", err)
+			continue
+		}
+		var digest [sha256.Size]byte
+		copy(digest[:], in.Digest)
+		ss.mu.Lock()
+		if ss.keyed.byKey[key] == nil {
+			ss.keyed.begin(key, digest)
+			ss.keyed.answered(key, a.ack, a.seq)
+			if req.GetSteer() == nil {
+				out = append(out, replayedInput{input{key: key, replay: &a}, req})
+			}
+		}
+		ss.mu.Unlock()
+	}
+	return out
+}
+
+// replayedInput is an input a run acked before it was taken up, to act on again.
+type replayedInput struct {
+	in  input
+	req *agentdv1.RunRequest
+}
+
+// replayInputs acts again, once the run taken up is ready, on the inputs the lost
+// stretch acked (ackedBefore), as it did then but without a second ack: one that no
+// longer applies (its approval resolved, or closed by the takeover) changes nothing.
+func (s *Server) replayInputs(ss *session, ready <-chan struct{}, replays []replayedInput) {
+	defer ss.dropAnswerer()
+	<-ready
+	for _, r := range replays {
+		ss.mu.Lock()
+		if ss.ended || ss.moved {
+			ss.mu.Unlock()
+			return
+		}
+		ss.actLocked(r.in, r.req)
+		ss.mu.Unlock()
+	}
+}
+
+// stepStart returns how many of cp's messages are the transcript as of the step end
+// before it: all of them, but for a checkpoint taken as a step's calls start, whose
+// last messages are the input the step began with (which that step's end repeats).
+func stepStart(cp *continuationv1.RunCheckpoint) int {
+	n := len(cp.GetMessages())
+	switch in, at := cp.GetStepInput(), cp.GetStepMessages(); {
+	case in > 0 && in <= int64(n):
+		return n - int(in)
+	case in == 0 && at > 0 && at <= int64(n):
+		return int(at) // an earlier release's checkpoint
+	}
+	return n
 }
 
 // shell is the session of a run the store holds and this server does not run yet: what
@@ -201,6 +317,9 @@ type leftOver struct {
 	cancelled map[string]string                         // call id → why
 	// seenCalls are the ids of every call the journal started after the checkpoint.
 	seenCalls []string
+	// acks are the inputs of SendRunInput the lost stretch acked, accepted: their
+	// effect (a decision's approval_resolved) may not have been journaled.
+	acks []ackedInput
 	// finished is the run's end, when the lost stretch journaled it.
 	finished *agentdv1.RunFinished
 	// lastStep is the last step's end, when no step started after it.
@@ -225,9 +344,7 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 	l.reset()
 	// A later checkpoint in the journal follows the transcript as of the last step's end.
 	msgs := slices.Clone(cp.GetMessages())
-	if n := cp.GetStepMessages(); n > 0 && n <= int64(len(msgs)) {
-		msgs = msgs[:n]
-	}
+	msgs = msgs[:stepStart(cp)]
 	usage := cp.GetUsage()
 	if seq := cp.GetSeq(); seq >= 2 {
 		// A checkpoint at a step's end is its checkpoint event, which follows the step's
@@ -267,7 +384,7 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 					// The step before it ended: the run goes on from here.
 					next := proto.CloneOf(cp)
 					next.Seq, next.Messages, next.Usage, next.Continuation = ev.GetSeq(), slices.Clone(msgs), usage, k.Checkpoint.GetContinuation()
-					next.StepMessages, next.PendingApprovals, next.PendingClientToolCallIds = 0, nil, nil
+					next.StepMessages, next.StepInput, next.PendingApprovals, next.PendingClientToolCallIds = 0, 0, nil, nil
 					l.cp = next
 					l.reset()
 				}
@@ -280,6 +397,10 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 				l.seenCalls = append(l.seenCalls, k.ToolCallStarted.GetToolCallId())
 			case *agentdv1.RunEvent_RunFinished:
 				l.finished = k.RunFinished
+			case *agentdv1.RunEvent_InputAck:
+				if a := k.InputAck; a.GetClientKey() != "" && a.GetAccepted() {
+					l.acks = append(l.acks, ackedInput{a, ev.GetSeq()})
+				}
 			case *agentdv1.RunEvent_ToolExecutionStarted:
 				l.started[k.ToolExecutionStarted.GetToolCallId()] = k.ToolExecutionStarted
 			case *agentdv1.RunEvent_ToolCallResult:
@@ -507,4 +628,35 @@ func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why stri
 	s.release(ss)
 	close(ss.done)
 	return nil
+}
+
+// logMismatch logs, for a run taken up whose checkpoint's continuation was not sealed
+// over the messages it goes on from, what the two were: a bug, which this names.
+func (s *Server) logMismatch(ss *session, ct *continuation, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
+	if ct.DigestVersion != digestV1 {
+		return
+	}
+	d, err := transcriptDigest(msgs)
+	if err != nil || slices.Equal(d, ct.Digest) {
+		return
+	}
+	stored := &continuationv1.RunCheckpoint{}
+	_ = proto.Unmarshal(rec.Checkpoint, stored)
+	sealedOver := -1 // the prefix of msgs the digest is of, if one is
+	for k := len(msgs); k >= 0 && sealedOver < 0; k-- {
+		if d, err := transcriptDigest(msgs[:k]); err == nil && slices.Equal(d, ct.Digest) {
+			sealedOver = k
+		}
+	}
+	brief := func(ms []*agentdv1.Message) string {
+		var b strings.Builder
+		for _, m := range ms {
+			fmt.Fprintf(&b, "%s:%s(%d) ", strings.TrimPrefix(m.GetRole().String(), "ROLE_"), m.GetId(), len(m.GetParts()))
+		}
+		return b.String()
+	}
+	s.log.Error("a run taken up does not go on from the transcript its checkpoint was sealed over",
+		"run_id", ss.runID, "checkpoint_seq", cp.GetSeq(), "stored_seq", stored.GetSeq(), "stored_step_messages", stored.GetStepMessages(),
+		"stored_parked", stored.GetParkedAt() != nil, "status", rec.Status, "sealed_over_prefix", sealedOver,
+		"messages", brief(msgs), "stored_messages", brief(stored.GetMessages()))
 }

@@ -98,9 +98,30 @@ func (s *Server) inputHere(ctx context.Context, ss *session, key string, digest 
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
+	if err := s.ackStored(ss, ki); err != nil {
+		return nil, err
+	}
 	resp := &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}
 	s.keepAnswer(ss.runID, key, resp, nil)
 	return resp, nil
+}
+
+// ackStored returns once the journal holds, in the store, the ack of an input the run
+// took: an answer kept, or returned, before that could outlive the ack (this process
+// lost), and the input would be lost with it, its client told it was taken. With an
+// error nothing is kept: a retry, or the replica that takes the run up, acts on it.
+func (s *Server) ackStored(ss *session, ki *keyedInput) error {
+	if !s.gated || ki.seq == 0 {
+		return nil
+	}
+	err := s.writer.storedThrough(ss, ki.seq)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errRunMoved):
+		return errRunMoved
+	}
+	return statusError(codes.Unavailable, reasonStoreUnavailable, "the input was taken, but storing it failed: send it again (the same client_key)", map[string]string{"run_id": ss.runID})
 }
 
 // isMoved reports whether err says the run moved to another replica.
@@ -247,7 +268,9 @@ func (s *Server) actStored(ss *session, in store.Input) {
 		defer t.Stop()
 		select {
 		case <-ki.done:
-			s.keepAnswer(ss.runID, in.Key, &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}, nil)
+			if s.ackStored(ss, ki) == nil {
+				s.keepAnswer(ss.runID, in.Key, &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}, nil)
+			}
 		case <-t.C:
 		}
 	}()

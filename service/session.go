@@ -409,10 +409,23 @@ type input struct {
 	seq    int64
 	key    string
 	stream string
+	// replay is the ack of an input that the run acked before it was taken up, and is
+	// acted on again: it is not acked again.
+	replay *ackedInput
+}
+
+// ackedInput is an input_ack a run journaled, and its seq.
+type ackedInput struct {
+	ack *agentdv1.InputAck
+	seq int64
 }
 
 // ackLocked answers a client input, and returns the ack's seq.
 func (ss *session) ackLocked(in input, refusal *agentdv1.RunError) int64 {
+	if r := in.replay; r != nil {
+		ss.keyed.answered(in.key, r.ack, r.seq)
+		return r.seq
+	}
 	ack := &agentdv1.InputAck{ClientSeq: in.seq, ClientKey: in.key, AttachmentId: in.stream, Accepted: refusal == nil, Error: refusal}
 	if ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: ack}}, true) != nil {
 		return 0

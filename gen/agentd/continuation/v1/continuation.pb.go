@@ -624,8 +624,15 @@ type RunCheckpoint struct {
 	Rpc Rpc `protobuf:"varint,9,opt,name=rpc,proto3,enum=agentd.continuation.v1.Rpc" json:"rpc,omitempty"`
 	// How many of messages are the transcript as of the run's last step end; the
 	// rest came in the step under way, before its calls (a checkpoint taken as
-	// they start). 0 means all of them.
-	StepMessages  int64 `protobuf:"varint,10,opt,name=step_messages,json=stepMessages,proto3" json:"step_messages,omitempty"`
+	// they start). Written for earlier releases, which read 0 as all of them
+	// (wrong for a run's first step); read only when step_input is 0.
+	StepMessages int64 `protobuf:"varint,10,opt,name=step_messages,json=stepMessages,proto3" json:"step_messages,omitempty"`
+	// How many of messages, at their end, came in the step under way before its
+	// calls (steers, the start's input), for a checkpoint taken as the calls
+	// start: the step's end that the process which took the checkpoint journals
+	// carries them again. 0 for every other checkpoint, and for one a takeover
+	// goes on from (its step's end carries only the step's own messages).
+	StepInput     int64 `protobuf:"varint,11,opt,name=step_input,json=stepInput,proto3" json:"step_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +733,13 @@ func (x *RunCheckpoint) GetRpc() Rpc {
 func (x *RunCheckpoint) GetStepMessages() int64 {
 	if x != nil {
 		return x.StepMessages
+	}
+	return 0
+}
+
+func (x *RunCheckpoint) GetStepInput() int64 {
+	if x != nil {
+		return x.StepInput
 	}
 	return 0
 }
@@ -865,7 +879,7 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
 	"client_seq\x18\x01 \x01(\x03R\tclientSeq\x12,\n" +
 	"\amessage\x18\x02 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12\x1c\n" +
-	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xcf\x03\n" +
+	"\tinterrupt\x18\x03 \x01(\bR\tinterrupt\"\xee\x03\n" +
 	"\rRunCheckpoint\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12\x18\n" +
@@ -877,7 +891,9 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\x1cpending_client_tool_call_ids\x18\b \x03(\tR\x18pendingClientToolCallIds\x12-\n" +
 	"\x03rpc\x18\t \x01(\x0e2\x1b.agentd.continuation.v1.RpcR\x03rpc\x12#\n" +
 	"\rstep_messages\x18\n" +
-	" \x01(\x03R\fstepMessages\"\x98\x02\n" +
+	" \x01(\x03R\fstepMessages\x12\x1d\n" +
+	"\n" +
+	"step_input\x18\v \x01(\x03R\tstepInput\"\x98\x02\n" +
 	"\vInputAnswer\x12%\n" +
 	"\x03ack\x18\x01 \x01(\v2\x13.agentd.v1.InputAckR\x03ack\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
