@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,11 +62,19 @@ func BuiltinModelProviders(demoDelay time.Duration) []ModelProvider {
 			Name:  "workload",
 			Forms: sizes,
 			New: func(model string) (runtime.Model, error) {
-				size, err := workload.Lookup(model)
+				// "<size>@<deltas a second>" paces each run as a provider would.
+				name, pace, paced := strings.Cut(model, "@")
+				size, err := workload.Lookup(name)
 				if err != nil {
 					return nil, fmt.Errorf("%w: %v", ErrUnknownModel, err)
 				}
-				return workload.New(size), nil
+				perSecond := 0
+				if paced {
+					if perSecond, err = strconv.Atoi(pace); err != nil || perSecond <= 0 {
+						return nil, fmt.Errorf("%w: the workload's pace %q is not a number of deltas a second (workload:%s@50)", ErrUnknownModel, pace, name)
+					}
+				}
+				return workload.New(size).WithPace(perSecond), nil
 			},
 		},
 	}

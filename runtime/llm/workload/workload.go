@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentd/agentd/runtime"
 )
@@ -282,8 +283,9 @@ func workloadFragments(s string, a int) []string {
 type Model struct {
 	size      Size
 	name      string
-	reasoning []string // a tool step's reasoning deltas
-	text      []string // every step's text deltas
+	pace      time.Duration // between deltas (WithPace); 0 streams at full speed
+	reasoning []string      // a tool step's reasoning deltas
+	text      []string      // every step's text deltas
 	calls     []workloadCall
 }
 
@@ -313,7 +315,25 @@ func New(size Size) *Model {
 	return m
 }
 
-// Name returns "workload:" and the size's name.
+// WithPace returns a model that replays the same workload at perSecond deltas a second
+// in each run, as a provider streams tokens, named "workload:<size>@<perSecond>"; 0
+// is full speed, as New's. A paced run starts its first delta at once and keeps to its
+// schedule (a delta late by load does not push the next ones back). It panics if
+// perSecond is negative.
+func (m *Model) WithPace(perSecond int) *Model {
+	if perSecond < 0 {
+		panic(fmt.Sprintf("workload: negative pace %d", perSecond))
+	}
+	p := *m
+	p.name, p.pace = "workload:"+m.size.Name, 0
+	if perSecond > 0 {
+		p.name += "@" + strconv.Itoa(perSecond)
+		p.pace = time.Second / time.Duration(perSecond)
+	}
+	return &p
+}
+
+// Name returns "workload:" and the size's name, and "@" and the pace of a paced model.
 func (m *Model) Name() string { return m.name }
 
 // Size returns the size the model replays.
@@ -336,7 +356,30 @@ func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 			yield(runtime.ModelEvent{}, fmt.Errorf("%w: workload %s has %d tool steps, the request holds %d tool results", ErrTooManyToolResults, m.size.Name, m.size.S, i))
 			return
 		}
+		var next time.Time // when a paced model streams its next delta
+		var timer *time.Timer
+		defer func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}()
 		send := func(ev runtime.ModelEvent) bool {
+			if m.pace > 0 && ev.Text != "" {
+				if next.IsZero() {
+					next = time.Now()
+				} else if wait := time.Until(next); wait > 0 {
+					if timer == nil {
+						timer = time.NewTimer(wait)
+					} else {
+						timer.Reset(wait)
+					}
+					select {
+					case <-timer.C:
+					case <-ctx.Done():
+					}
+				}
+				next = next.Add(m.pace)
+			}
 			if err := ctx.Err(); err != nil {
 				yield(runtime.ModelEvent{}, err)
 				return false

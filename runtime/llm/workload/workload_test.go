@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -478,5 +480,45 @@ func TestCheckWorkloadRun(t *testing.T) {
 	})
 	if err := Check(sz, spaced); err != nil {
 		t.Errorf("arguments with a space: %v", err)
+	}
+}
+
+// A paced model streams the same deltas, at its pace: n deltas take (n-1) paces, and
+// its name says the pace.
+func TestWithPace(t *testing.T) {
+	size, err := Lookup("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := New(size)
+	paced := full.WithPace(1000)
+	if paced.Name() != "workload:small@1000" || full.WithPace(0).Name() != "workload:small" {
+		t.Errorf("names %q and %q, want workload:small@1000 and workload:small", paced.Name(), full.WithPace(0).Name())
+	}
+	req := &runtime.ModelRequest{Messages: Request().Messages}
+	var want, got []string
+	for ev, err := range full.Stream(t.Context(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ev.Text)
+	}
+	begin := time.Now()
+	deltas := 0
+	for ev, err := range paced.Stream(t.Context(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.Text)
+		if ev.Text != "" {
+			deltas++
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the paced model streamed other deltas than the model at full speed")
+	}
+	// A timer never fires early: the pace is a floor, whatever the machine's load.
+	if took, floor := time.Since(begin), time.Duration(deltas-1)*time.Millisecond; took < floor {
+		t.Errorf("%d deltas took %v at 1000 a second, want at least %v", deltas, took, floor)
 	}
 }
