@@ -121,7 +121,8 @@ func TestAttach_ClientKilledThenReattached(t *testing.T) {
 			serve: func(t *testing.T) (*servicetest.Server, *agentdv1.RunSpec, func(*agentdv1.RunEvent) bool, func(*servicetest.Stream, *agentdv1.Attached)) {
 				gate := make(chan struct{})
 				m := &rt.Model{Steps: []rt.Step{streamGated(gate, []string{"Once ", "upon "}, []string{"a ", "time."})}}
-				srv := newTestServer(t, service.Config{}, scripted{name: "teller", model: m})
+				// The client is killed at its second delta: none may merge.
+				srv := newTestServer(t, service.Config{ExactDeltas: true}, scripted{name: "teller", model: m})
 				seen := 0
 				return srv, servicetest.Input("teller", "a story"), func(ev *agentdv1.RunEvent) bool {
 						if ev.GetTextDelta() != nil {

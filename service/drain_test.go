@@ -424,15 +424,24 @@ func drainManyRuns(t *testing.T) {
 // TestSlowClient_BackpressureBoundsServerMemory runs on a synctest clock: a pause of the
 // client's ends only once every goroutine waits, so the model has gone as far as flow
 // control lets it, and a cancelled run has ended, whatever the machine's load.
+//
+// The model's deltas are one byte each. With ExactDeltas each is an event, and the
+// bound is what the run's outbox and gRPC hold of them; merged, the run's outbox holds
+// as many events, each of up to 1 KiB of deltas, so the model gets further ahead in
+// deltas, and the server holds far fewer bytes for them.
 func TestSlowClient_BackpressureBoundsServerMemory(t *testing.T) {
-	synctest.Test(t, backpressureBoundsServerMemory)
+	t.Run("exact deltas", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { backpressureBoundsServerMemory(t, true, 50_000) })
+	})
+	t.Run("merged deltas", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { backpressureBoundsServerMemory(t, false, 400_000) })
+	})
 }
 
-func backpressureBoundsServerMemory(t *testing.T) {
-	const (
-		deltas = 200_000
-		bound  = 50_000 // deltas the model may be ahead of the client
-	)
+// backpressureBoundsServerMemory checks that the model is at most bound deltas ahead of
+// a client that reads slowly.
+func backpressureBoundsServerMemory(t *testing.T, exact bool, bound int64) {
+	const deltas = 1_000_000
 	var produced atomic.Int64
 	flood := func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 		return func(yield func(runtime.ModelEvent, error) bool) {
@@ -449,7 +458,7 @@ func backpressureBoundsServerMemory(t *testing.T) {
 			yield(rt.Finish(runtime.FinishStop), nil)
 		}
 	}
-	srv := newTestServer(t, service.Config{}, scripted{name: "flood", model: &rt.Model{Steps: []rt.Step{{Func: flood}}}})
+	srv := newTestServer(t, service.Config{ExactDeltas: exact}, scripted{name: "flood", model: &rt.Model{Steps: []rt.Step{{Func: flood}}}})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	s, err := srv.Client.Run(ctx)
@@ -461,7 +470,7 @@ func backpressureBoundsServerMemory(t *testing.T) {
 	if err := s.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: spec}}); err != nil {
 		t.Fatal(err)
 	}
-	read := 0
+	read := 0 // deltas, as many as bytes of text
 	recvDelta := func() {
 		t.Helper()
 		for {
@@ -469,8 +478,8 @@ func backpressureBoundsServerMemory(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Recv after %d deltas: %v", read, err)
 			}
-			if resp.GetEvent().GetTextDelta() != nil {
-				read++
+			if d := resp.GetEvent().GetTextDelta(); d != nil {
+				read += len(d.GetDelta())
 				return
 			}
 		}
@@ -504,7 +513,7 @@ func backpressureBoundsServerMemory(t *testing.T) {
 			t.Fatalf("the model produced all %d deltas while the client read %d", p, read)
 		}
 		// Read slowly: a few thousand deltas, then sleep again.
-		for range 2000 {
+		for target := read + 2000; read < target; {
 			recvDelta()
 		}
 	}

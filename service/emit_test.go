@@ -1,10 +1,13 @@
 package service_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -12,6 +15,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/workload"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/servicetest"
 )
@@ -70,7 +74,8 @@ func TestExecuteRunIsJournaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := servicetest.NewClient(t, service.Config{Agents: workloadAgents(t, size), Logger: quietLog, ContinuationKey: testKey})
+	// The two runs' events are compared kind for kind: deltas may not merge.
+	c := servicetest.NewClient(t, service.Config{Agents: workloadAgents(t, size), Logger: quietLog, ContinuationKey: testKey, ExactDeltas: true})
 	ctx := t.Context()
 	resp, err := c.ExecuteRun(ctx, workloadExecute())
 	if err != nil {
@@ -106,5 +111,82 @@ func TestExecuteRunIsJournaled(t *testing.T) {
 	}
 	if !proto.Equal(fin.GetRunFinished(), resp.GetResult()) {
 		t.Errorf("the journal's run_finished differs from ExecuteRun's result")
+	}
+}
+
+// A client that keeps up sees every delta the model streams, as it streams it: the
+// model streams its next delta only once the client has read the one before. A client
+// that reads nothing until the model is done may get them merged into fewer events; it
+// reads the same text either way, under one sequence with no gap.
+func TestDeltas_MergeOnlyForAClientBehind(t *testing.T) {
+	words := strings.Fields(strings.Repeat("the quick brown fox jumps over the lazy dog ", 20))
+	for _, keepsUp := range []bool{true, false} {
+		name := "client behind"
+		if keepsUp {
+			name = "client keeps up"
+		}
+		t.Run(name, func(t *testing.T) {
+			read := make(chan struct{}, len(words))
+			done := make(chan struct{})
+			step := rt.Step{Func: func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+				return func(yield func(runtime.ModelEvent, error) bool) {
+					defer close(done)
+					for i, w := range words {
+						if i > 0 && keepsUp {
+							select {
+							case <-read:
+							case <-ctx.Done():
+								yield(runtime.ModelEvent{}, ctx.Err())
+								return
+							}
+						}
+						if !yield(rt.Text(w+" "), nil) {
+							return
+						}
+					}
+					yield(rt.Finish(runtime.FinishStop), nil)
+				}
+			}}
+			srv := newTestServer(t, service.Config{}, scripted{name: "teller", model: &rt.Model{Steps: []rt.Step{step}}})
+			stream, err := srv.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("teller", "a story")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !keepsUp {
+				<-done
+			}
+			var got strings.Builder
+			var deltas int
+			var seq int64
+			for {
+				resp, err := stream.Recv()
+				if err != nil {
+					t.Fatalf("Recv after %d deltas: %v", deltas, err)
+				}
+				ev := resp.GetEvent()
+				if ev.GetSeq() != seq+1 {
+					t.Fatalf("seq %d after seq %d", ev.GetSeq(), seq)
+				}
+				seq = ev.GetSeq()
+				if d := ev.GetTextDelta(); d != nil {
+					deltas++
+					got.WriteString(d.GetDelta())
+					read <- struct{}{}
+				}
+				if ev.GetRunFinished() != nil {
+					break
+				}
+			}
+			if want := strings.Join(words, " ") + " "; got.String() != want {
+				t.Errorf("the deltas read make %q, want %q", got.String(), want)
+			}
+			switch {
+			case keepsUp && deltas != len(words):
+				t.Errorf("%d delta events for %d deltas, to a client that kept up", deltas, len(words))
+			case !keepsUp && deltas > len(words):
+				t.Errorf("%d delta events for %d deltas", deltas, len(words))
+			}
+			t.Logf("%d deltas in %d events", len(words), deltas)
+		})
 	}
 }

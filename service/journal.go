@@ -103,8 +103,112 @@ type journal struct {
 	failed        error
 	storedChanged chan struct{}
 
+	// open is the last event, a delta not yet marshaled into a frame (seq last): no
+	// reader and not the store has taken it yet, so the next delta of its block merges
+	// into it (mergeDelta). Taking it seals it (sealLocked).
+	open *openDelta
+
 	// last is the seq of the last frame; stored, of the last frame in the store.
 	last, stored atomic.Int64
+}
+
+// coalesceMax bounds the text of one merged delta: past it the next delta starts an
+// event of its own, which counts toward how far a stream is behind (backpressure).
+const coalesceMax = 1 << 10
+
+// deltaKind tells the kinds of delta apart: only deltas of one kind and block merge.
+type deltaKind uint8
+
+const (
+	textDelta deltaKind = iota + 1
+	reasoningDelta
+	argsDelta
+)
+
+// deltaOf returns what a delta event appends, and to what; ok is false for any other
+// event.
+func deltaOf(ev *agentdv1.RunEvent) (kind deltaKind, id, text string, ok bool) {
+	switch k := ev.GetKind().(type) {
+	case *agentdv1.RunEvent_TextDelta:
+		return textDelta, k.TextDelta.GetMessageId(), k.TextDelta.GetDelta(), true
+	case *agentdv1.RunEvent_ReasoningDelta:
+		return reasoningDelta, k.ReasoningDelta.GetMessageId(), k.ReasoningDelta.GetDelta(), true
+	case *agentdv1.RunEvent_ToolCallArgsDelta:
+		return argsDelta, k.ToolCallArgsDelta.GetToolCallId(), k.ToolCallArgsDelta.GetDelta(), true
+	}
+	return 0, "", "", false
+}
+
+// openDelta is a journal's last event while it is a delta nobody took: the deltas
+// merged into it are in text (nil until a second one comes).
+type openDelta struct {
+	ev   *agentdv1.RunEvent
+	kind deltaKind
+	id   string
+	size int
+	text []byte
+}
+
+// openDelta appends a delta event with the next seq, which the caller assigned, as the
+// open tail: it is marshaled when first taken, with what merged into it by then.
+func (j *journal) openDelta(ev *agentdv1.RunEvent, kind deltaKind, id, text string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.sealLocked()
+	j.open = &openDelta{ev: ev, kind: kind, id: id, size: len(text)}
+	j.last.Add(1)
+	if !j.gated {
+		j.wakeLocked()
+	}
+}
+
+// mergeDelta appends text to the open tail when it is a delta of the same kind and
+// block, not taken yet and not full, and reports whether it did: the stream that will
+// take it is behind, and gets one delta where the model made several. A stream that
+// keeps up takes each delta before the next comes, and sees them all.
+func (j *journal) mergeDelta(kind deltaKind, id, text string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	o := j.open
+	if o == nil || o.kind != kind || o.id != id || o.size+len(text) > coalesceMax {
+		return false
+	}
+	if o.text == nil {
+		_, _, first, _ := deltaOf(o.ev)
+		o.text = make([]byte, 0, min(2*(len(first)+len(text)), coalesceMax))
+		o.text = append(o.text, first...)
+	}
+	o.text = append(o.text, text...)
+	o.size += len(text)
+	return true
+}
+
+// sealLocked marshals the open tail into the journal's last frame.
+func (j *journal) sealLocked() {
+	o := j.open
+	if o == nil {
+		return
+	}
+	j.open = nil
+	if o.text != nil {
+		merged := string(o.text)
+		switch k := o.ev.GetKind().(type) {
+		case *agentdv1.RunEvent_TextDelta:
+			k.TextDelta.Delta = merged
+		case *agentdv1.RunEvent_ReasoningDelta:
+			k.ReasoningDelta.Delta = merged
+		case *agentdv1.RunEvent_ToolCallArgsDelta:
+			k.ToolCallArgsDelta.Delta = merged
+		}
+	}
+	f, err := marshalFrame(o.ev)
+	if err != nil {
+		// Only text that is not UTF-8 fails, which sendLocked keeps out of merges.
+		panic("agentd: marshaling a merged delta: " + err.Error())
+	}
+	j.frames = append(j.frames, f)
+	j.size += len(f)
+	j.trimLocked()
 }
 
 func newJournal(older older, gated bool) *journal {
@@ -115,6 +219,7 @@ func newJournal(older older, gated bool) *journal {
 func (j *journal) append(f frame) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.sealLocked()
 	j.frames = append(j.frames, f)
 	j.size += len(f)
 	j.trimLocked()
@@ -138,6 +243,7 @@ func (j *journal) trimLocked() {
 func (j *journal) unstored() (first int64, frames []frame) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.sealLocked()
 	first = j.stored.Load() + 1
 	return first, slices.Clone(j.frames[first-j.first:])
 }
@@ -194,6 +300,7 @@ func (j *journal) release() {
 	if j.stored.Load() < j.last.Load() {
 		return // not all stored: the frames stay, for the readers
 	}
+	j.open = nil // stored: sealed already
 	clear(j.frames)
 	j.frames, j.size = nil, 0
 	j.first = j.last.Load() + 1
@@ -208,7 +315,7 @@ func (j *journal) follow(poll func(*journal)) {
 	defer j.mu.Unlock()
 	stored := j.stored.Load()
 	clear(j.frames)
-	j.frames, j.size = nil, 0
+	j.frames, j.size, j.open = nil, 0, nil
 	j.first = stored + 1
 	j.last.Store(stored)
 	j.gated = false
@@ -278,6 +385,9 @@ func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (
 	visible := j.visible()
 	if after >= visible {
 		return dst, j.changed, j.closed && after >= j.last.Load(), nil
+	}
+	if visible == j.last.Load() && after+int64(max) >= visible {
+		j.sealLocked() // taken now: nothing merges into it any more
 	}
 	i := int(after + 1 - j.first)
 	end := min(int(visible-j.first)+1, i+max)

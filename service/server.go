@@ -93,6 +93,13 @@ type Config struct {
 	// StartTimeout bounds how long a Run stream may stay open without its start message;
 	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
 	StartTimeout time.Duration
+	// ExactDeltas keeps every delta the model streams an event of its own, for a client
+	// that is behind too. By default consecutive deltas of one block (text, reasoning, a
+	// call's arguments) that no stream has taken yet merge into one event, in the journal
+	// too: a client that keeps up sees every delta as it comes, one behind gets fewer,
+	// larger ones, and the server marshals, stores and sends less. Delta boundaries carry
+	// no meaning either way.
+	ExactDeltas bool
 	// StallTimeout bounds how long a stream's client may read nothing while agentd has
 	// an event to send it (gRPC flow control holds the send): past it the stream is let
 	// go (RESOURCE_EXHAUSTED, CLIENT_STALLED) and the run goes on, or, under

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
@@ -352,6 +353,20 @@ func (s *Server) unadmit(caller string) {
 func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	if ss.moved {
 		return errRunMoved // another replica runs it: this one adds nothing
+	}
+	if numbered && !ss.srv.cfg.ExactDeltas {
+		if kind, id, text, ok := deltaOf(ev); ok && utf8.ValidString(text) {
+			if ss.journal.mergeDelta(kind, id, text) {
+				return nil // into the delta before it, which no stream has taken yet
+			}
+			now := ss.srv.now()
+			ss.seq++
+			ev.Seq, ev.RunId, ev.Time = ss.seq, ss.runID, timestamppb.New(now)
+			ss.lastSent = now
+			ss.journal.openDelta(ev, kind, id, text)
+			ss.srv.writer.mark(ss)
+			return nil
+		}
 	}
 	now := ss.srv.now()
 	if numbered {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime/llm/workload"
 )
 
 // defaultLoadInput is the prompt `agentctl load` runs with; the benchmark workload's model
@@ -82,10 +84,17 @@ func (l loadConfig) check() error {
 type loadOutcome struct {
 	firstEvent time.Duration // from opening the stream to its first event
 	finish     time.Duration // from opening the stream to run_finished
-	deltas     int           // text, reasoning and tool-argument deltas
-	approvals  int           // approval_requested answered
-	err        string        // the kind of failure; "" for a completed run
-	cut        bool          // cut short by the end of the load (duration, Ctrl-C)
+	// deltas are the model's text, reasoning and tool-argument deltas: for a completed
+	// run of the benchmark workload (--model workload:…), as many as the workload
+	// streams, which the server may have merged into fewer events for a client behind;
+	// else the delta events read.
+	deltas    int
+	events    int // delta events read
+	bytes     int // the deltas' text, in bytes
+	exact     bool
+	approvals int    // approval_requested answered
+	err       string // the kind of failure; "" for a completed run
+	cut       bool   // cut short by the end of the load (duration, Ctrl-C)
 }
 
 // loadSummary is what `agentctl load` reports; --json prints it as is.
@@ -97,8 +106,9 @@ type loadSummary struct {
 	Failed        int              `json:"failed"`          // runs that ended otherwise
 	Cut           int              `json:"cut"`             // runs going when the load ended, not counted
 	RunsPerSec    float64          `json:"runs_per_second"` // completed runs per second
-	Deltas        int64            `json:"deltas"`          // deltas of completed runs
-	CutDeltas     int64            `json:"cut_deltas"`      // deltas of the runs cut at the end
+	Deltas        int64            `json:"deltas"`          // the model's deltas in completed runs
+	CutDeltas     int64            `json:"cut_deltas"`      // deltas of the runs cut at the end (estimated from their bytes)
+	DeltaEvents   int64            `json:"delta_events"`    // delta events read, cut runs' too: fewer than deltas when the server merged some for a client behind
 	DeltasPerRun  float64          `json:"deltas_per_run"`
 	DeltasPerSec  float64          `json:"deltas_per_second"`
 	Approvals     int64            `json:"approvals"`
@@ -270,7 +280,7 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 	defer context.AfterFunc(stop, cancel)()
 	defer func() {
 		if o.err != "" && stop.Err() != nil && ctx.Err() != nil {
-			o = loadOutcome{cut: true, deltas: o.deltas} // its deltas cost CPU all the same
+			o = loadOutcome{cut: true, deltas: o.deltas, events: o.events, bytes: o.bytes} // its deltas cost CPU all the same
 		}
 	}()
 
@@ -280,6 +290,7 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 		return loadOutcome{err: rpcErrKind(err)}
 	}
 	seq := int64(1)
+	var size *workload.Size // the workload the server's model replays, if it does
 	// A failed Send means the stream ended: Recv says how.
 	_ = stream.Send(&agentdv1.RunRequest{ClientSeq: seq, Kind: &agentdv1.RunRequest_Start{Start: &agentdv1.RunSpec{
 		Agent: cfg.agent,
@@ -299,8 +310,19 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 			o.firstEvent = max(time.Since(begin), 1)
 		}
 		switch k := resp.GetEvent().GetKind().(type) {
-		case *agentdv1.RunEvent_TextDelta, *agentdv1.RunEvent_ReasoningDelta, *agentdv1.RunEvent_ToolCallArgsDelta:
-			o.deltas++
+		case *agentdv1.RunEvent_RunStarted:
+			if name, ok := strings.CutPrefix(k.RunStarted.GetModel(), "workload:"); ok {
+				name, _, _ = strings.Cut(name, "@") // paced: workload:medium@50
+				if w, err := workload.Lookup(name); err == nil {
+					size = &w
+				}
+			}
+		case *agentdv1.RunEvent_TextDelta:
+			o.deltas, o.events, o.bytes = o.deltas+1, o.events+1, o.bytes+len(k.TextDelta.GetDelta())
+		case *agentdv1.RunEvent_ReasoningDelta:
+			o.deltas, o.events, o.bytes = o.deltas+1, o.events+1, o.bytes+len(k.ReasoningDelta.GetDelta())
+		case *agentdv1.RunEvent_ToolCallArgsDelta:
+			o.deltas, o.events, o.bytes = o.deltas+1, o.events+1, o.bytes+len(k.ToolCallArgsDelta.GetDelta())
 		case *agentdv1.RunEvent_ApprovalRequested:
 			o.approvals++
 			seq++
@@ -316,6 +338,9 @@ func loadRun(ctx, stop context.Context, client agentdv1.AgentServiceClient, cfg 
 		case *agentdv1.RunEvent_RunFinished:
 			o.finish = time.Since(begin)
 			f := k.RunFinished
+			if size != nil && f.GetReason() == agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				o.deltas, o.exact = size.Deltas(), true
+			}
 			if f.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 				o.err = "run " + strings.TrimPrefix(f.GetReason().String(), "RUN_END_REASON_")
 				if r := f.GetError().GetReason(); r != "" {
@@ -361,11 +386,15 @@ func rpcErrKind(err error) string {
 func summarize(cfg loadConfig, outcomes [][]loadOutcome, elapsed time.Duration) loadSummary {
 	sum := loadSummary{Concurrency: cfg.concurrency, Elapsed: elapsed.Seconds(), Errors: map[string]int{}}
 	var first, finish []time.Duration
+	var cutBytes, exactDeltas, exactBytes int64 // to count the deltas of runs cut short
+
 	for _, worker := range outcomes {
 		for _, o := range worker {
 			switch {
 			case o.cut:
 				sum.Cut++
+				sum.DeltaEvents += int64(o.events)
+				cutBytes += int64(o.bytes)
 				sum.CutDeltas += int64(o.deltas)
 				continue
 			case o.err != "":
@@ -374,6 +403,10 @@ func summarize(cfg loadConfig, outcomes [][]loadOutcome, elapsed time.Duration) 
 			default:
 				sum.Runs++
 				sum.Deltas += int64(o.deltas)
+				sum.DeltaEvents += int64(o.events)
+				if o.exact {
+					exactDeltas, exactBytes = exactDeltas+int64(o.deltas), exactBytes+int64(o.bytes)
+				}
 				finish = append(finish, o.finish)
 			}
 			sum.Approvals += int64(o.approvals)
@@ -381,6 +414,11 @@ func summarize(cfg loadConfig, outcomes [][]loadOutcome, elapsed time.Duration) 
 				first = append(first, o.firstEvent)
 			}
 		}
+	}
+	if exactBytes > 0 {
+		// The workload's deltas are alike in every run: a cut run made as many as its
+		// bytes say, however the server merged them.
+		sum.CutDeltas = int64(math.Round(float64(cutBytes) * float64(exactDeltas) / float64(exactBytes)))
 	}
 	if s := elapsed.Seconds(); s > 0 {
 		sum.RunsPerSec = float64(sum.Runs) / s
@@ -420,6 +458,9 @@ func printSummary(w io.Writer, s loadSummary) {
 	fmt.Fprintf(w, "load: %d streams for %.1fs%s\n", s.Concurrency, s.Elapsed, how)
 	fmt.Fprintf(w, "runs:        %d completed, %d failed, %d cut at the end (not counted)\n", s.Runs, s.Failed, s.Cut)
 	fmt.Fprintf(w, "throughput:  %.1f runs/s, %.0f deltas/s (%.1f deltas per run)\n", s.RunsPerSec, s.DeltasPerSec, s.DeltasPerRun)
+	if all := s.Deltas + s.CutDeltas; all > 0 && s.DeltaEvents < all {
+		fmt.Fprintf(w, "merged:      the deltas came in %d events, %.2f a delta (the server merges deltas for a client behind)\n", s.DeltaEvents, float64(s.DeltaEvents)/float64(all))
+	}
 	if s.Approvals > 0 {
 		fmt.Fprintf(w, "approvals:   %d answered\n", s.Approvals)
 	}

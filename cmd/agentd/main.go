@@ -74,6 +74,7 @@ type config struct {
 	runRetention       time.Duration
 	parkTimeout        time.Duration
 	parkAfter          time.Duration
+	exactDeltas        bool
 	replicaID          string
 	leaseTTL           time.Duration
 	threadRetention    time.Duration
@@ -119,6 +120,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.store, "store", "memory", "where runs, their journals and threads are kept: memory (bounded, gone with the process), sqlite:`PATH` (one replica, across restarts) or a postgres:// URL (shared by replicas)")
 	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 64<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
 	fs.Int64Var(&cfg.journalMaxRunBytes, "journal-max-run-bytes", 8<<20, "with --store memory, the bytes of one run's journal kept: past it the oldest events go, and attaching from before them is refused (EVENTS_EXPIRED)")
+	fs.BoolVar(&cfg.exactDeltas, "exact-deltas", false, "send every delta the model streams as an event of its own, to a client that is behind too; by default consecutive deltas of one block that no client has taken yet merge into one, which costs the server and the client less")
 	fs.DurationVar(&cfg.parkAfter, "park-after", 30*time.Second, "how long a run waits live for an answer from a Run stream attached to it before it parks all the same (a run with no such stream parks at once); 0 waits live as long as such a stream is attached")
 	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's `name` among those sharing a --store postgres:// database: the holder of the leases on its runs (default the host name and a random suffix)")
 	fs.DurationVar(&cfg.leaseTTL, "lease-ttl", 10*time.Second, "with a store on disk, how long a run's lease lasts unless renewed (every third of it): how long a run of a replica that died waits before another takes it up")
@@ -381,6 +383,7 @@ func serviceLimits(cfg config) service.Config {
 		RunRetention:       cfg.runRetention,
 		ParkTimeout:        cfg.parkTimeout,
 		ParkAfter:          parkAfter(cfg.parkAfter),
+		ExactDeltas:        cfg.exactDeltas,
 		Replica:            cfg.replicaID,
 		LeaseTTL:           cfg.leaseTTL,
 		ThreadRetention:    cfg.threadRetention,

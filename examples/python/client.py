@@ -153,6 +153,8 @@ def converse(addr, token=None, log=lambda line: None, timeout=30.0):
                         conv.steer_applied = (s.client_seq, s.dropped)
                         log(f"steer #{s.client_seq} dropped: {s.drop_reason}" if s.dropped else f"steer #{s.client_seq} applied")
                 elif kind == "text_delta":
+                    # Append, never count: a client behind gets several of the model's
+                    # deltas merged into one, so delta boundaries carry no meaning.
                     conv.text += ev.text_delta.delta
                 elif kind == "run_finished":
                     conv.finished = ev.run_finished

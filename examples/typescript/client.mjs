@@ -196,6 +196,8 @@ export async function converse({ addr, token, log = () => {}, timeoutMs = 30_000
             : `steer #${value.clientSeq} applied`);
           break;
         case "textDelta":
+          // Append, never count: a client behind gets several of the model's
+          // deltas merged into one, so delta boundaries carry no meaning.
           seen.text += value.delta;
           break;
         case "runFinished":

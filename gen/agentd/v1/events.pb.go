@@ -1350,6 +1350,14 @@ func (x *MessageFinished) GetAbandoned() bool {
 }
 
 // TextDelta is a piece of answer text, to append to its block.
+//
+// Delta boundaries carry no meaning: consecutive deltas of one block that no
+// stream has taken yet (the client is behind) are merged into one event, in
+// the journal too, so a client that keeps up sees each delta as the model
+// streams it and one behind gets fewer, larger ones. Append them; never count
+// them. (The server's ExactDeltas setting, agentd's --exact-deltas, keeps
+// every delta an event.) The same holds for ReasoningDelta and
+// ToolCallArgsDelta.
 type TextDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the block, from MessageStarted.message_id (a Part.id, not a
@@ -1406,6 +1414,8 @@ func (x *TextDelta) GetDelta() string {
 }
 
 // ReasoningDelta is a piece of reasoning text, to append to its block.
+//
+// Delta boundaries carry no meaning (see TextDelta).
 type ReasoningDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the block, from MessageStarted.message_id (a Part.id, not a
@@ -1548,6 +1558,8 @@ func (x *ToolCallStarted) GetStepId() string {
 // ToolCallArgsDelta is a fragment of a tool call's arguments as the model
 // streams them. Fragments are raw JSON text and need not be valid JSON on
 // their own; concatenated they make tool_call_args_done.arguments_json.
+//
+// Delta boundaries carry no meaning (see TextDelta): fragments may be merged.
 type ToolCallArgsDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the call.

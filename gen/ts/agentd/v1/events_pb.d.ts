@@ -572,6 +572,14 @@ export declare const MessageFinishedSchema: GenMessage<MessageFinished>;
 /**
  * TextDelta is a piece of answer text, to append to its block.
  *
+ * Delta boundaries carry no meaning: consecutive deltas of one block that no
+ * stream has taken yet (the client is behind) are merged into one event, in
+ * the journal too, so a client that keeps up sees each delta as the model
+ * streams it and one behind gets fewer, larger ones. Append them; never count
+ * them. (The server's ExactDeltas setting, agentd's --exact-deltas, keeps
+ * every delta an event.) The same holds for ReasoningDelta and
+ * ToolCallArgsDelta.
+ *
  * @generated from message agentd.v1.TextDelta
  */
 export declare type TextDelta = Message<"agentd.v1.TextDelta"> & {
@@ -599,6 +607,8 @@ export declare const TextDeltaSchema: GenMessage<TextDelta>;
 
 /**
  * ReasoningDelta is a piece of reasoning text, to append to its block.
+ *
+ * Delta boundaries carry no meaning (see TextDelta).
  *
  * @generated from message agentd.v1.ReasoningDelta
  */
@@ -679,6 +689,8 @@ export declare const ToolCallStartedSchema: GenMessage<ToolCallStarted>;
  * ToolCallArgsDelta is a fragment of a tool call's arguments as the model
  * streams them. Fragments are raw JSON text and need not be valid JSON on
  * their own; concatenated they make tool_call_args_done.arguments_json.
+ *
+ * Delta boundaries carry no meaning (see TextDelta): fragments may be merged.
  *
  * @generated from message agentd.v1.ToolCallArgsDelta
  */

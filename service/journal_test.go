@@ -1,0 +1,104 @@
+package service
+
+import (
+	"strings"
+	"testing"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+)
+
+// openText journals a text delta of block id with seq seq, as sendLocked does: merged
+// into the open tail when it can be, else as a new open tail. It reports whether it
+// merged.
+func openText(j *journal, seq int64, id, text string) bool {
+	if j.mergeDelta(textDelta, id, text) {
+		return true
+	}
+	ev := &agentdv1.RunEvent{Seq: seq, Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{MessageId: id, Delta: text}}}
+	j.openDelta(ev, textDelta, id, text)
+	return false
+}
+
+// readAll reads every frame of j after seq after, decoded.
+func readAll(t *testing.T, j *journal, after int64) []*agentdv1.RunEvent {
+	t.Helper()
+	fs, _, _, err := j.read(t.Context(), after, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*agentdv1.RunEvent
+	for _, f := range fs {
+		ev, err := eventOf(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// Deltas of one block merge while nobody took the last one: the reader then gets one
+// event with all their text, under the first one's seq. Once it was read, the next
+// delta is an event of its own.
+func TestJournal_DeltasMergeUntilTaken(t *testing.T) {
+	j := newJournal(nil, false)
+	if openText(j, 1, "m1", "Once ") || !openText(j, 0, "m1", "upon ") || !openText(j, 0, "m1", "a ") {
+		t.Fatal("the second and third deltas of the block did not merge into the first")
+	}
+	if j.last.Load() != 1 {
+		t.Fatalf("last = %d after three merged deltas, want 1", j.last.Load())
+	}
+	evs := readAll(t, j, 0)
+	if len(evs) != 1 || evs[0].GetSeq() != 1 || evs[0].GetTextDelta().GetDelta() != "Once upon a " {
+		t.Fatalf("read %v, want one delta, seq 1, of the three texts", evs)
+	}
+	if openText(j, 2, "m1", "time.") {
+		t.Fatal("a delta merged into one a reader had taken")
+	}
+	if evs := readAll(t, j, 1); len(evs) != 1 || evs[0].GetSeq() != 2 || evs[0].GetTextDelta().GetDelta() != "time." {
+		t.Fatalf("read %v, want the fourth delta alone, seq 2", evs)
+	}
+}
+
+// Only deltas of the same kind and block merge, never past coalesceMax, and never
+// across another event; the store's copy (unstored) takes the tail as a reader does.
+func TestJournal_WhatDoesNotMerge(t *testing.T) {
+	j := newJournal(nil, false)
+	openText(j, 1, "m1", "a")
+	if openText(j, 2, "m2", "b") {
+		t.Error("deltas of two blocks merged")
+	}
+	if j.mergeDelta(reasoningDelta, "m2", "c") {
+		t.Error("a reasoning delta merged into a text delta")
+	}
+	big := strings.Repeat("x", coalesceMax)
+	if openText(j, 3, "m2", big) {
+		t.Error("a delta merged past coalesceMax")
+	}
+	if openText(j, 4, "m2", "y") {
+		t.Error("a delta merged into a full one")
+	}
+	f, err := marshalFrame(&agentdv1.RunEvent{Seq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.append(f)
+	if j.mergeDelta(textDelta, "m2", "z") {
+		t.Error("a delta merged across another event")
+	}
+	openText(j, 6, "m2", "z")
+	first, frames := j.unstored()
+	if first != 1 || len(frames) != 6 {
+		t.Fatalf("unstored = %d frames from %d, want 6 from 1", len(frames), first)
+	}
+	if j.mergeDelta(textDelta, "m2", "!") {
+		t.Error("a delta merged into one the store took")
+	}
+	var texts []string
+	for _, ev := range readAll(t, j, 0) {
+		texts = append(texts, ev.GetTextDelta().GetDelta())
+	}
+	if got := strings.Join(texts, "|"); got != "a|b|"+big+"|y||z" {
+		t.Errorf("the journal's deltas are %.40q…, want each as journaled", got)
+	}
+}
