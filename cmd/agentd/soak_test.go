@@ -21,7 +21,8 @@ import (
 // busy by `agentctl load` for $AGENTD_SOAK (a duration such as 10m) with
 // $AGENTD_SOAK_CONCURRENCY streams (default 1000). No run may fail, and agentd's RSS near
 // the end must be within 1.5× of its RSS a quarter of the way in: memory stays flat under
-// a steady load. RSS is read from /proc, so the soak runs on Linux only. It is skipped
+// a steady load. The deltas of a client behind must merge (fewer events than deltas).
+// RSS is read from /proc, so the soak runs on Linux only. It is skipped
 // unless AGENTD_SOAK is set:
 //
 //	AGENTD_SOAK=10m go test -run TestSoakShort -timeout 15m ./cmd/agentd/
@@ -95,9 +96,12 @@ func TestSoakShort(t *testing.T) {
 
 	// What is checked; the rest of the summary (rates, latencies, agentd's RSS) is logged.
 	var sum struct {
-		Runs   int            `json:"runs"`
-		Failed int            `json:"failed"`
-		Errors map[string]int `json:"errors"`
+		Runs        int            `json:"runs"`
+		Failed      int            `json:"failed"`
+		Errors      map[string]int `json:"errors"`
+		Deltas      int64          `json:"deltas"`
+		CutDeltas   int64          `json:"cut_deltas"`
+		DeltaEvents int64          `json:"delta_events"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatalf("agentctl load --json: %v\n%s", err, stdout.String())
@@ -106,6 +110,11 @@ func TestSoakShort(t *testing.T) {
 	t.Logf("agentd RSS: idle %d KiB, at 25%% %d KiB, at 95%% %d KiB", idleKiB, quarterKiB, lateKiB)
 	if sum.Runs == 0 || sum.Failed != 0 || len(sum.Errors) != 0 {
 		t.Errorf("%d runs completed, %d failed, errors %v: want runs and no failures", sum.Runs, sum.Failed, sum.Errors)
+	}
+	// The workload replays at full speed, faster than any client reads: the deltas of a
+	// block that a stream has not taken yet merge, and most events carry many deltas.
+	if all := sum.Deltas + sum.CutDeltas; all == 0 || sum.DeltaEvents*2 > all {
+		t.Errorf("%d deltas came in %d events: want them merged, at most one event for two deltas", all, sum.DeltaEvents)
 	}
 	if lateKiB > quarterKiB*3/2 {
 		t.Errorf("agentd's RSS grew from %d KiB at 25%% of the soak to %d KiB at 95%%: more than 1.5×", quarterKiB, lateKiB)
