@@ -376,17 +376,24 @@ func TestFleet_LostBetweenStepEndAndItsCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := readRun(t, f.b.Client, resp.GetEvent().GetRunId(), 0)
+	checkCompleted(t, evs, "USER ASSISTANT TOOL ASSISTANT")
+}
+
+// checkCompleted checks that evs, a run's journal, is one sequence ending COMPLETED
+// with "finished", and that the run added messages of roles, in order.
+func checkCompleted(t *testing.T, evs []*agentdv1.RunEvent, roles string) {
+	t.Helper()
 	checkOneSequence(t, evs)
 	rf := evs[len(evs)-1].GetRunFinished()
-	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || rf.GetFinalText() != "finished" {
 		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
 	}
-	var roles []string
+	var got []string
 	for _, m := range rf.GetNewMessages() {
-		roles = append(roles, strings.TrimPrefix(m.GetRole().String(), "ROLE_"))
+		got = append(got, strings.TrimPrefix(m.GetRole().String(), "ROLE_"))
 	}
-	if want := "USER ASSISTANT TOOL ASSISTANT"; strings.Join(roles, " ") != want {
-		t.Errorf("the run's new messages are %v, want %s", roles, want)
+	if strings.Join(got, " ") != roles {
+		t.Errorf("the run's new messages are %v, want %s", got, roles)
 	}
 }
 
@@ -448,18 +455,7 @@ func TestFleet_TakenUpTwiceInOneStep(t *testing.T) {
 	f.cutA.cut.Store(false) // a takes it up again once b's lease runs out
 
 	evs := readRun(t, f.a.Client, runID, 0)
-	checkOneSequence(t, evs)
-	rf := evs[len(evs)-1].GetRunFinished()
-	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || rf.GetFinalText() != "finished" {
-		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
-	}
-	var roles []string
-	for _, m := range rf.GetNewMessages() {
-		roles = append(roles, strings.TrimPrefix(m.GetRole().String(), "ROLE_"))
-	}
-	if want := "USER ASSISTANT TOOL USER ASSISTANT TOOL ASSISTANT"; strings.Join(roles, " ") != want {
-		t.Errorf("the run's new messages are %v, want %s", roles, want)
-	}
+	checkCompleted(t, evs, "USER ASSISTANT TOOL USER ASSISTANT TOOL ASSISTANT")
 }
 
 // A decision whose ack is in the store, but not what it decided (the replica that took
