@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -62,6 +63,10 @@ func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		return eff, ts, nil
 	}
 	th, err := s.thread(ctx, id)
+	if err == nil && th.ActiveRunID != "" && s.waitEnding(ctx, th.ActiveRunID) {
+		// Its client may have read run_finished already, and goes on with the thread.
+		th, err = s.thread(ctx, id)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,6 +106,34 @@ func (s *Server) thread(ctx context.Context, id string) (store.Thread, error) {
 		return store.Thread{}, threadNotFound(id)
 	}
 	return th, nil
+}
+
+// waitEnding waits for run id, when this server runs it and the run has sent its
+// run_finished, to be recorded as ended (its messages added to its thread, the thread
+// no longer busy), and reports whether it waited. A client that starts a thread's next
+// turn as soon as it reads run_finished finds the thread free and whole.
+func (s *Server) waitEnding(ctx context.Context, id string) bool {
+	s.liveMu.Lock()
+	ss := s.live[id]
+	s.liveMu.Unlock()
+	if ss == nil {
+		return false
+	}
+	ss.mu.Lock()
+	ended, done := ss.ended, ss.done
+	ss.mu.Unlock()
+	if !ended || done == nil {
+		return false
+	}
+	t := time.NewTimer(storeTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
 }
 
 func threadNotFound(id string) error {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -14,6 +15,8 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/servicetest"
+	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/memory"
 )
 
 // threadIdentity names the caller by its x-who metadata.
@@ -154,4 +157,51 @@ func protoText(m *agentdv1.Message) string {
 		b.WriteString(p.GetText())
 	}
 	return b.String()
+}
+
+// slowThreadStore takes its time adding a run's messages to a thread, as a busy database
+// would: a run's run_finished reaches its client before the run is recorded as ended.
+type slowThreadStore struct{ store.Store }
+
+func (s slowThreadStore) AppendMessages(ctx context.Context, threadID string, l store.Lease, msgs [][]byte) error {
+	time.Sleep(300 * time.Millisecond)
+	return s.Store.AppendMessages(ctx, threadID, l, msgs)
+}
+
+// A client that starts a thread's next turn as soon as it reads run_finished finds the
+// thread free, and the turn before in its history.
+func TestThreads_NextTurnRightAfterRunFinished(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{rt.Say("one"), rt.Say("two")}}
+	srv := newTestServer(t, service.Config{Store: slowThreadStore{memory.New(memory.Options{})}}, scripted{name: "chat", model: m})
+	stream, err := srv.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: onThread("", "first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread := ""
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := resp.GetEvent().GetRunStarted(); rs != nil {
+			thread = rs.GetThreadId()
+		}
+		if resp.GetEvent().GetRunFinished() != nil {
+			break
+		}
+	}
+	resp, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: onThread(thread, "second")})
+	if err != nil {
+		t.Fatalf("the next turn, right after run_finished: %v", err)
+	}
+	if resp.GetResult().GetFinalText() != "two" {
+		t.Fatalf("the next turn: %v", resp)
+	}
+	var seen []string
+	for _, msg := range m.Requests()[1].Messages {
+		seen = append(seen, msg.Text())
+	}
+	if want := []string{"first", "one", "second"}; !slices.Equal(seen, want) {
+		t.Errorf("the second turn's model saw %q, want %q", seen, want)
+	}
 }
