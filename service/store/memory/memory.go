@@ -705,6 +705,10 @@ func (s *Store) grewLocked(n int64) {
 	if s.bytes <= s.opts.MaxBytes {
 		return
 	}
+	// Finished runs go until the store is an eighth under its bound: a store at its
+	// bound under load, where every append crosses it, then looks through its runs once
+	// an eighth of the bound was appended, not at every append.
+	low := s.opts.MaxBytes - s.opts.MaxBytes/8
 	var done []*run
 	for _, r := range s.runs {
 		if r.rec.Status == store.Finished {
@@ -713,10 +717,13 @@ func (s *Store) grewLocked(n int64) {
 	}
 	slices.SortFunc(done, func(a, b *run) int { return a.rec.FinishedAt.Compare(b.rec.FinishedAt) })
 	for _, r := range done {
-		if s.bytes <= s.opts.MaxBytes {
+		if s.bytes <= low {
 			return
 		}
 		s.dropRunLocked(r)
+	}
+	if s.bytes <= s.opts.MaxBytes {
+		return
 	}
 	var idle []*thread
 	for _, t := range s.threads {

@@ -193,3 +193,34 @@ func TestLeasesUseTheClock(t *testing.T) {
 		t.Errorf("Claim past the lease: epoch %d until %v, %v", r.Epoch, r.LeaseUntil, err)
 	}
 }
+
+// A store past its bound lets go of finished runs until it is an eighth under it, so
+// that a store at its bound under load does not look through its runs at every append.
+func TestBoundLeavesRoom(t *testing.T) {
+	s := memory.New(memory.Options{MaxBytes: 80_000})
+	ctx := t.Context()
+	frame := [][]byte{bytes.Repeat([]byte{'x'}, 1000)}
+	crossed := 0
+	for i := range 200 {
+		id := fmt.Sprintf("run_%d", i)
+		if err := s.CreateRun(ctx, store.Run{ID: id, Holder: "replica"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		before := s.Bytes()
+		if err := s.AppendEvents(ctx, []store.Events{{Lease: held(id), First: 1, Frames: frame}}); err != nil {
+			t.Fatal(err)
+		}
+		if after := s.Bytes(); after < before {
+			crossed++
+			if after > 70_000 {
+				t.Fatalf("past its bound the store went down to %d bytes, want at most 70000 (7/8 of 80000)", after)
+			}
+		}
+		s.UpdateRun(ctx, held(id), store.Update{Status: store.Finished})
+	}
+	// About 200 KB went through an 80 KB store: it let go of runs a few times, not at
+	// every append once full.
+	if crossed == 0 || crossed > 30 {
+		t.Errorf("the store let go of runs at %d appends of 200, want a few", crossed)
+	}
+}
