@@ -78,7 +78,9 @@ func TestTLSFlags(t *testing.T) {
 			t.Errorf("%s: agents succeeded: %s", name, r)
 		}
 	}
-	r = ctl{}.run(t, "--addr", sharedAgentd(t), "agents") // TLS to a plain-text agentd
+	r = ctl{}.run(t, "--addr", sharedAgentd(t), "agents") // plain text to loopback, with no flag
+	wantOutput(t, r, exitOK, "demo  demo:agentd-demo")
+	r = ctl{}.run(t, "--addr", sharedAgentd(t), "--plaintext=false", "agents") // TLS to a plain-text agentd
 	if r.code != exitFailed || !strings.Contains(r.stderr, "add --plaintext") {
 		t.Errorf("TLS to plain text: %s, want the --plaintext hint", r)
 	}

@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -36,6 +37,7 @@ import (
 	"golang.org/x/term"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/version"
 )
 
 // Exit codes.
@@ -100,8 +102,10 @@ agentctl talks to agentd (agentd.v1.AgentService).
            early, still reporting. Serve the benchmark workload for it with
            agentd --model workload:medium.
 
-Flags take one dash or two. Connection flags are grpcurl's, and like grpcurl agentctl
-speaks TLS unless given --plaintext, which agentd's default (no --tls-cert) needs. Each
+Flags take one dash or two. Connection flags are grpcurl's. To a loopback address
+(localhost, 127.0.0.1, ::1) with no TLS flag agentctl speaks plain text, as agentd serves
+by default; to any other address it speaks TLS unless given --plaintext
+(--plaintext=false forces TLS to a loopback address). Each
 connection flag but -H may also be set as AGENTCTL_<FLAG> in the environment, such as
 AGENTCTL_ADDR=host:port or AGENTCTL_PLAINTEXT=true; a flag on the command line wins.
 
@@ -153,6 +157,10 @@ func main() {
 
 // run runs agentctl with args and returns its exit code.
 func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(e.stdout, version.String("agentctl"))
+		return exitOK
+	}
 	cmd, err := parseCommand(args, e.getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(e.stdout, usageText, flagHelp(connFlagSet(&connConfig{})), flagHelp(runFlagSet(&runConfig{})),
@@ -229,6 +237,24 @@ type connConfig struct {
 	headers       headerFlags
 	expandHeaders bool
 	maxTime       time.Duration
+}
+
+// plaintextByDefault reports whether agentctl speaks plain text when --plaintext is not
+// given: to a loopback address (where agentd serves plain text by default) with no TLS
+// flag. Anything else gets TLS, as grpcurl does.
+func (c connConfig) plaintextByDefault() bool {
+	if c.insecure || c.cacert != "" || c.cert != "" || c.key != "" || c.servername != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		host = c.addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // runConfig is what `agentctl run` runs, and how; `agentctl chat` runs each turn with it.
@@ -315,7 +341,7 @@ func connFlagSet(c *connConfig) *flag.FlagSet {
 
 func addConnFlags(fs *flag.FlagSet, c *connConfig) {
 	fs.StringVar(&c.addr, "addr", "localhost:50051", "`host:port` of agentd")
-	fs.BoolVar(&c.plaintext, "plaintext", false, "use plain-text HTTP/2 (no TLS), as agentd serves by default")
+	fs.BoolVar(&c.plaintext, "plaintext", false, "use plain-text HTTP/2 (no TLS), as agentd serves by default (the default to a loopback address with no TLS flag)")
 	fs.BoolVar(&c.insecure, "insecure", false, "use TLS but skip verifying the server's certificate and host name")
 	fs.StringVar(&c.cacert, "cacert", "", "PEM `file` of CA certificates to verify the server with (default: the system's)")
 	fs.StringVar(&c.cert, "cert", "", "PEM certificate `file` to present to the server (mTLS; needs --key)")
@@ -450,6 +476,9 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	})
 	if err := errors.Join(errs...); err != nil {
 		return cmd, err
+	}
+	if !set["plaintext"] && getenv("AGENTCTL_PLAINTEXT") == "" {
+		cmd.conn.plaintext = cmd.conn.plaintextByDefault()
 	}
 	if err := cmd.conn.check(); err != nil {
 		return cmd, err

@@ -22,7 +22,7 @@ func TestParseCommand(t *testing.T) {
 		{
 			name: "defaults",
 			args: []string{"agents"},
-			want: command{name: "agents", conn: connConfig{addr: "localhost:50051"}},
+			want: command{name: "agents", conn: connConfig{addr: "localhost:50051", plaintext: true}},
 		},
 		{
 			name: "connection flags before and after the command, run flags around the prompt",
@@ -36,7 +36,7 @@ func TestParseCommand(t *testing.T) {
 		{
 			name: "-- ends the flags",
 			args: []string{"run", "--", "--json", "is", "a", "prompt"},
-			want: command{name: "run", conn: connConfig{addr: "localhost:50051"}, run: runConfig{prompt: "--json is a prompt"}},
+			want: command{name: "run", conn: connConfig{addr: "localhost:50051", plaintext: true}, run: runConfig{prompt: "--json is a prompt"}},
 		},
 		{
 			name: "the environment fills what the command line does not say",
@@ -51,7 +51,7 @@ func TestParseCommand(t *testing.T) {
 		{
 			name: "run on a thread the server keeps",
 			args: []string{"run", "--history", "thread", "--thread", "thread_1", "hello"},
-			want: command{name: "run", conn: connConfig{addr: "localhost:50051"}, run: runConfig{prompt: "hello", thread: "thread_1", history: historyFlag(agentdv1.History_HISTORY_THREAD)}},
+			want: command{name: "run", conn: connConfig{addr: "localhost:50051", plaintext: true}, run: runConfig{prompt: "hello", thread: "thread_1", history: historyFlag(agentdv1.History_HISTORY_THREAD)}},
 		},
 		{
 			name: "attach, its flags after the run id",
@@ -61,17 +61,37 @@ func TestParseCommand(t *testing.T) {
 		{
 			name: "chat",
 			args: []string{"chat", "--thread", "thread_1", "--agent", "demo", "--auto-approve"},
-			want: command{name: "chat", conn: connConfig{addr: "localhost:50051"}, run: runConfig{thread: "thread_1", agent: "demo", autoApprove: true}},
+			want: command{name: "chat", conn: connConfig{addr: "localhost:50051", plaintext: true}, run: runConfig{thread: "thread_1", agent: "demo", autoApprove: true}},
+		},
+		{
+			name: "TLS to an address that is not loopback",
+			args: []string{"--addr", "agentd.example:443", "agents"},
+			want: command{name: "agents", conn: connConfig{addr: "agentd.example:443"}},
+		},
+		{
+			name: "plain text to a loopback IP",
+			args: []string{"--addr", "[::1]:50051", "agents"},
+			want: command{name: "agents", conn: connConfig{addr: "[::1]:50051", plaintext: true}},
+		},
+		{
+			name: "TLS to loopback with a TLS flag",
+			args: []string{"--addr", "127.0.0.1:50051", "--cacert", "ca.pem", "agents"},
+			want: command{name: "agents", conn: connConfig{addr: "127.0.0.1:50051", cacert: "ca.pem"}},
+		},
+		{
+			name: "TLS to loopback when asked",
+			args: []string{"--plaintext=false", "agents"},
+			want: command{name: "agents", conn: connConfig{addr: "localhost:50051"}},
 		},
 		{
 			name: "threads lists by default",
 			args: []string{"threads", "--json"},
-			want: command{name: "threads", conn: connConfig{addr: "localhost:50051"}, threads: threadsConfig{action: "list", json: true}},
+			want: command{name: "threads", conn: connConfig{addr: "localhost:50051", plaintext: true}, threads: threadsConfig{action: "list", json: true}},
 		},
 		{
 			name: "threads show",
 			args: []string{"threads", "show", "thread_1"},
-			want: command{name: "threads", conn: connConfig{addr: "localhost:50051"}, threads: threadsConfig{action: "show", id: "thread_1"}},
+			want: command{name: "threads", conn: connConfig{addr: "localhost:50051", plaintext: true}, threads: threadsConfig{action: "show", id: "thread_1"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -303,3 +303,9 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("-h: %s", r)
 	}
 }
+
+// --version prints agentctl's version line and needs no server.
+func TestVersion(t *testing.T) {
+	r := ctl{}.run(t, "--version")
+	wantOutput(t, r, exitOK, "agentctl ")
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/hooks/audit"
+	"github.com/agentd/agentd/internal/version"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/store"
@@ -36,6 +37,10 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		if errors.Is(err, errVersion) {
+			fmt.Println(version.String("agentd"))
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "agentd:", err)
@@ -99,6 +104,9 @@ type config struct {
 	maxHealthWatchesPeer int
 }
 
+// errVersion is parseConfig's answer to --version: main prints the version and exits.
+var errVersion = errors.New("version asked")
+
 // parseConfig reads flags from args, then fills every flag not given on the command line
 // from its AGENTD_* variable.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -150,6 +158,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted); it records what every hook decided, the agents' own included, wherever it sits in the chain")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
 	fs.BoolVar(&cfg.recordContent, "record-content", false, "record prompts, model output, tool arguments and tool results on trace spans (gen_ai.input.messages, …); off by default, as they may hold personal data")
+	showVersion := fs.Bool("version", false, "print agentd's version (module version and VCS revision) and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: agentd [flags]\n\nagentd runs AI agents behind gRPC (agentd.v1.AgentService).\n"+
 			"Each flag may also be set as AGENTD_<FLAG> in the environment (--listen: AGENTD_LISTEN).\n\nFlags:\n")
@@ -158,6 +167,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
+	if *showVersion {
+		return config{}, errVersion
+	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
@@ -165,7 +177,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
+		if set[f.Name] || f.Name == "version" { // AGENTD_VERSION may well name an image's
 			return
 		}
 		name := envName(f.Name)
