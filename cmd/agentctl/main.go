@@ -73,7 +73,8 @@ agentctl talks to agentd (agentd.v1.AgentService).
            instead. Ctrl-C cancels the run; a second Ctrl-C quits at once. End of input
            (Ctrl-D) leaves the run to go on: if it then needs an approval it parks.
            When stdin is not a terminal, agentctl reads it only to answer approvals,
-           one line per answer, so answers can be piped in.
+           one line per answer, so answers can be piped in ("n" then denies with no
+           reason asked; "n REASON" gives one).
            A parked run (AWAITING_INPUT, or SHUTDOWN when the server drained) is saved
            to --save FILE with its history and continuation; --resume FILE continues it
            on any replica that shares the server's continuation key, asking the

@@ -137,10 +137,17 @@ func (s *session) answer(ctx context.Context, text string) {
 	a := s.queue[0]
 	switch s.stage {
 	case stageDecide:
-		switch strings.ToLower(strings.TrimSpace(text)) {
+		// "n" may carry its reason on the same line ("n not that file"); piped input,
+		// a line an answer, denies at "n" with no reason asked.
+		word, reason, _ := strings.Cut(strings.TrimSpace(text), " ")
+		switch strings.ToLower(word) {
 		case "y", "yes":
 			s.decided(&agentdv1.ApprovalDecision{ApprovalId: a.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED})
 		case "n", "no":
+			if reason = strings.TrimSpace(reason); reason != "" || !s.e.stdinTTY {
+				s.decided(&agentdv1.ApprovalDecision{ApprovalId: a.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED, Reason: reason})
+				return
+			}
 			s.stage = stageReason
 			s.ask("reason, told to the model (Enter for none): ")
 		case "e", "edit":

@@ -93,10 +93,13 @@ func TestRunApprovalAtThePrompt(t *testing.T) {
 			"Saved your note \"Buy milk\"",
 			"✓ completed · 2 model calls · 1 tool call",
 		}},
-		{"deny with a reason", "n\nnot now\n", "", []string{
-			"reason, told to the model (Enter for none): not now\n",
+		{"deny with a reason on the line", "n not now\n", "", []string{
 			"✗ save_note denied (not now)\n",
 			"denied: not now",
+			"Nothing was saved.",
+		}},
+		{"deny: piped, n asks no reason", "n\n", "", []string{
+			"✗ save_note denied\n",
 			"Nothing was saved.",
 		}},
 		{"edit inline", "e\n{\"title\": \"Oat milk\", \"text\": \"buy oat milk\"}\n", "", []string{

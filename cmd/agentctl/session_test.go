@@ -204,8 +204,7 @@ func TestExpiredApprovalClosesThePrompt(t *testing.T) {
 	// The line read for the first prompt answers the second, which is the one on screen.
 	io.WriteString(answering, "e\n")
 	waitFor(t, out, "the server does not let this call's arguments be edited\n")
-	io.WriteString(answering, "n\n")
-	io.WriteString(answering, "too risky\n")
+	io.WriteString(answering, "n too risky\n")
 	want := &agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
 		ApprovalId: "appr_2", Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED, Reason: "too risky",
 	}}}
