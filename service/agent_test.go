@@ -121,7 +121,7 @@ func TestListAgentsGoAgents(t *testing.T) {
 	}
 	want := []*agentdv1.Agent{
 		{
-			Name: "derived", Model: "test:scripted", MaxSteps: 7,
+			Name: "derived", Model: "test:scripted", MaxSteps: 7, IsDefault: true,
 			Tools: []*agentdv1.ToolInfo{
 				{Spec: &agentdv1.ToolSpec{Name: "look", Description: "test tool look"}, Enabled: true},
 				{Spec: &agentdv1.ToolSpec{Name: "slow", Description: "Takes its time."}, Timeout: durationpb.New(5 * time.Second)},

@@ -56,3 +56,32 @@ func TestListAgentsToolApproval(t *testing.T) {
 		t.Errorf("tool policies in ListAgents (-want +got):\n%s", diff)
 	}
 }
+
+// ListAgents marks the default agent, the one a start that names none runs, and no
+// other, whatever its place in the sorted list.
+func TestListAgentsMarksTheDefault(t *testing.T) {
+	newAgent := func(name string) *service.Agent {
+		r, err := runtime.New(runtime.Config{Name: name, Model: &rt.Model{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &service.Agent{Runtime: r}
+	}
+	agents, err := service.NewAgents(newAgent("zeta"), newAgent("alpha"), newAgent("mid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := servicetest.NewServer(t, service.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler)}).Client.ListAgents(t.Context(), &agentdv1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults []string
+	for _, a := range resp.GetAgents() {
+		if a.GetIsDefault() {
+			defaults = append(defaults, a.GetName())
+		}
+	}
+	if len(defaults) != 1 || defaults[0] != "zeta" {
+		t.Errorf("agents marked default: %q, want [zeta]", defaults)
+	}
+}

@@ -195,8 +195,11 @@ func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStre
 // ListAgents implements agentdv1.AgentServiceServer.
 func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (*agentdv1.ListAgentsResponse, error) {
 	resp := &agentdv1.ListAgentsResponse{}
+	def, err := s.agents.Agent("")
 	for _, e := range s.agents.List() {
-		resp.Agents = append(resp.Agents, agentToProto(e))
+		a := agentToProto(e)
+		a.IsDefault = err == nil && def != nil && e.Name == def.Name
+		resp.Agents = append(resp.Agents, a)
 	}
 	return resp, nil
 }

@@ -59,7 +59,7 @@ func listAgents(ctx context.Context, client agentdv1.AgentServiceClient, asJSON 
 
 // formatAgent describes an agent in a few lines:
 //
-//	demo  demo:agentd-demo  max 25 steps
+//	demo  demo:agentd-demo  max 25 steps  (default: runs when no --agent is given)
 //	  agentd's built-in demo agent: …
 //	  tools: current_time, calculate, save_note (needs approval)
 //
@@ -76,6 +76,9 @@ func formatAgent(a *agentdv1.Agent) string {
 	}
 	if a.GetMaxSteps() > 0 {
 		fmt.Fprintf(&b, "  max %d steps", a.GetMaxSteps())
+	}
+	if a.GetIsDefault() {
+		b.WriteString("  (default: runs when no --agent is given)")
 	}
 	b.WriteString("\n")
 	if d := a.GetDescription(); d != "" {

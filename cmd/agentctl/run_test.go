@@ -42,7 +42,7 @@ func wantOutput(t *testing.T, r result, code int, wants ...string) {
 func TestAgents(t *testing.T) {
 	t.Parallel()
 	r := ctl{}.run(t, args(plain(t), "agents")...)
-	wantOutput(t, r, exitOK, "demo  demo:agentd-demo  max 25 steps\n", "tools: current_time, calculate, save_note (needs approval)\n")
+	wantOutput(t, r, exitOK, "demo  demo:agentd-demo  max 25 steps  (default: runs when no --agent is given)\n", "tools: current_time, calculate, save_note (needs approval)\n")
 
 	r = ctl{}.run(t, args(plain(t), "agents", "--json")...)
 	var resp agentdv1.ListAgentsResponse

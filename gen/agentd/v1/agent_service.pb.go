@@ -1621,7 +1621,10 @@ type Agent struct {
 	// Steps allowed per turn unless a client asks for fewer.
 	MaxSteps int32 `protobuf:"varint,5,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
 	// The server's tools of this agent, with their policies.
-	Tools         []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Whether this is the server's default agent: the one a RunSpec that names
+	// no agent runs.
+	IsDefault     bool `protobuf:"varint,7,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1696,6 +1699,13 @@ func (x *Agent) GetTools() []*ToolInfo {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *Agent) GetIsDefault() bool {
+	if x != nil {
+		return x.IsDefault
+	}
+	return false
 }
 
 // ToolInfo describes a server tool of an agent and its policy.
@@ -1911,14 +1921,16 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x14DeleteThreadResponse\"\x13\n" +
 	"\x11ListAgentsRequest\">\n" +
 	"\x12ListAgentsResponse\x12(\n" +
-	"\x06agents\x18\x01 \x03(\v2\x10.agentd.v1.AgentR\x06agents\"\xd1\x01\n" +
+	"\x06agents\x18\x01 \x03(\v2\x10.agentd.v1.AgentR\x06agents\"\xf0\x01\n" +
 	"\x05Agent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x124\n" +
 	"\x16model_override_allowed\x18\x04 \x01(\bR\x14modelOverrideAllowed\x12\x1b\n" +
 	"\tmax_steps\x18\x05 \x01(\x05R\bmaxSteps\x12)\n" +
-	"\x05tools\x18\x06 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\"\xbd\x02\n" +
+	"\x05tools\x18\x06 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\x12\x1d\n" +
+	"\n" +
+	"is_default\x18\a \x01(\bR\tisDefault\"\xbd\x02\n" +
 	"\bToolInfo\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.agentd.v1.ToolSpecR\x04spec\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x18\n" +

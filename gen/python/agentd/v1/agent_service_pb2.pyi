@@ -16,20 +16,22 @@ TOOL_APPROVAL_AUTO: ToolApproval
 TOOL_APPROVAL_UNSPECIFIED: ToolApproval
 
 class Agent(_message.Message):
-    __slots__ = ["description", "max_steps", "model", "model_override_allowed", "name", "tools"]
+    __slots__ = ["description", "is_default", "max_steps", "model", "model_override_allowed", "name", "tools"]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MODEL_OVERRIDE_ALLOWED_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     description: str
+    is_default: bool
     max_steps: int
     model: str
     model_override_allowed: bool
     name: str
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., model: _Optional[str] = ..., model_override_allowed: bool = ..., max_steps: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., model: _Optional[str] = ..., model_override_allowed: bool = ..., max_steps: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., is_default: bool = ...) -> None: ...
 
 class Attach(_message.Message):
     __slots__ = ["after_seq", "run_id"]

@@ -822,6 +822,14 @@ export declare type Agent = Message<"agentd.v1.Agent"> & {
    * @generated from field: repeated agentd.v1.ToolInfo tools = 6;
    */
   tools: ToolInfo[];
+
+  /**
+   * Whether this is the server's default agent: the one a RunSpec that names
+   * no agent runs.
+   *
+   * @generated from field: bool is_default = 7;
+   */
+  isDefault: boolean;
 };
 
 /**
