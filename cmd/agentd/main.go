@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -57,6 +58,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	drainPeriod     time.Duration
 	logLevel        slog.Level
+	logFormat       string
 	audit           bool
 	maxRuns         int
 	maxMessageBytes int
@@ -155,6 +157,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.maxHealthWatches, "max-health-watches", 1024, "grpc.health.v1.Health/Watch streams open at once; more are refused with RESOURCE_EXHAUSTED (Check is never limited); 0 turns the cap off")
 	fs.IntVar(&cfg.maxHealthWatchesPeer, "max-health-watches-per-peer", 64, "Health/Watch streams open at once from one IP address (behind a proxy or mesh every caller has the proxy's); 0 turns the cap off")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
+	fs.StringVar(&cfg.logFormat, "log-format", "", "`format` of logs: text (key=value lines, for people) or json (one object a line, for collectors); by default text when stderr is a terminal, json otherwise")
 	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted); it records what every hook decided, the agents' own included, wherever it sits in the chain")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
 	fs.BoolVar(&cfg.recordContent, "record-content", false, "record prompts, model output, tool arguments and tool results on trace spans (gen_ai.input.messages, …); off by default, as they may hold personal data")
@@ -208,7 +211,27 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if cfg.rateLimit > 0 && cfg.rateBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-burst (%d) must be at least 1 when --rate-limit is set", cfg.rateBurst))
 	}
+	switch cfg.logFormat {
+	case "", "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat))
+	}
 	return cfg, errors.Join(errs...)
+}
+
+// logHandler returns the handler of --log-format: text or json, and for "" text when w
+// is a terminal, json otherwise.
+func logHandler(format string, w io.Writer, opts *slog.HandlerOptions) slog.Handler {
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.NewTextHandler(w, opts)
+	}
+	return slog.NewJSONHandler(w, opts)
 }
 
 // envName is the environment variable that stands in for the flag name.
@@ -221,7 +244,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log := slog.New(traceHandler{slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel})})
+	log := slog.New(traceHandler{logHandler(cfg.logFormat, stderr, &slog.HandlerOptions{Level: cfg.logLevel})})
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return err
