@@ -78,19 +78,21 @@ func TestEndToEndGrpcurlRecipes(t *testing.T) {
 }
 
 // recipeTools returns the PATH under which the recipes find grpcurl and jq: the test's
-// own, with $(go env GOBIN) or $(go env GOPATH)/bin added where grpcurl was installed
-// there but is not on PATH. Where a tool is missing it fails the test if CI is set, and
-// skips it otherwise.
+// own, with the folder of a grpcurl added when none is on PATH: one go install put in
+// $(go env GOBIN) or $(go env GOPATH)/bin, else the module's own tool, built. Where jq
+// or bash is missing it fails the test if CI is set, and skips it otherwise.
 func recipeTools(t *testing.T) string {
 	t.Helper()
 	pathEnv := os.Getenv("PATH")
 	var missing []string
 	if _, err := exec.LookPath("grpcurl"); err != nil {
-		if dir := goInstalled(t, "grpcurl"); dir != "" {
-			pathEnv = dir + string(os.PathListSeparator) + pathEnv
-		} else {
-			missing = append(missing, "grpcurl (go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4)")
+		dir := goInstalled(t, "grpcurl")
+		if dir == "" {
+			// grpcurl is a tool of this module (go.mod's tool block, `go tool grpcurl`):
+			// built at the version go.mod pins, the recipes always run.
+			dir = filepath.Dir(agentdtest.Build(t, "github.com/fullstorydev/grpcurl/cmd/grpcurl"))
 		}
+		pathEnv = dir + string(os.PathListSeparator) + pathEnv
 	}
 	if _, err := exec.LookPath("jq"); err != nil {
 		missing = append(missing, "jq (apt-get install -y jq, or brew install jq)")
