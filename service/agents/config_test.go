@@ -63,7 +63,7 @@ func TestLoadFileExample(t *testing.T) {
 		{Name: "notes", Model: demo.ModelName, MaxSteps: 25, Tools: builtinNatural},
 		{
 			Name:        "researcher",
-			Description: "Fetches pages from go.dev and sums them up.",
+			Description: "Fetches pages from go.dev and sums them up; needs a real model.",
 			Model:       demo.ModelName,
 			MaxSteps:    25,
 			Tools: []toolSummary{
