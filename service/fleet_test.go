@@ -149,6 +149,21 @@ func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...run
 	return f
 }
 
+// startOnA starts the worker on "go" with StartRun on replica a, and returns the run's
+// id once it started; the stream stays open until ctx ends.
+func (f *fleet) startOnA(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	stream, err := f.a.Client.StartRun(ctx, &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetEvent().GetRunId()
+}
+
 // readRun reads run id's whole journal from c, after seq after, to run_finished.
 func readRun(t *testing.T, c agentdv1.AgentServiceClient, id string, after int64) []*agentdv1.RunEvent {
 	t.Helper()
@@ -303,15 +318,7 @@ func TestFleet_TakeoverWhileACallRuns(t *testing.T) {
 			f := newFleet(t, model, runtime.Policy{}, tool)
 			ctx, kill := context.WithCancel(t.Context())
 			defer kill()
-			stream, err := f.a.Client.StartRun(ctx, &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := stream.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			runID := resp.GetEvent().GetRunId()
+			runID := f.startOnA(ctx, t)
 			<-first
 			cut := time.Now()
 			f.cutA.cut.Store(true)
@@ -367,15 +374,7 @@ func TestFleet_LostBetweenStepEndAndItsCheckpoint(t *testing.T) {
 		})
 	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("finished"), rt.Say("finished")}}
 	f = newFleet(t, model, runtime.Policy{}, tool)
-	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := readRun(t, f.b.Client, resp.GetEvent().GetRunId(), 0)
+	evs := readRun(t, f.b.Client, f.startOnA(t.Context(), t), 0)
 	checkCompleted(t, evs, "USER ASSISTANT TOOL ASSISTANT")
 }
 
@@ -424,15 +423,7 @@ func TestFleet_TakenUpTwiceInOneStep(t *testing.T) {
 		})
 	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Call(1, "side", `{"n":2}`), rt.Say("finished"), rt.Say("finished")}}
 	f = newFleet(t, model, runtime.Policy{}, tool)
-	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	runID := resp.GetEvent().GetRunId()
+	runID := f.startOnA(t.Context(), t)
 	await := func(ch chan struct{}, what string) {
 		t.Helper()
 		select {

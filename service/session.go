@@ -354,19 +354,12 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	if ss.moved {
 		return errRunMoved // another replica runs it: this one adds nothing
 	}
-	if numbered && !ss.srv.cfg.ExactDeltas {
-		if kind, id, text, ok := deltaOf(ev); ok && utf8.ValidString(text) {
-			if ss.journal.mergeDelta(kind, id, text) {
-				return nil // into the delta before it, which no stream has taken yet
-			}
-			now := ss.srv.now()
-			ss.seq++
-			ev.Seq, ev.RunId, ev.Time = ss.seq, ss.runID, timestamppb.New(now)
-			ss.lastSent = now
-			ss.journal.openDelta(ev, kind, id, text)
-			ss.srv.writer.mark(ss)
-			return nil
-		}
+	// A delta goes into the delta before it when no stream has taken that one yet, or
+	// opens the journal's tail, marshaled when first taken (journal.openDelta).
+	kind, id, text, delta := deltaOf(ev)
+	delta = delta && numbered && !ss.srv.cfg.ExactDeltas && utf8.ValidString(text)
+	if delta && ss.journal.mergeDelta(kind, id, text) {
+		return nil
 	}
 	now := ss.srv.now()
 	if numbered {
@@ -376,6 +369,11 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	ev.RunId = ss.runID
 	ev.Time = timestamppb.New(now)
 	ss.lastSent = now
+	if delta {
+		ss.journal.openDelta(ev, kind, id, text)
+		ss.srv.writer.mark(ss)
+		return nil
+	}
 	f, err := marshalFrame(ev)
 	if err != nil {
 		// Nothing agentd builds fails to marshal: a fault, which ends the run.

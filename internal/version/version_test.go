@@ -32,10 +32,3 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
-
-// A test binary has build information: the line names the program and the toolchain.
-func TestString(t *testing.T) {
-	if got := String("agentctl"); len(got) < len("agentctl go1") || got[:9] != "agentctl " {
-		t.Errorf("String = %q", got)
-	}
-}
