@@ -62,11 +62,7 @@ func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		eff.ThreadId = ts.id
 		return eff, ts, nil
 	}
-	th, err := s.thread(ctx, id)
-	if err == nil && th.ActiveRunID != "" && s.waitEnding(ctx, th.ActiveRunID) {
-		// Its client may have read run_finished already, and goes on with the thread.
-		th, err = s.thread(ctx, id)
-	}
+	th, err := s.settledThread(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,6 +102,17 @@ func (s *Server) thread(ctx context.Context, id string) (store.Thread, error) {
 		return store.Thread{}, threadNotFound(id)
 	}
 	return th, nil
+}
+
+// settledThread is thread, once the thread's active run, when it has sent its
+// run_finished, is recorded as ended (waitEnding): a client that read run_finished and
+// goes on with the thread (its next turn, its history) finds the run's messages there.
+func (s *Server) settledThread(ctx context.Context, id string) (store.Thread, error) {
+	th, err := s.thread(ctx, id)
+	if err == nil && th.ActiveRunID != "" && s.waitEnding(ctx, th.ActiveRunID) {
+		th, err = s.thread(ctx, id)
+	}
+	return th, err
 }
 
 // waitEnding waits for run id, when this server runs it and the run has sent its
@@ -173,7 +180,7 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 	if err != nil {
 		return nil, err
 	}
-	th, err := s.thread(ctx, in.GetThreadId())
+	th, err := s.settledThread(ctx, in.GetThreadId())
 	if err != nil {
 		return nil, err
 	}

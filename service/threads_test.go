@@ -205,3 +205,34 @@ func TestThreads_NextTurnRightAfterRunFinished(t *testing.T) {
 		t.Errorf("the second turn's model saw %q, want %q", seen, want)
 	}
 }
+
+// A client that reads a thread as soon as it reads run_finished finds the run's messages
+// in it.
+func TestThreads_HistoryRightAfterRunFinished(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{rt.Say("one")}}
+	srv := newTestServer(t, service.Config{Store: slowThreadStore{memory.New(memory.Options{})}}, scripted{name: "chat", model: m})
+	stream, err := srv.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: onThread("", "first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread := ""
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := resp.GetEvent().GetRunStarted(); rs != nil {
+			thread = rs.GetThreadId()
+		}
+		if resp.GetEvent().GetRunFinished() != nil {
+			break
+		}
+	}
+	got, err := srv.Client.GetThread(t.Context(), &agentdv1.GetThreadRequest{ThreadId: thread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetThread().GetMessageCount() != 2 || got.GetThread().GetActiveRunId() != "" {
+		t.Errorf("GetThread right after the run: %v, want its 2 messages and no active run", got.GetThread())
+	}
+}
