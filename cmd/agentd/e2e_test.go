@@ -77,11 +77,49 @@ func TestEndToEndGrpcurlRecipes(t *testing.T) {
 	t.Logf("agentd exited 0 %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
 }
 
-// recipeTools returns the PATH under which the recipes find grpcurl and jq: the test's
-// own, with the folder of a grpcurl added when none is on PATH: one go install put in
-// $(go env GOBIN) or $(go env GOPATH)/bin, else the module's own tool, built. Where jq
-// or bash is missing it fails the test if CI is set, and skips it otherwise.
-func recipeTools(t *testing.T) string {
+// TestEndToEndCurlRecipes builds the real agentd, starts it with its HTTP listener on a
+// loopback port and the demo agent, runs the README's curl recipes against it
+// (scripts/curl-recipes.sh: plain JSON ListAgents and ExecuteRun, a bad request, StartRun
+// streamed through the Connect protocol's framing, a parked run resumed, AttachRun and
+// SendRunInput on a run waiting for an approval, a thread), then stops it with SIGTERM and
+// checks that it exits 0.
+//
+// It needs curl and jq: without them it is skipped, unless CI is set.
+func TestEndToEndCurlRecipes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: builds and starts agentd; skipped with -short")
+	}
+	pathEnv := recipeTools(t, "curl")
+	httpAddr := agentdtest.FreeAddr(t)
+	agentd := startAgentd(t, []string{"--demo-delay", "0", "--http-listen", httpAddr})
+
+	ctx, cancel := context.WithTimeout(t.Context(), e2eScriptTimeout)
+	defer cancel()
+	script := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "scripts", "curl-recipes.sh"))
+	script.Env = append(agentdtest.EnvironWithout("AGENTD_", "PATH="), "PATH="+pathEnv, "AGENTD_ADDR="+agentd.Addr, "AGENTD_HTTP=http://"+httpAddr)
+	script.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	script.Cancel = func() error { return syscall.Kill(-script.Process.Pid, syscall.SIGKILL) }
+	script.WaitDelay = 5 * time.Second
+	out, err := script.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/curl-recipes.sh against %s: %v\n%s\n--- agentd log:\n%s", httpAddr, err, out, agentd.Log())
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "===") || strings.HasPrefix(line, "ok: ") || strings.HasPrefix(line, "all ") {
+			t.Log(strings.TrimRight(line, "\n"))
+		}
+	}
+	if err := agentd.Terminate(e2eStopWithin); err != nil {
+		t.Fatalf("SIGTERM: %v, want exit status 0\n--- agentd log:\n%s", err, agentd.Log())
+	}
+}
+
+// recipeTools returns the PATH under which the recipes find grpcurl, jq and the other
+// tools named: the test's own, with the folder of a grpcurl added when none is on PATH:
+// one go install put in $(go env GOBIN) or $(go env GOPATH)/bin, else the module's own
+// tool, built. Where jq, bash or another tool is missing it fails the test if CI is set,
+// and skips it otherwise.
+func recipeTools(t *testing.T, others ...string) string {
 	t.Helper()
 	pathEnv := os.Getenv("PATH")
 	var missing []string
@@ -97,11 +135,13 @@ func recipeTools(t *testing.T) string {
 	if _, err := exec.LookPath("jq"); err != nil {
 		missing = append(missing, "jq (apt-get install -y jq, or brew install jq)")
 	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		missing = append(missing, "bash")
+	for _, tool := range append([]string{"bash"}, others...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
 	}
 	if len(missing) > 0 {
-		msg := "the grpcurl recipes need " + strings.Join(missing, " and ")
+		msg := "the recipes need " + strings.Join(missing, " and ")
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg + "; CI is set, so this fails instead of skipping")
 		}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -74,6 +75,10 @@ type config struct {
 	metricsListen   string
 	recordContent   bool
 
+	// The HTTP listener (http.go).
+	httpListen      string
+	httpCORSOrigins string
+
 	// The store of runs, journals and threads (store.go).
 	store              string
 	storeMaxBytes      int64
@@ -116,6 +121,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listen, "listen", "localhost:50051", "`address` to serve gRPC on")
+	fs.StringVar(&cfg.httpListen, "http-listen", "", "`address` to serve agentd over HTTP on as well (such as localhost:8080): the web console at /, and every RPC over the Connect protocol (plain JSON from curl), gRPC-Web and gRPC; without it none is served")
+	fs.StringVar(&cfg.httpCORSOrigins, "http-cors-origins", "", "`origins` (comma-separated, such as https://console.example.com; * for any) whose web pages may call agentd over --http-listen; by default none, so only the console agentd serves itself can")
 	fs.StringVar(&cfg.config, "config", "", "agents `file` (YAML); without one agentd serves the built-in demo agent")
 	fs.StringVar(&cfg.model, "model", "", "`model` for the default agent, such as workload:medium (default: the configured one, or the demo model)")
 	fs.DurationVar(&cfg.demoDelay, "demo-delay", 20*time.Millisecond, "pause between the demo model's deltas, so a person sees the answer stream")
@@ -196,6 +203,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		cfg.maxRunsPerCaller = max(1, cfg.maxRuns/4)
 	}
 	errs = append(errs, cfg.checkLimits()...)
+	errs = append(errs, cfg.checkHTTP()...)
 	if cfg.shutdownTimeout <= cfg.drainPeriod {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout (%s) must be longer than --drain-period (%s)", cfg.shutdownTimeout, cfg.drainPeriod))
 	}
@@ -293,9 +301,26 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	}
 	gs := grpc.NewServer(opts...)
 	srv.register(gs)
+	var hs *http.Server
+	var httpLis net.Listener
+	if cfg.httpListen != "" {
+		if hs, httpLis, err = listenHTTP(gs, cfg, log); err != nil {
+			lis.Close()
+			return err
+		}
+	}
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log)) }()
+	if hs != nil {
+		console := consoleURL(httpLis.Addr(), hs.TLSConfig != nil)
+		go func() { served <- serveHTTP(hs, limitConnections(httpLis, cfg.maxConnections, 0, log)) }()
+		log.Info("agentd HTTP listening", "http_addr", httpLis.Addr().String(), "console", console,
+			"cors_origins", corsOrigins(cfg.httpCORSOrigins))
+		if cfg.authTokensFile == "" && cfg.clientCA == "" && !isLoopback(httpLis.Addr()) {
+			log.Warn("no authentication: anyone who reaches " + httpLis.Addr().String() + " (HTTP) can run agents; set --auth-tokens-file (AGENTD_AUTH_TOKENS_FILE) or --client-ca, or listen on loopback")
+		}
+	}
 	log.Info("agentd listening", "addr", lis.Addr().String(),
 		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "",
 		"rate_limit", cfg.rateLimit, "max_runs_per_caller", cfg.maxRunsPerCaller, "limit_by_peer_ip", cfg.limitByPeerIP,
@@ -306,6 +331,10 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 
 	select {
 	case err := <-served:
+		if hs != nil {
+			hs.Close()
+		}
+		gs.Stop()
 		return err
 	case <-ctx.Done():
 	}
@@ -315,11 +344,23 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	if err := srv.shutdown(stopCtx, cfg.drainPeriod); err != nil {
 		log.Warn("runs still open at the shutdown timeout", "runs", srv.ActiveRuns())
 	}
+	if hs != nil {
+		// The HTTP calls end first, so that they deliver their last events: the gRPC
+		// server's stop closes any HTTP stream still open at once.
+		shutdownHTTP(stopCtx, hs)
+	}
 	if err := service.GracefulStop(stopCtx, gs); err != nil {
 		log.Warn("shutdown timeout reached: closed open streams")
 	}
-	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
+	listeners := 1
+	if hs != nil {
+		hs.Close()
+		listeners++
+	}
+	for range listeners {
+		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
 	}
 	log.Info("agentd stopped")
 	return nil

@@ -318,7 +318,7 @@ type served struct {
 
 // startServe runs serve, configured by args as on the command line with short shutdown
 // bounds, on a loopback port until stop is called or the test ends; log is its logger.
-func startServe(t *testing.T, args []string, log *slog.Logger) *served {
+func startServe(t testing.TB, args []string, log *slog.Logger) *served {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -88,7 +88,7 @@ func startServer(t *testing.T, args []string, hs hookSet) *testServer {
 }
 
 // dial connects to addr with the given transport credentials (nil: plaintext).
-func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+func dial(t testing.TB, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	if creds == nil {
 		creds = insecure.NewCredentials()

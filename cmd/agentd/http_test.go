@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/agentdtest"
+	"github.com/agentd/agentd/internal/logtest"
+)
+
+// startServeHTTP is startServe with the HTTP listener on a loopback port as well; it
+// returns once that port answers, with the listener's base URL ("http://127.0.0.1:port").
+func startServeHTTP(t testing.TB, args []string, log *slog.Logger) (*served, string) {
+	t.Helper()
+	addr := agentdtest.FreeAddr(t)
+	srv := startServe(t, append([]string{"--http-listen", addr}, args...), log)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return srv, "http://" + addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the HTTP listener on %s does not answer: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// postJSON POSTs body to url as plain JSON, as curl would, with headers, and returns the
+// status and the body of the answer.
+func postJSON(t *testing.T, ctx context.Context, url, body string, headers ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// A plain JSON POST calls a unary RPC, and a bad request is the client's error, named.
+func TestHTTPPlainJSON(t *testing.T) {
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
+	ctx := srv.ctx
+
+	status, body := postJSON(t, ctx, base+"/agentd.v1.AgentService/ExecuteRun", `{"start":{"input":"what is 2+2?"}}`)
+	var out struct {
+		RunID  string `json:"runId"`
+		Result struct {
+			Reason    string `json:"reason"`
+			FinalText string `json:"finalText"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil || status != http.StatusOK {
+		t.Fatalf("ExecuteRun: %d %s (%v), want 200 and its response as JSON", status, body, err)
+	}
+	if out.Result.FinalText != "2+2 = 4" || out.Result.Reason != "RUN_END_REASON_COMPLETED" || !strings.HasPrefix(out.RunID, "run_") {
+		t.Errorf("ExecuteRun answered %s, want a completed run answering 2+2 = 4", body)
+	}
+
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown field", `{"start":{"inptu":"x"}}`, `unknown field \"inptu\"`},
+		{"not JSON", `{"start":`, "invalid JSON request"},
+		{"no input", `{"start":{}}`, "input"},
+	} {
+		status, body := postJSON(t, ctx, base+"/agentd.v1.AgentService/ExecuteRun", tc.body)
+		if status != http.StatusBadRequest || !strings.Contains(body, `"code":"invalid_argument"`) && !strings.Contains(body, `"code":3`) || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want 400 INVALID_ARGUMENT naming %s", tc.name, status, body, tc.want)
+		}
+	}
+
+	status, body = postJSON(t, ctx, base+"/agentd.v1.AgentService/NoSuchMethod", `{}`)
+	if status == http.StatusOK {
+		t.Errorf("an unknown method: %d %s, want an error", status, body)
+	}
+
+	// Health is a unary RPC like any other.
+	status, body = postJSON(t, ctx, base+"/grpc.health.v1.Health/Check", `{}`)
+	if status != http.StatusOK || !strings.Contains(body, "SERVING") {
+		t.Errorf("Health/Check: %d %s, want SERVING", status, body)
+	}
+	if err := srv.stop(); err != nil {
+		t.Errorf("serve returned %v after shutdown, want nil", err)
+	}
+}
+
+// runEvents reads a StartRun stream to its end and returns its events.
+func runEvents(t *testing.T, stream *connect.ServerStreamForClient[agentdv1.StartRunResponse]) []*agentdv1.RunEvent {
+	t.Helper()
+	var events []*agentdv1.RunEvent
+	for stream.Receive() {
+		events = append(events, stream.Msg().GetEvent())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("the stream ended with %v", err)
+	}
+	return events
+}
+
+// StartRun, a server stream, works over the Connect protocol (JSON and protobuf) and
+// gRPC-Web, over HTTP/1.1: what browsers use.
+func TestHTTPServerStreamingProtocols(t *testing.T) {
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
+	for name, opts := range map[string][]connect.ClientOption{
+		"connect+json":  {connect.WithProtoJSON()},
+		"connect+proto": nil,
+		"grpc-web":      {connect.WithGRPCWeb()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := connect.NewClient[agentdv1.StartRunRequest, agentdv1.StartRunResponse](http.DefaultClient, base+"/agentd.v1.AgentService/StartRun", opts...)
+			stream, err := client.CallServerStream(srv.ctx, connect.NewRequest(&agentdv1.StartRunRequest{Start: &agentdv1.RunSpec{Input: "what is 12*7?"}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stream.Close()
+			events := runEvents(t, stream)
+			if len(events) < 3 || events[0].GetRunStarted() == nil {
+				t.Fatalf("%d events, want run_started first and run_finished last: %v", len(events), events)
+			}
+			var deltas strings.Builder
+			for _, ev := range events {
+				deltas.WriteString(ev.GetTextDelta().GetDelta())
+			}
+			fin := events[len(events)-1].GetRunFinished()
+			if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != "12*7 = 84" || deltas.String() != "12*7 = 84" {
+				t.Errorf("the run ended %v with %q (deltas %q), want COMPLETED with 12*7 = 84", fin.GetReason(), fin.GetFinalText(), deltas.String())
+			}
+		})
+	}
+}
+
+// h2cClient is an HTTP client that speaks HTTP/2 without TLS, as a gRPC or Connect client
+// of a plaintext agentd does for Run.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// Run, the bidirectional stream, works over HTTP/2 (h2c here) in the Connect and gRPC
+// protocols: an approval is asked and answered on the same stream.
+func TestHTTPRunBidiOverHTTP2(t *testing.T) {
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
+	for name, opts := range map[string][]connect.ClientOption{
+		"connect": {connect.WithProtoJSON()},
+		"grpc":    {connect.WithGRPC()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := connect.NewClient[agentdv1.RunRequest, agentdv1.RunResponse](h2cClient(), base+"/agentd.v1.AgentService/Run", opts...)
+			stream := client.CallBidiStream(srv.ctx)
+			defer stream.CloseResponse()
+			if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: &agentdv1.RunSpec{Input: "save a note: buy milk"}}}); err != nil {
+				t.Fatal(err)
+			}
+			var fin *agentdv1.RunFinished
+			var asked int
+			for fin == nil {
+				resp, err := stream.Receive()
+				if err != nil {
+					t.Fatalf("Receive: %v (asked %d approvals)", err, asked)
+				}
+				ev := resp.GetEvent()
+				if ar := ev.GetApprovalRequested(); ar != nil {
+					asked++
+					if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+						ApprovalId: ar.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
+					}}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fin = ev.GetRunFinished()
+			}
+			if err := stream.CloseRequest(); err != nil {
+				t.Fatal(err)
+			}
+			if asked != 1 || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || !strings.Contains(fin.GetFinalText(), "Buy milk") {
+				t.Errorf("asked %d approvals; the run ended %v with %q; want 1, and COMPLETED having saved Buy milk", asked, fin.GetReason(), fin.GetFinalText())
+			}
+		})
+	}
+	// Over HTTP/1.1 a bidi stream is refused, with a status that says why.
+	req, _ := http.NewRequestWithContext(srv.ctx, http.MethodPost, base+"/agentd.v1.AgentService/Run", strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/connect+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusHTTPVersionNotSupported {
+		t.Errorf("Run over HTTP/1.1: %s, want 505 HTTP Version Not Supported", resp.Status)
+	}
+}
+
+// The gRPC listener's interceptors apply to HTTP calls: a call without a token is refused,
+// and the hooks (here --audit's) see the runs of HTTP calls.
+func TestHTTPCallsPassTheInterceptors(t *testing.T) {
+	var logs logtest.Buffer
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0", "--auth-tokens-file", tokensFile(t), "--audit"}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	url := base + "/agentd.v1.AgentService/ExecuteRun"
+	status, body := postJSON(t, srv.ctx, url, `{"start":{"input":"what is 2+2?"}}`)
+	if status != http.StatusUnauthorized || !strings.Contains(body, "unauthenticated") && !strings.Contains(body, `"code":16`) {
+		t.Errorf("without a token: %d %s, want 401 UNAUTHENTICATED", status, body)
+	}
+	status, body = postJSON(t, srv.ctx, url, `{"start":{"input":"what is 2+2?"}}`, "Authorization", "Bearer "+wrongToken)
+	if status != http.StatusUnauthorized {
+		t.Errorf("with a wrong token: %d %s, want 401", status, body)
+	}
+	status, body = postJSON(t, srv.ctx, url, `{"start":{"input":"what is 2+2?"}}`, "Authorization", "Bearer "+tokenA)
+	if status != http.StatusOK || !strings.Contains(body, "2+2 = 4") {
+		t.Fatalf("with a token: %d %s, want the answer", status, body)
+	}
+	if err := srv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	for _, rec := range logs.Records(t) {
+		if rec["msg"] == "tool call" && rec["tool"] == "calculate" {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d audit records of the HTTP run's tool call, want 1:\n%s", calls, logs.String())
+	}
+	if strings.Contains(logs.String(), tokenA) || strings.Contains(logs.String(), wrongToken) {
+		t.Error("the log shows a token")
+	}
+}
+
+// CORS is closed by default: no origin gets an Access-Control-Allow-Origin; with
+// --http-cors-origins the named origins do, for the headers a Connect client sends.
+func TestHTTPCORS(t *testing.T) {
+	preflight := func(t *testing.T, ctx context.Context, base, origin string) http.Header {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodOptions, base+"/agentd.v1.AgentService/ListAgents", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization,connect-protocol-version,content-type")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header
+	}
+	t.Run("closed by default", func(t *testing.T) {
+		srv, base := startServeHTTP(t, nil, slog.New(slog.DiscardHandler))
+		if h := preflight(t, srv.ctx, base, "https://elsewhere.example"); h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("preflight answered %v, want no CORS headers", h)
+		}
+	})
+	t.Run("configured origins", func(t *testing.T) {
+		srv, base := startServeHTTP(t, []string{"--http-cors-origins", "https://console.example.com, https://other.example"}, slog.New(slog.DiscardHandler))
+		h := preflight(t, srv.ctx, base, "https://console.example.com")
+		if h.Get("Access-Control-Allow-Origin") != "https://console.example.com" || !strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "authorization") {
+			t.Errorf("preflight from a configured origin answered %v, want it allowed, authorization too", h)
+		}
+		if h := preflight(t, srv.ctx, base, "https://elsewhere.example"); h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("preflight from another origin answered %v, want no CORS headers", h)
+		}
+	})
+}
+
+func TestHTTPConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http-cors-origins", "https://a.example"}, "--http-cors-origins needs --http-listen"},
+		{[]string{"--http-listen", "localhost:0", "--http-cors-origins", "a.example"}, `"a.example" is not an origin`},
+	} {
+		_, err := parseConfig(tc.args, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseConfig(%q) = %v, want an error saying %s", tc.args, err, tc.want)
+		}
+	}
+	cfg, err := parseConfig([]string{"--http-listen", "localhost:0", "--http-cors-origins", "*"}, env(nil), io.Discard)
+	if err != nil || cfg.httpListen != "localhost:0" {
+		t.Errorf("parseConfig = %+v, %v; want the HTTP listener on localhost:0 open to any origin", cfg.httpListen, err)
+	}
+}
+
+// The console is served at / and at any path that is neither a file of it nor an RPC,
+// with headers that keep it from loading anything from elsewhere.
+func TestHTTPServesTheConsole(t *testing.T) {
+	srv, base := startServeHTTP(t, nil, slog.New(slog.DiscardHandler))
+	for _, path := range []string{"/", "/runs/run_123"} {
+		req, _ := http.NewRequestWithContext(srv.ctx, http.MethodGet, base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "<html") || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("GET %s: %s %v\n%.200s\nwant the console's page with its CSP", path, resp.Status, resp.Header, b)
+		}
+	}
+}
+
+// With --tls-cert the HTTP listener serves TLS, and Run works over HTTP/2 negotiated by
+// ALPN.
+func TestHTTPOverTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	addr := agentdtest.FreeAddr(t)
+	srv := startServe(t, []string{"--demo-delay=0", "--http-listen", addr, "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey}, slog.New(slog.DiscardHandler))
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, ServerName: "localhost"}, ForceAttemptHTTP2: true}}
+	client := connect.NewClient[agentdv1.RunRequest, agentdv1.RunResponse](hc, "https://"+addr+"/agentd.v1.AgentService/Run", connect.WithGRPC())
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = askOverRun(srv.ctx, client); err == nil || !errors.Is(err, errNotListening) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var errNotListening = errors.New("not listening yet")
+
+// askOverRun runs "what is 2+2?" on a Run stream and checks the answer.
+func askOverRun(ctx context.Context, client *connect.Client[agentdv1.RunRequest, agentdv1.RunResponse]) error {
+	stream := client.CallBidiStream(ctx)
+	defer stream.CloseResponse()
+	if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: &agentdv1.RunSpec{Input: "what is 2+2?"}}}); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	for {
+		resp, err := stream.Receive()
+		if connect.CodeOf(err) == connect.CodeUnavailable && strings.Contains(err.Error(), "connection refused") {
+			return errNotListening
+		}
+		if err != nil {
+			return err
+		}
+		if fin := resp.GetEvent().GetRunFinished(); fin != nil {
+			if fin.GetFinalText() != "2+2 = 4" {
+				return fmt.Errorf("the run answered %q, want 2+2 = 4", fin.GetFinalText())
+			}
+			return stream.CloseRequest()
+		}
+	}
+}
+
+// Shutdown ends the HTTP listener's streams too: a run waiting on an approval ends
+// AWAITING_INPUT with the continuation to resume it by, a health Watch is closed (at the
+// shutdown timeout, as on the gRPC listener), and serve returns.
+func TestHTTPShutdownEndsItsStreams(t *testing.T) {
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0", "--park-after=1m"}, slog.New(slog.DiscardHandler))
+	ctx := context.WithoutCancel(srv.ctx)
+	watch := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](http.DefaultClient, base+"/grpc.health.v1.Health/Watch")
+	ws, err := watch.CallServerStream(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if !ws.Receive() || ws.Msg().GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch: %v %v, want SERVING", ws.Msg(), ws.Err())
+	}
+	start := connect.NewClient[agentdv1.StartRunRequest, agentdv1.StartRunResponse](http.DefaultClient, base+"/agentd.v1.AgentService/StartRun")
+	rs, err := start.CallServerStream(ctx, connect.NewRequest(&agentdv1.StartRunRequest{Start: &agentdv1.RunSpec{Input: "save a note: buy milk"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for rs.Receive() && rs.Msg().GetEvent().GetApprovalRequested() == nil {
+	}
+	if rs.Err() != nil {
+		t.Fatal(rs.Err())
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.stop() }()
+	var fin *agentdv1.RunFinished
+	for rs.Receive() {
+		if f := rs.Msg().GetEvent().GetRunFinished(); f != nil {
+			fin = f
+		}
+	}
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT || len(fin.GetContinuation()) == 0 {
+		t.Errorf("the waiting run ended %v (continuation %d bytes; stream %v), want AWAITING_INPUT with a continuation", fin.GetReason(), len(fin.GetContinuation()), rs.Err())
+	}
+	for ws.Receive() {
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("serve returned %v, want nil", err)
+	}
+}
