@@ -32,7 +32,7 @@ func listAgents(ctx context.Context, client agentdv1.AgentServiceClient, asJSON 
 		if isCanceled(err) && ctx.Err() != nil {
 			return exitCancel
 		}
-		fmt.Fprintf(e.stderr, "agentctl: ListAgents: %s\n", describeErr(err))
+		fmt.Fprintf(e.stderr, "agentctl: ListAgents: %s\n", e.describeErr(err))
 		return exitFailed
 	}
 	if asJSON {

@@ -143,7 +143,7 @@ func TestAttachAnswersTheApprovalAtThePrompt(t *testing.T) {
 	if last, _ = strconv.ParseInt(m[1], 10, 64); last < approvalSeq {
 		t.Fatalf("attached says last seq %d, before the approval_requested (seq %d)", last, approvalSeq)
 	}
-	again := fmt.Sprintf("agentctl attach %s --after %d", id, last)
+	again := cmdLine(t, "attach", id, "--after", strconv.FormatInt(last, 10))
 	if r.code != exitCancel || !strings.Contains(r.stderr, "detached; the run goes on. Attach again with: "+again+"\n") {
 		t.Fatalf("Ctrl-C: %s\nwant exit %d and %q", r, exitCancel, again)
 	}
@@ -292,16 +292,17 @@ func TestRunLostConnectionSaysHowToAttach(t *testing.T) {
 	id := runIDIn(t, c.stdout.String())
 	px.cut()
 	r := wait(t, running)
-	m := regexp.MustCompile(`agentctl: the run goes on on the server; follow it with: agentctl attach (run_\w+) --after (\d+)\n`).FindStringSubmatch(r.stderr)
-	if r.code != exitFailed || m == nil || m[1] != id {
+	m := regexp.MustCompile(`agentctl: the run goes on on the server; follow it with: (agentctl --addr \S+ --plaintext attach (run_\w+) --after (\d+))\n`).FindStringSubmatch(r.stderr)
+	if r.code != exitFailed || m == nil || m[2] != id {
 		t.Fatalf("%s\nwant exit %d and the attach command of %s", r, exitFailed, id)
 	}
 	if !strings.Contains(r.stderr, "agentctl: the stream ended before the run finished: Unavailable") {
 		t.Errorf("stderr does not say the stream broke: %s", r.stderr)
 	}
 
-	// The command it printed follows the run, which still waits for the approval.
-	r = ctl{stdin: strings.NewReader("y\n")}.run(t, args(plain(t), "attach", m[1], "--after", m[2])...)
+	// The command it printed, as printed (through the proxy, which takes new
+	// connections), follows the run, which still waits for the approval.
+	r = ctl{stdin: strings.NewReader("y\n")}.run(t, strings.Fields(m[1])[1:]...)
 	wantOutput(t, r, exitOK, "approve save_note? [y]es/[n]o/[e]dit: y\n", "✓ save_note approved\n", "Saved your note \"Buy milk\"")
 	if strings.Contains(r.stdout, "⚙ save_note") {
 		t.Errorf("events the first agentctl showed were shown again:\n%s", r.stdout)

@@ -29,7 +29,7 @@ func runChat(ctx context.Context, client agentdv1.AgentServiceClient, cfg runCon
 	if thread != "" {
 		resp, err := client.GetThread(ctx, &agentdv1.GetThreadRequest{ThreadId: thread, PageSize: 1})
 		if err != nil {
-			fmt.Fprintf(e.stderr, "agentctl: chat: %s\n", describeErr(err))
+			fmt.Fprintf(e.stderr, "agentctl: chat: %s\n", e.describeErr(err))
 			return exitFailed
 		}
 		th := resp.GetThread()
@@ -37,7 +37,7 @@ func runChat(ctx context.Context, client agentdv1.AgentServiceClient, cfg runCon
 		cfg.agent = cmp.Or(cfg.agent, th.GetAgent())
 		c.note(fmt.Sprintf("● chat on thread %s · agent %s · %s · one line a turn, Ctrl-D ends it", thread, cmp.Or(cfg.agent, "(the server's default)"), plural(th.GetMessageCount(), "message")))
 		if r := th.GetActiveRunId(); r != "" {
-			c.note(fmt.Sprintf("  its run %s is going on: follow it with agentctl attach %s", r, r))
+			c.note(fmt.Sprintf("  its run %s is going on: follow it with %s", r, c.e.command("attach", r)))
 		}
 	} else {
 		c.note("● chat on a new thread · one line a turn, Ctrl-D ends it")
@@ -142,6 +142,6 @@ func (c *chat) bye(thread string) {
 		c.scr.newline()
 	}
 	if thread != "" {
-		c.note(fmt.Sprintf("● thread %s · continue it with: agentctl chat --thread %s", thread, thread))
+		c.note(fmt.Sprintf("● thread %s · continue it with: %s", thread, c.e.command("chat", "--thread", thread)))
 	}
 }

@@ -15,7 +15,7 @@ import (
 // threadIDIn returns the thread a chat's last line says to continue.
 func threadIDIn(t *testing.T, out string) string {
 	t.Helper()
-	m := regexp.MustCompile(`● thread (thread_\w+) · continue it with: agentctl chat --thread (thread_\w+)\n`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`● thread (thread_\w+) · continue it with: agentctl (?:--\S+ \S+ )*--plaintext chat --thread (thread_\w+)\n`).FindStringSubmatch(out)
 	if m == nil || m[1] != m[2] {
 		t.Fatalf("no thread to continue in:\n%s", out)
 	}
@@ -74,7 +74,7 @@ func TestChatTurnsOnOneThread(t *testing.T) {
 		"● chat on thread "+id+" · agent demo · 8 messages · one line a turn, Ctrl-D ends it\n",
 		"› hello\n● run run_",
 		"Hello! I am agentd's built-in demo model",
-		"● thread "+id+" · continue it with: agentctl chat --thread "+id+"\n",
+		"● thread "+id+" · continue it with: "+cmdLine(t, "chat", "--thread", id)+"\n",
 	)
 	if n := len(threadMessages(t, sharedAgentd(t), id)); n != 10 {
 		t.Errorf("%d messages after the third turn, want 10", n)
@@ -98,9 +98,9 @@ func TestChatBusyThread(t *testing.T) {
 	thread := regexp.MustCompile(` · thread (thread_\w+)\n`).FindStringSubmatch(first.stdout.String())[1]
 
 	// While the turn's run waits, the thread takes no other turn and cannot be deleted.
-	hint := "the thread's run " + runID + " is going on: follow it with agentctl attach " + runID
+	hint := "the thread's run " + runID + " is going on: follow it with " + cmdLine(t, "attach", runID)
 	r := ctl{stdin: strings.NewReader("hello\n")}.run(t, args(plain(t), "chat", "--thread", thread)...)
-	wantOutput(t, r, exitFailed, "  its run "+runID+" is going on: follow it with agentctl attach "+runID+"\n")
+	wantOutput(t, r, exitFailed, "  its run "+runID+" is going on: follow it with "+cmdLine(t, "attach", runID)+"\n")
 	if !strings.Contains(r.stderr, "agentctl: run: Aborted (THREAD_BUSY): ") || !strings.Contains(r.stderr, hint) {
 		t.Errorf("a turn on the busy thread: %s\nwant THREAD_BUSY and %q", r, hint)
 	}
@@ -127,7 +127,7 @@ func TestChatParksAndEnds(t *testing.T) {
 	r := ctl{stdin: strings.NewReader("save a note: buy milk\n")}.run(t, args(plain(t), "chat", "--save", save)...)
 	wantOutput(t, r, exitParked,
 		"end of input: the run parks with 1 approval waiting\n",
-		"saved to "+save+"; resume with: agentctl run --resume "+save+"\n",
+		"saved to "+save+"; resume with: "+cmdLine(t, "run", "--resume", save)+"\n",
 	)
 	thread := threadIDIn(t, r.stdout)
 	p, err := loadParked(save)

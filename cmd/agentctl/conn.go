@@ -103,7 +103,7 @@ func outgoingHeaders(ctx context.Context, c connConfig, getenv func(string) stri
 
 // describeErr turns an RPC error into a line for a person: code, agentd's reason, message,
 // and a hint where a flag would fix it.
-func describeErr(err error) string {
+func (e env) describeErr(err error) string {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()
@@ -117,7 +117,7 @@ func describeErr(err error) string {
 	md := ei.GetMetadata()
 	switch {
 	case ei.GetReason() == "THREAD_BUSY" && md["active_run_id"] != "":
-		msg += fmt.Sprintf("\n  the thread's run %s is going on: follow it with agentctl attach %s, or wait for it to finish", md["active_run_id"], md["active_run_id"])
+		msg += fmt.Sprintf("\n  the thread's run %s is going on: follow it with %s, or wait for it to finish", md["active_run_id"], e.command("attach", md["active_run_id"]))
 	case ei.GetReason() == "EVENTS_EXPIRED" && md["oldest_seq"] != "":
 		if oldest, err := strconv.ParseInt(md["oldest_seq"], 10, 64); err == nil && oldest > 0 {
 			msg += fmt.Sprintf("\n  the run's events are kept from seq %d on: attach with --after %d", oldest, oldest-1)

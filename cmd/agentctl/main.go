@@ -139,6 +139,10 @@ type env struct {
 	stderrTTY bool
 	// interrupts delivers Ctrl-C.
 	interrupts <-chan os.Signal
+	// connArgs are the connection flags given on the command line, as given: the commands
+	// agentctl prints for the person to type next repeat them, so that they reach the
+	// same agentd the same way (those set by AGENTCTL_* variables hold in the same shell).
+	connArgs []string
 }
 
 func main() {
@@ -172,6 +176,7 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "agentctl: %v\nRun agentctl -h for usage.\n", err)
 		return exitUsage
 	}
+	e.connArgs = cmd.conn.given
 	client, closeConn, err := dial(cmd.conn)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "agentctl: %v\n", err)
@@ -238,6 +243,9 @@ type connConfig struct {
 	headers       headerFlags
 	expandHeaders bool
 	maxTime       time.Duration
+	// given are the connection flags of the command line, wherever they stood, as
+	// flags: what the commands agentctl prints repeat.
+	given []string
 }
 
 // plaintextByDefault reports whether agentctl speaks plain text when --plaintext is not
@@ -331,6 +339,79 @@ func parseHeader(h string) (name, value string, err error) {
 		return "", "", fmt.Errorf("header %q: want \"name: value\"", h)
 	}
 	return name, strings.TrimSpace(value), nil
+}
+
+// givenConnFlags returns the connection flags the command line set (set names them), as
+// command-line words in the order of their names, with their values in c. --max-time is left
+// out: it bounds one command, not the next. -H values are as typed (with
+// --expand-headers, their ${NAME}s unexpanded).
+func givenConnFlags(c *connConfig, set map[string]bool) []string {
+	var words []string
+	var names connConfig // only the flags' names and kinds are read from it
+	connFlagSet(&names).VisitAll(func(f *flag.Flag) {
+		switch {
+		case !set[f.Name] || f.Name == "max-time":
+		case f.Name == "H":
+			for _, h := range c.headers {
+				words = append(words, "-H", h)
+			}
+		case isBoolFlag(f):
+			if connBool(c, f.Name) {
+				words = append(words, "--"+f.Name)
+			} else {
+				words = append(words, "--"+f.Name+"=false")
+			}
+		default:
+			words = append(words, "--"+f.Name, connString(c, f.Name))
+		}
+	})
+	return words
+}
+
+// connBool and connString return the value of c's flag of that name.
+func connBool(c *connConfig, name string) bool {
+	switch name {
+	case "plaintext":
+		return c.plaintext
+	case "insecure":
+		return c.insecure
+	case "expand-headers":
+		return c.expandHeaders
+	}
+	panic("connBool: no such flag " + name)
+}
+
+func connString(c *connConfig, name string) string {
+	switch name {
+	case "addr":
+		return c.addr
+	case "cacert":
+		return c.cacert
+	case "cert":
+		return c.cert
+	case "key":
+		return c.key
+	case "servername":
+		return c.servername
+	case "authority":
+		return c.authority
+	}
+	panic("connString: no such flag " + name)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// command returns the agentctl command line of args, with the connection flags this one
+// was given, quoted for a POSIX shell: what agentctl prints for the person to type next.
+func (e env) command(args ...string) string {
+	words := []string{"agentctl"}
+	for _, a := range append(append([]string(nil), e.connArgs...), args...) {
+		words = append(words, shellQuote(a))
+	}
+	return strings.Join(words, " ")
 }
 
 // connFlagSet returns a flag set with the connection flags, bound to c.
@@ -478,6 +559,7 @@ func parseCommand(args []string, getenv func(string) string) (command, error) {
 	if err := errors.Join(errs...); err != nil {
 		return cmd, err
 	}
+	cmd.conn.given = givenConnFlags(&cmd.conn, set)
 	if !set["plaintext"] && getenv("AGENTCTL_PLAINTEXT") == "" {
 		cmd.conn.plaintext = cmd.conn.plaintextByDefault()
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,7 +182,7 @@ func (s *session) serve(ctx context.Context, client agentdv1.AgentServiceClient,
 	defer cancel()
 	stream, err := client.Run(ctx)
 	if err != nil {
-		fmt.Fprintf(s.e.stderr, "agentctl: %s: %s\n", s.verb(), describeErr(err))
+		fmt.Fprintf(s.e.stderr, "agentctl: %s: %s\n", s.verb(), s.e.describeErr(err))
 		return exitFailed
 	}
 	s.stream = stream
@@ -274,7 +275,7 @@ func (s *session) onInterrupt() (quit bool) {
 		s.quit = true
 		s.status.set("")
 		s.scr.newline()
-		fmt.Fprintf(s.e.stderr, "agentctl: detached; the run goes on. Attach again with: agentctl attach %s --after %d\n", s.runID(), s.lastSeq)
+		fmt.Fprintf(s.e.stderr, "agentctl: detached; the run goes on. Attach again with: %s\n", s.e.command("attach", s.runID(), "--after", strconv.FormatInt(s.lastSeq, 10)))
 		return true
 	}
 	if s.cancelled || s.sendClosed {
@@ -313,13 +314,13 @@ func (s *session) broken(err error) int {
 	s.scr.newline()
 	switch {
 	case !s.opened() && err != nil:
-		fmt.Fprintf(s.e.stderr, "agentctl: %s: %s\n", s.verb(), describeErr(err))
+		fmt.Fprintf(s.e.stderr, "agentctl: %s: %s\n", s.verb(), s.e.describeErr(err))
 	case err == nil || errors.Is(err, io.EOF):
 		fmt.Fprintln(s.e.stderr, "agentctl: the stream ended before the run finished")
 	default:
-		fmt.Fprintf(s.e.stderr, "agentctl: the stream ended before the run finished: %s\n", describeErr(err))
+		fmt.Fprintf(s.e.stderr, "agentctl: the stream ended before the run finished: %s\n", s.e.describeErr(err))
 		if streamLost(err) && s.runID() != "" {
-			fmt.Fprintf(s.e.stderr, "agentctl: the run goes on on the server; follow it with: agentctl attach %s --after %d\n", s.runID(), s.lastSeq)
+			fmt.Fprintf(s.e.stderr, "agentctl: the run goes on on the server; follow it with: %s\n", s.e.command("attach", s.runID(), "--after", strconv.FormatInt(s.lastSeq, 10)))
 		}
 	}
 	return exitFailed
@@ -695,7 +696,7 @@ func (s *session) finish(f *agentdv1.RunFinished, at time.Time) int {
 			return exitFailed
 		}
 		saved = path
-		hint := fmt.Sprintf("saved to %s; resume with: agentctl run --resume %s", path, shellQuote(path))
+		hint := fmt.Sprintf("saved to %s; resume with: %s", path, s.e.command("run", "--resume", path))
 		if s.cfg.json {
 			fmt.Fprintln(s.e.stderr, "agentctl: the run parked; "+hint)
 		} else {

@@ -19,6 +19,12 @@ func plain(t *testing.T) []string {
 	return []string{"--addr", sharedAgentd(t), "--plaintext"}
 }
 
+// cmdLine is the command line agentctl prints for rest, run against the shared agentd as
+// plain gives it: the connection flags first, so that it works as printed.
+func cmdLine(t *testing.T, rest ...string) string {
+	return "agentctl " + strings.Join(args(plain(t), rest...), " ")
+}
+
 func args(pre []string, rest ...string) []string {
 	return append(append([]string(nil), pre...), rest...)
 }
@@ -184,7 +190,7 @@ func TestParkAndResume(t *testing.T) {
 		"end of input: the run parks with 1 approval waiting\n",
 		"⏸ awaiting input · 1 model call · 0 tool calls",
 		"waiting for: approval of save_note\n",
-		"saved to "+save+"; resume with: agentctl run --resume "+save+"\n",
+		"saved to "+save+"; resume with: "+cmdLine(t, "run", "--resume", save)+"\n",
 	)
 	p, err := loadParked(save)
 	if err != nil {
@@ -217,7 +223,7 @@ func TestParkAndResume(t *testing.T) {
 func TestParkDefaultFileAndDenyOnResume(t *testing.T) {
 	t.Chdir(t.TempDir())
 	r := ctl{}.run(t, args(plain(t), "run", "save a note: call mum")...)
-	wantOutput(t, r, exitParked, "saved to agentctl-parked.json; resume with: agentctl run --resume agentctl-parked.json\n")
+	wantOutput(t, r, exitParked, "saved to agentctl-parked.json; resume with: "+cmdLine(t, "run", "--resume", "agentctl-parked.json")+"\n")
 	r = ctl{}.run(t, args(plain(t), "run", "--resume", "agentctl-parked.json", "--deny", "changed my mind")...)
 	wantOutput(t, r, exitOK, "✗ save_note denied (changed my mind)\n", "Nothing was saved.")
 }

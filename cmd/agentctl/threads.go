@@ -41,7 +41,7 @@ func runThreads(ctx context.Context, client agentdv1.AgentServiceClient, cfg thr
 		if isCanceled(err) && ctx.Err() != nil {
 			return exitCancel
 		}
-		fmt.Fprintf(e.stderr, "agentctl: threads %s: %s\n", cfg.action, describeErr(err))
+		fmt.Fprintf(e.stderr, "agentctl: threads %s: %s\n", cfg.action, e.describeErr(err))
 		return exitFailed
 	}
 	if cfg.json {
@@ -56,7 +56,7 @@ func runThreads(ctx context.Context, client agentdv1.AgentServiceClient, cfg thr
 	sc := newScreen(e.stdout, useColor(e), nil)
 	switch o := out.(type) {
 	case *agentdv1.GetThreadResponse:
-		showThread(sc, o)
+		showThread(e, sc, o)
 	case *agentdv1.DeleteThreadResponse:
 		sc.line("deleted thread " + cfg.id)
 	case *agentdv1.ListThreadsResponse:
@@ -147,12 +147,12 @@ func showThreads(sc *screen, threads []*agentdv1.Thread) {
 //	assistant: ⚙ calculate {"expression":"12*7"}
 //	tool: → calculate: {"expression":"12*7","result":84}
 //	assistant: 12*7 = 84
-func showThread(sc *screen, resp *agentdv1.GetThreadResponse) {
+func showThread(e env, sc *screen, resp *agentdv1.GetThreadResponse) {
 	t := resp.GetThread()
 	sc.line(sc.dim(fmt.Sprintf("● thread %s · agent %s · %s · created %s · updated %s", t.GetThreadId(), orDash(t.GetAgent()),
 		plural(t.GetMessageCount(), "message"), when(t.GetCreatedAt().AsTime()), when(t.GetUpdatedAt().AsTime()))))
 	if r := t.GetActiveRunId(); r != "" {
-		sc.line(sc.yellow(fmt.Sprintf("  its run %s is going on: follow it with agentctl attach %s", r, r)))
+		sc.line(sc.yellow(fmt.Sprintf("  its run %s is going on: follow it with %s", r, e.command("attach", r))))
 	}
 	for _, m := range resp.GetMessages() {
 		label := sc.bold(strings.ToLower(strings.TrimPrefix(m.GetRole().String(), "ROLE_")) + ":")

@@ -82,9 +82,9 @@ func TestShowThreadMessages(t *testing.T) {
 		},
 	}
 	var out bytes.Buffer
-	showThread(newScreen(&out, false, nil), resp)
+	showThread(env{connArgs: []string{"--addr", "agentd.internal:443", "-H", "authorization: Bearer ${TOKEN}", "--expand-headers"}}, newScreen(&out, false, nil), resp)
 	want := "● thread thread_1 · agent ops · 4 messages · created - · updated -\n" +
-		"  its run run_7 is going on: follow it with agentctl attach run_7\n" +
+		"  its run run_7 is going on: follow it with agentctl --addr agentd.internal:443 -H 'authorization: Bearer ${TOKEN}' --expand-headers attach run_7\n" +
 		"user: clean up\n" +
 		"  the disk\n" +
 		"assistant: thinking: look first\n" +
