@@ -89,6 +89,28 @@ func TestEndToEndCurlRecipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: builds and starts agentd; skipped with -short")
 	}
+	// The README's two helpers are the script's, character for character.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipes, err := os.ReadFile(filepath.Join("..", "..", "scripts", "curl-recipes.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, helper := range []string{"frame() {", "unframe() {"} {
+		var lines []string
+		for _, text := range []string{string(readme), string(recipes)} {
+			for line := range strings.Lines(text) {
+				if strings.HasPrefix(line, helper) {
+					lines = append(lines, line)
+				}
+			}
+		}
+		if len(lines) != 2 || lines[0] != lines[1] {
+			t.Errorf("%s…: README.md and scripts/curl-recipes.sh must each define it once, the same: %q", helper, lines)
+		}
+	}
 	pathEnv := recipeTools(t, "curl")
 	httpAddr := agentdtest.FreeAddr(t)
 	agentd := startAgentd(t, []string{"--demo-delay", "0", "--http-listen", httpAddr})
