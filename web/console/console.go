@@ -1,7 +1,10 @@
 // Package console is agentd's web console: a single-page application, built from the
 // TypeScript in src/ (npm run build:console, at the repository root) into dist/, which is
-// committed and embedded here, so that `go build` needs no Node. It talks to agentd over
-// the Connect protocol on the HTTP listener it is served from (--http-listen).
+// committed and embedded here, so that `go build` and `go install` need no Node. The build
+// is pinned by package-lock.json and gives the same bytes every time; CI builds it again
+// and checks that dist/ is unchanged. It talks to agentd over the Connect protocol on the
+// HTTP listener it is served from (--http-listen). Its browser tests (test/, run by
+// run-browser-tests.sh) drive Chromium against a real agentd.
 package console
 
 import (
