@@ -80,6 +80,12 @@ type session struct {
 	stage     stage
 	decide    func(*agentdv1.ApprovalRequested, *agentdv1.ApprovalDecision)
 	requested map[string]*agentdv1.ApprovalRequested // every approval seen, by id
+	// held is an approval not shown yet: under --auto-approve the server asks first and
+	// then, for the calls its policy approves, answers at once; the request is held until
+	// the next event, or heldFor, so that only what the policy leaves to the person is
+	// asked. heldC fires at heldFor.
+	held  *agentdv1.ApprovalRequested
+	heldC <-chan time.Time
 	// answeredIDs holds the approvals the person decided; a resumed run announces its
 	// pending approvals again before it applies the decisions it was resumed with.
 	answeredIDs map[string]bool
@@ -225,6 +231,7 @@ func (s *session) serve(ctx context.Context, client agentdv1.AgentServiceClient,
 				return s.broken(recvErr)
 			}
 			s.lastSeq = max(s.lastSeq, ev.GetSeq())
+			s.settleHeld(ev)
 			if code, done := s.onEvent(ctx, ev); done {
 				return code
 			}
@@ -235,6 +242,8 @@ func (s *session) serve(ctx context.Context, client agentdv1.AgentServiceClient,
 			if s.onInterrupt() {
 				return exitCancel
 			}
+		case <-s.heldC:
+			s.releaseHeld()
 		case <-tick:
 			if s.scr.col0 {
 				s.status.tick()
@@ -511,6 +520,40 @@ func (s *session) onApprovalRequested(a *agentdv1.ApprovalRequested) {
 	if s.answeredIDs[a.GetApprovalId()] {
 		return
 	}
+	if s.cfg.autoApprove {
+		s.releaseHeld()
+		s.held, s.heldC = a, time.After(heldFor)
+		return
+	}
+	s.printApproval(a, true)
+	s.askApproval(a)
+}
+
+// heldFor bounds how long an approval requested under --auto-approve waits unshown for
+// the policy's answer, which the server sends right behind the request when it has one.
+const heldFor = time.Second
+
+// settleHeld decides the held approval on the next event: the policy's answer to it drops
+// it unasked (its approval_resolved then says the policy approved it); anything else but a
+// heartbeat means the server waits for the person, who is asked now.
+func (s *session) settleHeld(ev *agentdv1.RunEvent) {
+	if s.held == nil || ev.GetHeartbeat() != nil {
+		return
+	}
+	if r := ev.GetApprovalResolved(); r != nil && r.GetApprovalId() == s.held.GetApprovalId() {
+		s.held, s.heldC = nil, nil
+		return
+	}
+	s.releaseHeld()
+}
+
+// releaseHeld asks the held approval, if any.
+func (s *session) releaseHeld() {
+	a := s.held
+	if a == nil {
+		return
+	}
+	s.held, s.heldC = nil, nil
 	s.printApproval(a, true)
 	s.askApproval(a)
 }

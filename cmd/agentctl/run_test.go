@@ -318,3 +318,29 @@ func TestVersion(t *testing.T) {
 	r := ctl{}.run(t, "--version")
 	wantOutput(t, r, exitOK, "agentctl ")
 }
+
+// --auto-approve asks nothing of what the run's policy approves, and still asks what it
+// leaves to the person: a tool whose approval is always.
+func TestAutoApproveAsksOnlyWhatThePolicyLeaves(t *testing.T) {
+	t.Parallel()
+	r := ctl{}.run(t, args(plain(t), "run", "--auto-approve", "save a note: buy milk")...)
+	wantOutput(t, r, exitOK, "✓ save_note approved by the approval policy\n", "Saved your note \"Buy milk\"")
+	if strings.Contains(r.stdout, "needs your approval") || strings.Contains(r.stdout, "approve save_note?") {
+		t.Errorf("agentctl asked what the policy approved:\n%s", r.stdout)
+	}
+
+	agents := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(agents, []byte(`agents:
+  - name: careful
+    model: demo
+    tools: [save_note]
+    policy:
+      tools:
+        save_note: {approval: always}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startAgentd(t, nil, "--config", agents)
+	r = ctl{stdin: strings.NewReader("y\n")}.run(t, "--addr", addr, "run", "--auto-approve", "save a note: buy milk")
+	wantOutput(t, r, exitOK, "? save_note needs your approval", "approve save_note? [y]es/[n]o/[e]dit: y\n", "✓ save_note approved\n", "Saved your note \"Buy milk\"")
+}
