@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -411,5 +413,79 @@ func TestHTTPShutdownEndsItsStreams(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("serve returned %v, want nil", err)
+	}
+}
+
+// countingWriter is a ResponseWriter that counts its flushes and what they carried.
+type countingWriter struct {
+	mu               sync.Mutex
+	header           http.Header
+	written, flushed int // bytes
+	flushes          int
+}
+
+func (w *countingWriter) Header() http.Header { return w.header }
+func (w *countingWriter) WriteHeader(int)     {}
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.written += len(p)
+	return len(p), nil
+}
+func (w *countingWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flushes++
+	w.flushed = w.written
+}
+func (w *countingWriter) state() (flushes, unflushed int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushes, w.written - w.flushed
+}
+
+// The HTTP listener batches a burst's flushes into few, and leaves nothing unflushed: a
+// message alone is flushed without the handler returning, and what the handler wrote last
+// is flushed as it returns.
+func TestHTTPBatchesFlushes(t *testing.T) {
+	cw := &countingWriter{header: http.Header{}}
+	release, returned := make(chan struct{}), make(chan struct{})
+	h := batchFlushes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 1000 {
+			w.Write([]byte("delta"))
+			w.(http.Flusher).Flush()
+		}
+		<-release
+		w.Write([]byte("alone"))
+		w.(http.Flusher).Flush()
+		<-release
+		w.Write([]byte("last"))
+		w.(http.Flusher).Flush()
+	}), time.Millisecond)
+	go func() {
+		h.ServeHTTP(cw, httptest.NewRequest(http.MethodPost, "/", nil))
+		close(returned)
+	}()
+	waitFlushed := func(what string) int {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if n, unflushed := cw.state(); unflushed == 0 && n > 0 {
+				return n
+			}
+		}
+		n, unflushed := cw.state()
+		t.Fatalf("%s: %d bytes still unflushed after %d flushes", what, unflushed, n)
+		return 0
+	}
+	release <- struct{}{} // the burst is written
+	n := waitFlushed("a burst")
+	if n >= 1000 {
+		t.Errorf("1000 messages written at once took %d flushes, want them batched", n)
+	}
+	release <- struct{}{}
+	waitFlushed("a message alone")
+	<-returned
+	if _, unflushed := cw.state(); unflushed != 0 {
+		t.Errorf("%d bytes unflushed when the handler returned", unflushed)
 	}
 }
