@@ -39,8 +39,26 @@ func findExpression(s string) string {
 	return best
 }
 
+// phraseRules rewrite arithmetic asked in words into an expression: "add 2 and 3",
+// "subtract 3 from 10", "multiply 3 by 4", "divide 10 by 4", "15% of 80", "square root
+// of 16". Each runs once over the message, in this order.
+var phraseRules = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`(?i)\b(?:add|sum\s+of)\s+(-?[0-9.]+)\s+(?:and|to|plus)\s+(-?[0-9.]+)`), "$1 + $2"},
+	{regexp.MustCompile(`(?i)\bsubtract\s+(-?[0-9.]+)\s+from\s+(-?[0-9.]+)`), "$2 - $1"},
+	{regexp.MustCompile(`(?i)\b(?:multiply|product\s+of)\s+(-?[0-9.]+)\s+(?:by|and|with)\s+(-?[0-9.]+)`), "$1 * $2"},
+	{regexp.MustCompile(`(?i)\bdivide\s+(-?[0-9.]+)\s+by\s+(-?[0-9.]+)`), "$1 / $2"},
+	{regexp.MustCompile(`(?i)([0-9.]+)\s*(?:%|percent)\s+of\s+(-?[0-9.]+)`), "$1 / 100 * $2"},
+	{regexp.MustCompile(`(?i)\bsquare\s+root\s+of\s+([0-9.]+)`), "sqrt($1)"},
+}
+
 // normalizeOps replaces operators written as words with symbols.
 func normalizeOps(s string) string {
+	for _, r := range phraseRules {
+		s = r.re.ReplaceAllString(s, r.repl)
+	}
 	s = tightXRE.ReplaceAllString(s, "$1*$2")
 	// Matches overlap ("1 plus 2 plus 3" shares the 2), so replace one at a time.
 	for range 64 {
@@ -121,10 +139,14 @@ func trimExpr(s string) string {
 	}
 }
 
-// isArithmetic reports whether s has an operator between two operands and is not a date.
+// isArithmetic reports whether s has an operator between two operands, or is a function
+// applied to a number ("sqrt(16)"), and is not a date.
 func isArithmetic(s string) bool {
 	if dateRE.MatchString(s) {
 		return false
+	}
+	if l := strings.ToLower(s); (strings.HasPrefix(l, "sqrt") || strings.HasPrefix(l, "abs")) && strings.ContainsAny(s, "0123456789") {
+		return true
 	}
 	operand := false // an operand came before
 	for i := 0; i < len(s); {

@@ -11,13 +11,17 @@ import (
 
 // isNoteRequest reports whether s asks to save something.
 func isNoteRequest(s string) bool {
-	return hasWord(s, "note", "save", "remember", "memo", "jot")
+	if hasWord(s, "note", "save", "remember", "memo", "jot", "remind") {
+		return true
+	}
+	l := strings.ToLower(s)
+	return strings.Contains(l, "don't forget") || strings.Contains(l, "do not forget") || strings.Contains(l, "write down")
 }
 
 // notePrefixRE matches the request around a note's text: "please save a note that",
-// "remember to", "note down:", "can you jot this down:".
+// "remember to", "note down:", "can you jot this down:", "remind me to", "don't forget to".
 var notePrefixRE = regexp.MustCompile(`(?i)^\s*(?:(?:hi|hey|ok|okay)\b[,!.]?\s*)?(?:please\s+)?(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?` +
-	`(?:save|take|make|write|add|create|store|keep|jot|remember(?:\s+to\b)?|note)\b` +
+	`(?:save|take|make|write|add|create|store|keep|jot|remember(?:\s+to\b)?|note|remind\s+me(?:\s+to\b)?|(?:don't|dont|do\s+not)\s+forget(?:\s+to\b)?)\b` +
 	`(?:\s+(?:down|for\s+me))?` +
 	`(?:\s+(?:a|an|the|this|my|that))?` +
 	`(?:\s+(?:new\s+)?(?:note|memo|reminder))?` +

@@ -68,6 +68,9 @@ func respondTo(req *runtime.ModelRequest, text string) reply {
 			Timezone string `json:"timezone"`
 		}{findZone(text)})
 	}
+	if hasWord(text, "thanks", "thank", "thx", "cheers") {
+		return reply{text: "You're welcome! Ask me the time anywhere, some arithmetic, or to save a note whenever you like."}
+	}
 	hint := ""
 	if hasWord(text, "calculate", "compute", "calc", "sum") {
 		hint = "I found no arithmetic expression in your message: write one with digits and operators, as in \"what is 12*7\".\n\n"
@@ -88,9 +91,9 @@ func intro(req *runtime.ModelRequest, hint string) string {
 	b.WriteString("Hello! I am agentd's built-in demo model, not a language model: I follow a few fixed rules, " +
 		"so that you can try agentd without an API key.\n\n")
 	can := []struct{ tool, line string }{
-		{builtin.CurrentTimeName, "tell the time: ask \"what time is it?\", or name a zone such as Europe/Berlin"},
-		{builtin.CalculateName, "do arithmetic: ask \"what is 12*7?\" or \"calculate (3+4)/2\""},
-		{builtin.SaveNoteName, "save a note: say \"save a note: buy milk\" (agentd may ask you to approve it first)"},
+		{builtin.CurrentTimeName, "tell the time: ask \"what time is it?\", or \"what time is it in Tokyo?\" (a city, or a zone such as Europe/Berlin)"},
+		{builtin.CalculateName, "do arithmetic: ask \"what is 12*7?\", \"calculate (3+4)/2\", \"add 2 and 3\" or \"15% of 80\""},
+		{builtin.SaveNoteName, "save a note: say \"save a note: buy milk\" or \"remind me to call mum\" (agentd may ask you to approve it first)"},
 	}
 	var lines []string
 	for _, c := range can {
@@ -220,10 +223,51 @@ func isTimeQuestion(s string) bool {
 // America/Argentina/Salta or Etc/GMT+2; the tool says whether it is one.
 var zoneRE = regexp.MustCompile(`\b[A-Z][A-Za-z]+/[A-Z][A-Za-z0-9_+\-]*(?:/[A-Z][A-Za-z0-9_+\-]*)?|\bUTC\b`)
 
-// findZone returns the IANA zone named in s, or "UTC".
+// findZone returns the IANA zone named in s, or of a city or country it names, or "UTC".
 func findZone(s string) string {
 	if z := zoneRE.FindString(s); z != "" {
 		return z
 	}
+	words := lowerWords(s)
+	for i := range words {
+		for n := 3; n >= 1; n-- { // "rio de janeiro" before "rio"
+			if i+n <= len(words) {
+				if z, ok := placeZones[strings.Join(words[i:i+n], " ")]; ok {
+					return z
+				}
+			}
+		}
+	}
 	return "UTC"
+}
+
+// placeZones are the zones of places people ask the time of by name.
+var placeZones = map[string]string{
+	"london": "Europe/London", "uk": "Europe/London", "britain": "Europe/London", "england": "Europe/London",
+	"dublin": "Europe/Dublin", "ireland": "Europe/Dublin", "lisbon": "Europe/Lisbon", "portugal": "Europe/Lisbon",
+	"paris": "Europe/Paris", "france": "Europe/Paris", "berlin": "Europe/Berlin", "germany": "Europe/Berlin",
+	"munich": "Europe/Berlin", "amsterdam": "Europe/Amsterdam", "brussels": "Europe/Brussels", "madrid": "Europe/Madrid",
+	"spain": "Europe/Madrid", "barcelona": "Europe/Madrid", "rome": "Europe/Rome", "italy": "Europe/Rome", "milan": "Europe/Rome",
+	"zurich": "Europe/Zurich", "vienna": "Europe/Vienna", "stockholm": "Europe/Stockholm", "oslo": "Europe/Oslo",
+	"copenhagen": "Europe/Copenhagen", "helsinki": "Europe/Helsinki", "warsaw": "Europe/Warsaw", "prague": "Europe/Prague",
+	"athens": "Europe/Athens", "istanbul": "Europe/Istanbul", "turkey": "Europe/Istanbul", "kyiv": "Europe/Kyiv",
+	"moscow": "Europe/Moscow", "cairo": "Africa/Cairo", "egypt": "Africa/Cairo", "lagos": "Africa/Lagos", "nigeria": "Africa/Lagos",
+	"nairobi": "Africa/Nairobi", "kenya": "Africa/Nairobi", "johannesburg": "Africa/Johannesburg", "south africa": "Africa/Johannesburg",
+	"dubai": "Asia/Dubai", "tehran": "Asia/Tehran", "karachi": "Asia/Karachi", "india": "Asia/Kolkata", "mumbai": "Asia/Kolkata",
+	"delhi": "Asia/Kolkata", "new delhi": "Asia/Kolkata", "bangalore": "Asia/Kolkata", "bengaluru": "Asia/Kolkata",
+	"dhaka": "Asia/Dhaka", "bangkok": "Asia/Bangkok", "thailand": "Asia/Bangkok", "jakarta": "Asia/Jakarta",
+	"singapore": "Asia/Singapore", "kuala lumpur": "Asia/Kuala_Lumpur", "hong kong": "Asia/Hong_Kong", "china": "Asia/Shanghai",
+	"beijing": "Asia/Shanghai", "shanghai": "Asia/Shanghai", "taipei": "Asia/Taipei", "manila": "Asia/Manila",
+	"seoul": "Asia/Seoul", "korea": "Asia/Seoul", "tokyo": "Asia/Tokyo", "japan": "Asia/Tokyo", "osaka": "Asia/Tokyo",
+	"perth": "Australia/Perth", "adelaide": "Australia/Adelaide", "brisbane": "Australia/Brisbane", "sydney": "Australia/Sydney",
+	"melbourne": "Australia/Melbourne", "auckland": "Pacific/Auckland", "new zealand": "Pacific/Auckland", "honolulu": "Pacific/Honolulu",
+	"hawaii": "Pacific/Honolulu", "anchorage": "America/Anchorage", "alaska": "America/Anchorage", "los angeles": "America/Los_Angeles",
+	"san francisco": "America/Los_Angeles", "seattle": "America/Los_Angeles", "vancouver": "America/Vancouver",
+	"denver": "America/Denver", "phoenix": "America/Phoenix", "chicago": "America/Chicago", "dallas": "America/Chicago",
+	"houston": "America/Chicago", "mexico city": "America/Mexico_City", "mexico": "America/Mexico_City",
+	"new york": "America/New_York", "boston": "America/New_York", "washington": "America/New_York", "miami": "America/New_York",
+	"atlanta": "America/New_York", "toronto": "America/Toronto", "montreal": "America/Toronto", "bogota": "America/Bogota",
+	"lima": "America/Lima", "santiago": "America/Santiago", "buenos aires": "America/Argentina/Buenos_Aires",
+	"argentina": "America/Argentina/Buenos_Aires", "sao paulo": "America/Sao_Paulo", "são paulo": "America/Sao_Paulo",
+	"rio de janeiro": "America/Sao_Paulo", "rio": "America/Sao_Paulo", "brazil": "America/Sao_Paulo",
 }

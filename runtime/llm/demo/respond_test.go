@@ -27,6 +27,14 @@ func TestFindExpression(t *testing.T) {
 		{"is 1e3/4 right", "1e3/4"},
 		{"what is 2**10.", "2**10"},
 		{"12 × 7", "12 × 7"},
+		{"add 2 and 3", "2 + 3"},
+		{"what is the sum of 1.5 and 2", "1.5 + 2"},
+		{"subtract 3 from 10", "10 - 3"},
+		{"multiply 3 by 4", "3 * 4"},
+		{"divide 10 by 4", "10 / 4"},
+		{"what is 15% of 80?", "15 / 100 * 80"},
+		{"square root of 16", "sqrt(16)"},
+		{"add milk and eggs", ""},
 		{"first 1+1, then 10*10*10", "10*10*10"},
 		{"2 +", ""},
 		{"hello", ""},
@@ -50,6 +58,8 @@ func TestNoteFrom(t *testing.T) {
 		{"Save a note: Buy milk.\nAnd eggs.", "Buy milk", "Buy milk.\nAnd eggs."},
 		{"please save a note that the meeting moved to Friday", "The meeting moved to Friday", "the meeting moved to Friday"},
 		{"remember to call mom", "Call mom", "call mom"},
+		{"remind me to call mum", "Call mum", "call mum"},
+		{"Don't forget to water the plants", "Water the plants", "water the plants"},
 		{"Remember that the code is 1234", "The code is 1234", "the code is 1234"},
 		{"can you note down: wifi password is hunter2", "Wifi password is hunter2", "wifi password is hunter2"},
 		{"take a note - dentist on Tuesday!", "Dentist on Tuesday", "dentist on Tuesday!"},
@@ -120,6 +130,24 @@ func TestRespond(t *testing.T) {
 			msgs:     []runtime.Message{runtime.UserMessage("hello")},
 			tools:    all,
 			wantText: []string{"built-in demo model, not a language model", "current_time", "calculate", "save_note", "--model openai:gpt-4.1-mini", "OPENAI_API_KEY", "--model anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "Ollama", "OPENAI_BASE_URL"},
+		},
+		{
+			name:     "thanks",
+			msgs:     []runtime.Message{runtime.UserMessage("thanks!")},
+			tools:    all,
+			wantText: []string{"You're welcome!", "save a note"},
+		},
+		{
+			name:     "a reminder is a note",
+			msgs:     []runtime.Message{runtime.UserMessage("remind me to call mum")},
+			tools:    all,
+			wantCall: &runtime.ToolCall{ID: "call_demo_1", Name: "save_note", Arguments: `{"title":"Call mum","text":"call mum"}`},
+		},
+		{
+			name:     "the time of a city",
+			msgs:     []runtime.Message{runtime.UserMessage("what time is it in Tokyo?")},
+			tools:    all,
+			wantCall: &runtime.ToolCall{ID: "call_demo_1", Name: "current_time", Arguments: `{"timezone":"Asia/Tokyo"}`},
 		},
 		{
 			name:     "calculate without an expression",
@@ -241,7 +269,12 @@ func TestFindZone(t *testing.T) {
 		{"Etc/GMT+2 time", "Etc/GMT+2"},
 		{"time in UTC", "UTC"},
 		{"time on Mars/Olympus", "Mars/Olympus"},
-		{"time in europe/berlin", "UTC"},
+		{"time in europe/berlin", "Europe/Berlin"}, // not a zone name, but a city
+		{"time in Tokyo", "Asia/Tokyo"},
+		{"what time is it in New York?", "America/New_York"},
+		{"what's the time in rio de janeiro", "America/Sao_Paulo"},
+		{"and in São Paulo?", "America/Sao_Paulo"},
+		{"time in Newark", "UTC"},
 	}
 	for _, tt := range tests {
 		if got := findZone(tt.in); got != tt.want {
