@@ -241,6 +241,7 @@ func (r *run) endTelemetry(reason EndReason, err error) {
 			attrModelCalls.Int64(r.usage.ModelCalls),
 			attrToolCalls.Int64(r.usage.ToolCalls),
 		)
+		span.SetAttributes(detailedUsage(r.usage)...)
 		switch reason {
 		case EndFailed, EndMaxSteps:
 			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
@@ -333,6 +334,23 @@ func (r *run) startChat(ctx context.Context, mreq *ModelRequest) (context.Contex
 	return ctx, span
 }
 
+// detailedUsage returns the span attributes of what u says beyond input and output
+// tokens, those it counts: the input read from and written to a prompt cache, and the
+// output spent reasoning (counted in the input and output tokens too).
+func detailedUsage(u Usage) []attribute.KeyValue {
+	var attrs []attribute.KeyValue
+	if u.CacheReadInputTokens > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(u.CacheReadInputTokens)))
+	}
+	if u.CacheCreationInputTokens > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(u.CacheCreationInputTokens)))
+	}
+	if u.ReasoningTokens > 0 {
+		attrs = append(attrs, semconv.GenAIUsageReasoningOutputTokens(int(u.ReasoningTokens)))
+	}
+	return attrs
+}
+
 // endChat ends a model call's span and records its duration and tokens. ctx is the
 // step's context: a call it cut short was interrupted or cancelled, which is no error.
 func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg Message, u Usage, reason FinishReason, err error) {
@@ -346,6 +364,7 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 			semconv.GenAIUsageInputTokens(int(u.InputTokens)),
 			semconv.GenAIUsageOutputTokens(int(u.OutputTokens)),
 		)
+		span.SetAttributes(detailedUsage(u)...)
 		switch {
 		case failed:
 			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))

@@ -716,3 +716,34 @@ func BenchmarkTracedRun(b *testing.B) {
 		})
 	}
 }
+
+// A call's usage beyond input and output (prompt cache, reasoning) is on its chat span and,
+// summed, on the run's; a usage without it adds no such attribute.
+func TestTelemetry_CacheAndReasoningTokens(t *testing.T) {
+	tr := newTraced(t)
+	usage := runtime.ModelEvent{Kind: runtime.ModelUsage, Usage: runtime.Usage{
+		InputTokens: 1200, OutputTokens: 30, CacheReadInputTokens: 1000, CacheCreationInputTokens: 150, ReasoningTokens: 20,
+	}}
+	m := &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("hello"), usage, rt.Finish(runtime.FinishStop)}}}}
+	a := newAgent(t, m, runtime.Config{Name: "helper", TracerProvider: tr.tp})
+	if _, fin := run(t, a, t.Context(), &runtime.Request{RunID: "run_1", Messages: []runtime.Message{runtime.UserMessage("hi")}}); fin.Reason != runtime.EndCompleted {
+		t.Fatalf("finished %v", fin.Reason)
+	}
+	spans := tr.spans()
+	want := map[string]string{
+		"gen_ai.usage.input_tokens":                "1200",
+		"gen_ai.usage.cache_read.input_tokens":     "1000",
+		"gen_ai.usage.cache_creation.input_tokens": "150",
+		"gen_ai.usage.reasoning.output_tokens":     "20",
+	}
+	checkAttrs(t, one(t, spans, "chat scripted"), want)
+	checkAttrs(t, one(t, spans, "invoke_agent helper"), want)
+
+	tr = newTraced(t)
+	m = &rt.Model{Steps: []rt.Step{{Events: []runtime.ModelEvent{rt.Text("hello"), rt.Usage(12, 3), rt.Finish(runtime.FinishStop)}}}}
+	a = newAgent(t, m, runtime.Config{Name: "helper", TracerProvider: tr.tp})
+	run(t, a, t.Context(), &runtime.Request{RunID: "run_2", Messages: []runtime.Message{runtime.UserMessage("hi")}})
+	checkAttrs(t, one(t, tr.spans(), "chat scripted"), map[string]string{
+		"gen_ai.usage.cache_read.input_tokens": "", "gen_ai.usage.cache_creation.input_tokens": "", "gen_ai.usage.reasoning.output_tokens": "",
+	})
+}

@@ -142,6 +142,10 @@ type ModelSettings struct {
 	// fallbacks included; raise it for a reasoning model on a server that sends nothing
 	// while it thinks.
 	IdleTimeout Duration `yaml:"idle_timeout,omitempty"`
+	// PromptCache, false, turns off the prompt-cache breakpoints anthropic models put on
+	// the tools, the system prompt and the history (on by default: a tool loop's calls
+	// then read their common prefix from the cache). OpenAI caches prompts by itself.
+	PromptCache *bool `yaml:"prompt_cache,omitempty"`
 }
 
 func (s ModelSettings) callSettings() runtime.CallSettings {
@@ -184,8 +188,9 @@ func (a AgentConfig) resolveModel(spec string, resolve ModelResolver, log *slog.
 func (a AgentConfig) primaryModel(spec string, resolve ModelResolver) (runtime.Model, error) {
 	provider, name, _ := strings.Cut(spec, ":")
 	hosted := provider == openai.Provider || provider == anthropic.Provider
+	noCache := a.Settings.PromptCache != nil && !*a.Settings.PromptCache && provider == anthropic.Provider
 	// The idle timeout means nothing to a model without an HTTP stream (demo, workload).
-	if a.BaseURL == "" && a.APIKeyEnv == "" && (a.Settings.IdleTimeout == 0 || !hosted) {
+	if a.BaseURL == "" && a.APIKeyEnv == "" && (a.Settings.IdleTimeout == 0 || !hosted) && !noCache {
 		return resolve(spec)
 	}
 	if !hosted {
@@ -202,5 +207,5 @@ func (a AgentConfig) primaryModel(spec string, resolve ModelResolver) (runtime.M
 	if provider == openai.Provider {
 		return OpenAIModelProvider(openai.Config{BaseURL: a.BaseURL, APIKey: key, IdleTimeout: idle}).New(name)
 	}
-	return AnthropicModelProvider(anthropic.Config{BaseURL: a.BaseURL, APIKey: key, IdleTimeout: idle}).New(name)
+	return AnthropicModelProvider(anthropic.Config{BaseURL: a.BaseURL, APIKey: key, IdleTimeout: idle, NoPromptCache: noCache}).New(name)
 }

@@ -3,12 +3,14 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -198,5 +200,85 @@ agents:
 				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// An anthropic agent's calls carry prompt-cache breakpoints unless its settings say
+// prompt_cache: false; through the service, end to end.
+func TestModels_PromptCacheSetting(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[string]string{} // by system prompt
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			System []struct{ Text string } `json:"system"`
+		}
+		json.Unmarshal(body, &req)
+		mu.Lock()
+		if len(req.System) > 0 {
+			bodies[req.System[0].Text] = string(body)
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","usage":{"input_tokens":5,"cache_read_input_tokens":1200,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`)
+	}))
+	defer fake.Close()
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	os.WriteFile(path, []byte(`
+agents:
+  - name: cached
+    model: anthropic:claude-sonnet-4-5
+    base_url: `+fake.URL+`
+    system: cached agent
+  - name: uncached
+    model: anthropic:claude-sonnet-4-5
+    base_url: `+fake.URL+`
+    system: uncached agent
+    settings: {prompt_cache: false}
+`), 0o644)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+	cfg, err := agents.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: slog.New(slog.DiscardHandler)})
+	for _, agent := range []string{"cached", "uncached"} {
+		resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input(agent, "hello")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := resp.GetResult().GetUsage(); u.GetCacheReadInputTokens() != 1200 || u.GetInputTokens() != 1205 {
+			t.Errorf("%s: usage %v, want 1200 tokens read from the cache, 1205 input in all", agent, u)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(bodies["cached agent"], `"cache_control":{"type":"ephemeral"}`) {
+		t.Errorf("the cached agent's request has no cache breakpoint: %s", bodies["cached agent"])
+	}
+	if b := bodies["uncached agent"]; b == "" || strings.Contains(b, "cache_control") {
+		t.Errorf("the agent with prompt_cache: false sent %q, want a request without cache breakpoints", b)
 	}
 }

@@ -55,6 +55,13 @@ type Config struct {
 	// "adaptive"), on models that support it; it takes precedence over ThinkingBudget.
 	AdaptiveThinking bool
 
+	// NoPromptCache turns prompt caching off: by default every call marks the tool
+	// definitions, the system prompt and the history for the API's prompt cache (see
+	// markCache), so that the calls of a tool loop read their common prefix from the
+	// cache at a tenth of the input price, having written it once at 1.25 times.
+	// Usage.CacheReadInputTokens and CacheCreationInputTokens report both.
+	NoPromptCache bool
+
 	// MaxRetries bounds the retries of a call that failed before its first event: 0
 	// means 2, negative none (see package openai's documentation, which this package
 	// follows).

@@ -2,6 +2,7 @@ package anthropic_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -108,7 +109,7 @@ func TestToolCallsAssemble(t *testing.T) {
 // signature, redacted thinking, text, tool use, even where the runtime joined adjacent
 // reasoning blocks into one part.
 func TestRoundTrip(t *testing.T) {
-	m, srv := newModel(t, anthropic.Config{ThinkingBudget: 2048}, sse("thinking.sse"), sse("thinking_tool_use.sse"), sse("answer.sse"))
+	m, srv := newModel(t, anthropic.Config{ThinkingBudget: 2048, NoPromptCache: true}, sse("thinking.sse"), sse("thinking_tool_use.sse"), sse("answer.sse"))
 	first, _ := providertest.Assemble(t, m)
 	if n := len(first.Parts); n != 2 {
 		t.Fatalf("the runtime assembled %d parts, want 2 (reasoning joined, text): %s", n, rt.RenderMessage(first))
@@ -150,7 +151,9 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestRequest checks the request the server gets for a transcript holding every kind of
-// part: messages, tools and tool results in the Messages API's shape.
+// part: messages, tools and tool results in the Messages API's shape, and the prompt
+// cache's breakpoints (on by default): the last tool, the system prompt, and the last
+// block of each of the last two messages.
 func TestRequest(t *testing.T) {
 	m, srv := newModel(t, anthropic.Config{}, sse("answer.sse"))
 	req := &runtime.ModelRequest{
@@ -186,12 +189,13 @@ func TestRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := srv.Requests()[0]
+	ephemeral := map[string]any{"type": "ephemeral"}
 	want := map[string]any{
 		"model":      "claude-sonnet-4-5",
 		"stream":     true,
 		"max_tokens": 1000.0,
 		"metadata":   map[string]any{"user_id": "u-1"},
-		"system":     []any{map[string]any{"type": "text", "text": "You are terse."}},
+		"system":     []any{map[string]any{"type": "text", "text": "You are terse.", "cache_control": ephemeral}},
 		"messages": []any{
 			map[string]any{"role": "user", "content": []any{
 				map[string]any{"type": "text", "text": "What is in this picture, and what is 6*7?"},
@@ -200,12 +204,12 @@ func TestRequest(t *testing.T) {
 			map[string]any{"role": "assistant", "content": []any{
 				map[string]any{"type": "text", "text": "Let me check."},
 				map[string]any{"type": "tool_use", "id": "toolu_1", "name": "calculate", "input": map[string]any{"expression": "6*7"}},
-				map[string]any{"type": "tool_use", "id": "toolu_2", "name": "describe", "input": map[string]any{}},
+				map[string]any{"type": "tool_use", "id": "toolu_2", "name": "describe", "input": map[string]any{}, "cache_control": ephemeral},
 			}},
 			map[string]any{"role": "user", "content": []any{
 				map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": []any{map[string]any{"type": "text", "text": `{"result":42}`}}},
 				map[string]any{"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true, "content": []any{map[string]any{"type": "text", "text": "tool describe got invalid JSON arguments"}}},
-				map[string]any{"type": "text", "text": "Go on."},
+				map[string]any{"type": "text", "text": "Go on.", "cache_control": ephemeral},
 			}},
 		},
 		"tools": []any{
@@ -213,7 +217,7 @@ func TestRequest(t *testing.T) {
 				"type": "object", "properties": map[string]any{"expression": map[string]any{"type": "string"}},
 				"required": []any{"expression"}, "additionalProperties": false,
 			}},
-			map[string]any{"name": "describe", "input_schema": map[string]any{"type": "object", "properties": map[string]any{}}},
+			map[string]any{"name": "describe", "input_schema": map[string]any{"type": "object", "properties": map[string]any{}}, "cache_control": ephemeral},
 		},
 	}
 	if diff := cmp.Diff(want, got.JSON); diff != "" {
@@ -230,5 +234,40 @@ func TestRequest(t *testing.T) {
 func TestNewThinkingBudget(t *testing.T) {
 	if _, err := anthropic.New(anthropic.Config{Model: adapter.Model, APIKey: providertest.Key, MaxTokens: 1000, ThinkingBudget: 1000}); err == nil {
 		t.Error("New with a thinking budget not below max tokens succeeded")
+	}
+}
+
+// With NoPromptCache no request carries a cache breakpoint; with it on, a call's usage
+// reports what the cache read and wrote, and counts both in the input.
+func TestPromptCache(t *testing.T) {
+	req := &runtime.ModelRequest{
+		Messages: []runtime.Message{runtime.SystemMessage("You are terse."), runtime.UserMessage("Hello")},
+		Tools:    []runtime.ToolSpec{{Name: "calculate"}},
+	}
+	m, srv := newModel(t, anthropic.Config{NoPromptCache: true}, sse("text.sse"))
+	if _, err := ssetest.Collect(t, t.Context(), m, req); err != nil {
+		t.Fatal(err)
+	}
+	if body := string(srv.Requests()[0].Body); strings.Contains(body, "cache_control") {
+		t.Errorf("with NoPromptCache the request carries cache_control: %s", body)
+	}
+
+	m, srv = newModel(t, anthropic.Config{}, sse("text.sse"))
+	events, err := ssetest.Collect(t, t.Context(), m, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(srv.Requests()[0].Body), `"cache_control":{"type":"ephemeral"}`); n != 3 {
+		t.Errorf("%d cache breakpoints, want 3 (the tool, the system prompt, the one message): %s", n, srv.Requests()[0].Body)
+	}
+	var usage runtime.Usage
+	for _, ev := range events {
+		if ev.Kind == runtime.ModelUsage {
+			usage = ev.Usage
+		}
+	}
+	// text.sse: 25 uncached input tokens, 50 written to the cache, 100 read from it.
+	if usage.CacheReadInputTokens != 100 || usage.CacheCreationInputTokens != 50 || usage.InputTokens != 175 {
+		t.Errorf("usage %+v, want 100 read from the cache, 50 written, 175 input in all", usage)
 	}
 }

@@ -39,6 +39,9 @@ func (m *Model) params(req *runtime.ModelRequest) (ant.MessageNewParams, error) 
 		}
 		p.Tools = append(p.Tools, t)
 	}
+	if !m.cfg.NoPromptCache {
+		markCache(&p)
+	}
 	if len(req.Settings.Extra) > 0 {
 		extra := make(map[string]any, len(req.Settings.Extra))
 		for k, v := range req.Settings.Extra {
@@ -47,6 +50,53 @@ func (m *Model) params(req *runtime.ModelRequest) (ant.MessageNewParams, error) 
 		p.SetExtraFields(extra)
 	}
 	return p, nil
+}
+
+// maxCacheBreakpoints is how many cache_control breakpoints the Messages API takes in one
+// request.
+const maxCacheBreakpoints = 4
+
+// markCache puts prompt-caching breakpoints (cache_control, ephemeral: five minutes) on
+// what repeats from call to call of a run: the tool definitions (the last one), the system
+// prompt (its last block), and the history, on the last block of the last two messages.
+// The API caches the prefix up to each breakpoint, so the next step's call reads from the
+// cache everything up to the messages that step added, and pays full price only for them;
+// the breakpoint one message back keeps a hit when a step added more blocks than the API
+// looks back over. Prefixes shorter than the model's minimum (1,024 tokens or more) are
+// not cached, and cost nothing more.
+func markCache(p *ant.MessageNewParams) {
+	left := maxCacheBreakpoints
+	mark := func(cc *ant.CacheControlEphemeralParam) bool {
+		if cc == nil || left == 0 {
+			return false
+		}
+		*cc = ant.NewCacheControlEphemeralParam()
+		left--
+		return true
+	}
+	if n := len(p.Tools); n > 0 {
+		mark(p.Tools[n-1].GetCacheControl())
+	}
+	if n := len(p.System); n > 0 {
+		mark(&p.System[n-1].CacheControl)
+	}
+	marked := 0
+	for i := len(p.Messages) - 1; i >= 0 && marked < 2; i-- {
+		var blocks []ant.ContentBlockParamUnion
+		switch msg := p.Messages[i]; {
+		case msg.OfUser != nil:
+			blocks = msg.OfUser.Content
+		case msg.OfAssistant != nil:
+			blocks = msg.OfAssistant.Content
+		}
+		// The last block that takes a breakpoint: thinking blocks take none.
+		for j := len(blocks) - 1; j >= 0; j-- {
+			if mark(blocks[j].GetCacheControl()) {
+				marked++
+				break
+			}
+		}
+	}
 }
 
 // tool converts a tool's spec; a spec without parameters takes any object.
