@@ -120,7 +120,11 @@ approval_id=$(jq -rs 'map(.event.approvalRequested.approvalId // empty)[0]' firs
 frame "{\"runId\":\"$run_id\"}" |
 	curl -sSN -H 'Content-Type: application/connect+json' --data-binary @- "$API/AttachRun" | unframe >attached.json &
 attach=$!
-sleep 0.5
+# The decision goes once AttachRun has said what the run waits for.
+for _ in $(seq 100); do
+	head -n1 attached.json 2>/dev/null | jq -e '.event | has("attached")' >/dev/null 2>&1 && break
+	sleep 0.1
+done
 curl -sS -H 'Content-Type: application/json' \
 	-d "{\"runId\":\"$run_id\",\"clientKey\":\"approve-1\",\"approvalDecision\":{\"approvalId\":\"$approval_id\",\"outcome\":\"APPROVAL_OUTCOME_APPROVED\"}}" \
 	"$API/SendRunInput" | tee decided.json

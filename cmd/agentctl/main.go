@@ -344,7 +344,7 @@ func parseHeader(h string) (name, value string, err error) {
 // givenConnFlags returns the connection flags the command line set (set names them), as
 // command-line words in the order of their names, with their values in c. --max-time is left
 // out: it bounds one command, not the next. -H values are as typed (with
-// --expand-headers, their ${NAME}s unexpanded).
+// --expand-headers, their ${NAME}s unexpanded), but for secrets (hideSecret).
 func givenConnFlags(c *connConfig, set map[string]bool) []string {
 	var words []string
 	var names connConfig // only the flags' names and kinds are read from it
@@ -353,7 +353,7 @@ func givenConnFlags(c *connConfig, set map[string]bool) []string {
 		case !set[f.Name] || f.Name == "max-time":
 		case f.Name == "H":
 			for _, h := range c.headers {
-				words = append(words, "-H", h)
+				words = append(words, "-H", hideSecret(h, c.expandHeaders))
 			}
 		case isBoolFlag(f):
 			if connBool(c, f.Name) {
@@ -397,6 +397,29 @@ func connString(c *connConfig, name string) string {
 		return c.authority
 	}
 	panic("connString: no such flag " + name)
+}
+
+// hideSecret returns the -H value h as a printed command shows it: a header that holds a
+// secret (authorization, cookie, a key, a token, a password) has its value, after an auth
+// scheme such as Bearer, shown as "…", unless it takes the secret from the environment
+// (--expand-headers and ${NAME}), which a printed command may repeat as it is. agentctl
+// prints those commands to stderr, which logs keep.
+func hideSecret(h string, expand bool) string {
+	name, value, _ := parseHeader(h)
+	if expand && strings.Contains(value, "${") {
+		return h
+	}
+	secret := name == "authorization" || name == "proxy-authorization" || name == "cookie"
+	for _, w := range []string{"token", "secret", "key", "password", "auth"} {
+		secret = secret || strings.Contains(name, w)
+	}
+	if !secret {
+		return h
+	}
+	if scheme, _, ok := strings.Cut(value, " "); ok {
+		return name + ": " + scheme + " …"
+	}
+	return name + ": …"
 }
 
 func isBoolFlag(f *flag.Flag) bool {

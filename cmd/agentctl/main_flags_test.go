@@ -180,3 +180,25 @@ func TestPrintedCommandsRepeatTheConnectionFlags(t *testing.T) {
 		t.Errorf("printed command\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A printed command shows no secret a -H value holds, unless it names the variable that
+// holds it.
+func TestPrintedCommandsHideSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-H", "authorization: Bearer sk-live-123"}, "agentctl -H 'authorization: Bearer …' attach run_1"},
+		{[]string{"-H", "x-api-key: abc"}, "agentctl -H 'x-api-key: …' attach run_1"},
+		{[]string{"-H", "authorization: Bearer ${T}", "--expand-headers"}, "agentctl -H 'authorization: Bearer ${T}' --expand-headers attach run_1"},
+		{[]string{"-H", "x-tenant: acme"}, "agentctl -H 'x-tenant: acme' attach run_1"},
+	} {
+		cmd, err := parseCommand(append(tc.args, "attach", "run_1"), func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (env{connArgs: cmd.conn.given}).command("attach", "run_1"); got != tc.want {
+			t.Errorf("%q: printed %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}

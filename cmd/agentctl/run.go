@@ -80,11 +80,12 @@ type session struct {
 	stage     stage
 	decide    func(*agentdv1.ApprovalRequested, *agentdv1.ApprovalDecision)
 	requested map[string]*agentdv1.ApprovalRequested // every approval seen, by id
-	// held is an approval not shown yet: under --auto-approve the server asks first and
-	// then, for the calls its policy approves, answers at once; the request is held until
-	// the next event, or heldFor, so that only what the policy leaves to the person is
-	// asked. heldC fires at heldFor.
-	held  *agentdv1.ApprovalRequested
+	// held are approvals not shown yet: under --auto-approve the server asks first and
+	// then, for the calls its policy approves, answers at once (a step asks all its
+	// approvals, then answers each); the requests are held until an event other than
+	// their answers comes, or heldFor passes, so that only what the policy leaves to the
+	// person is asked. heldC fires at heldFor.
+	held  []*agentdv1.ApprovalRequested
 	heldC <-chan time.Time
 	// answeredIDs holds the approvals the person decided; a resumed run announces its
 	// pending approvals again before it applies the decisions it was resumed with.
@@ -521,8 +522,10 @@ func (s *session) onApprovalRequested(a *agentdv1.ApprovalRequested) {
 		return
 	}
 	if s.cfg.autoApprove {
-		s.releaseHeld()
-		s.held, s.heldC = a, time.After(heldFor)
+		if len(s.held) == 0 {
+			s.heldC = time.After(heldFor)
+		}
+		s.held = append(s.held, a)
 		return
 	}
 	s.printApproval(a, true)
@@ -533,29 +536,36 @@ func (s *session) onApprovalRequested(a *agentdv1.ApprovalRequested) {
 // the policy's answer, which the server sends right behind the request when it has one.
 const heldFor = time.Second
 
-// settleHeld decides the held approval on the next event: the policy's answer to it drops
-// it unasked (its approval_resolved then says the policy approved it); anything else but a
-// heartbeat means the server waits for the person, who is asked now.
+// settleHeld decides the held approvals on the next event: the policy's answer to one
+// drops it unasked (its approval_resolved then says the policy approved it), another
+// request joins them; anything else but a heartbeat means the server waits for the
+// person, who is asked what is still held.
 func (s *session) settleHeld(ev *agentdv1.RunEvent) {
-	if s.held == nil || ev.GetHeartbeat() != nil {
+	if len(s.held) == 0 || ev.GetHeartbeat() != nil || ev.GetApprovalRequested() != nil {
 		return
 	}
-	if r := ev.GetApprovalResolved(); r != nil && r.GetApprovalId() == s.held.GetApprovalId() {
-		s.held, s.heldC = nil, nil
-		return
+	if r := ev.GetApprovalResolved(); r != nil {
+		for i, a := range s.held {
+			if a.GetApprovalId() == r.GetApprovalId() {
+				s.held = slices.Delete(s.held, i, i+1)
+				if len(s.held) == 0 {
+					s.heldC = nil
+				}
+				return
+			}
+		}
 	}
 	s.releaseHeld()
 }
 
-// releaseHeld asks the held approval, if any.
+// releaseHeld asks the held approvals, in the order they came.
 func (s *session) releaseHeld() {
-	a := s.held
-	if a == nil {
-		return
-	}
+	held := s.held
 	s.held, s.heldC = nil, nil
-	s.printApproval(a, true)
-	s.askApproval(a)
+	for _, a := range held {
+		s.printApproval(a, true)
+		s.askApproval(a)
+	}
 }
 
 // askApproval asks an approval at the prompt, or says why nobody can answer it here.

@@ -344,3 +344,37 @@ func TestAutoApproveAsksOnlyWhatThePolicyLeaves(t *testing.T) {
 	r = ctl{stdin: strings.NewReader("y\n")}.run(t, "--addr", addr, "run", "--auto-approve", "save a note: buy milk")
 	wantOutput(t, r, exitOK, "? save_note needs your approval", "approve save_note? [y]es/[n]o/[e]dit: y\n", "✓ save_note approved\n", "Saved your note \"Buy milk\"")
 }
+
+// A step that asks several approvals asks them all before the policy answers any: under
+// --auto-approve agentctl holds them all, drops each its answer, and asks the person what
+// is left when the run goes on to something else.
+func TestAutoApproveHoldsAStepsApprovals(t *testing.T) {
+	var out logtest.Buffer
+	s := newSession(runConfig{autoApprove: true}, env{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}, nil)
+	ask := func(id, tool string) *agentdv1.RunEvent {
+		return &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{ApprovalId: id, ToolName: tool}}}
+	}
+	resolve := func(id string) *agentdv1.RunEvent {
+		return &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
+			ApprovalId: id, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED, DecidedBy: agentdv1.DecidedBy_DECIDED_BY_POLICY,
+		}}}
+	}
+	for _, ev := range []*agentdv1.RunEvent{ask("appr_1", "fetch"), ask("appr_2", "fetch"), ask("appr_3", "delete"), resolve("appr_2"), resolve("appr_1")} {
+		s.settleHeld(ev)
+		if ar := ev.GetApprovalRequested(); ar != nil {
+			s.onApprovalRequested(ar)
+		}
+	}
+	if strings.Contains(out.String(), "needs your approval") {
+		t.Fatalf("asked before the policy had answered:\n%s", out.String())
+	}
+	// The run goes on to something else: the policy left appr_3 to the person.
+	s.settleHeld(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{}}})
+	if strings.Contains(out.String(), "needs your approval") {
+		t.Fatal("a heartbeat released the held approvals")
+	}
+	s.settleHeld(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepFinished{StepFinished: &agentdv1.StepFinished{}}})
+	if got := strings.Count(out.String(), "needs your approval"); got != 1 || !strings.Contains(out.String(), "? delete needs your approval") {
+		t.Errorf("asked %d approvals, want delete's alone:\n%s", got, out.String())
+	}
+}

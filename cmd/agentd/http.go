@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +50,9 @@ func httpMaxMessageBytes(cfg config) uint32 {
 
 // httpHandler returns what the HTTP listener serves: gs's services through vanguard, the
 // console for every other path, and CORS for the origins of --http-cors-origins (none by
-// default: browsers then reach agentd only from the console's own origin).
-func httpHandler(gs *grpc.Server, cfg config) (http.Handler, error) {
+// default: browsers then reach agentd only from the console's own origin), behind
+// guardBrowsers. loopback says the listener is on a loopback address.
+func httpHandler(gs *grpc.Server, cfg config, loopback bool) (http.Handler, error) {
 	tc, err := vanguardgrpc.NewTranscoder(gs,
 		vanguard.WithCodec(func(res vanguard.TypeResolver) vanguard.Codec {
 			// Zero values left out, as protojson does by default, so that what curl prints
@@ -67,8 +71,9 @@ func httpHandler(gs *grpc.Server, cfg config) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http-listen: %w", err)
 	}
-	h := batchFlushes(tc, httpFlushDelay)
 	origins := corsOrigins(cfg.httpCORSOrigins)
+	unauthenticated := cfg.authTokensFile == "" && cfg.clientCA == ""
+	h := guardBrowsers(batchFlushes(tc, httpFlushDelay), origins, loopback && unauthenticated)
 	if len(origins) == 0 {
 		return h, nil
 	}
@@ -208,10 +213,6 @@ func shutdownHTTP(ctx context.Context, hs *http.Server) {
 
 // listenHTTP opens the HTTP listener of cfg and returns its server, serving gs.
 func listenHTTP(gs *grpc.Server, cfg config, log *slog.Logger) (*http.Server, net.Listener, error) {
-	h, err := httpHandler(gs, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
 	tlsCfg, err := serverTLS(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -220,7 +221,85 @@ func listenHTTP(gs *grpc.Server, cfg config, log *slog.Logger) (*http.Server, ne
 	if err != nil {
 		return nil, nil, fmt.Errorf("--http-listen: %w", err)
 	}
+	h, err := httpHandler(gs, cfg, isLoopback(lis.Addr()))
+	if err != nil {
+		lis.Close()
+		return nil, nil, err
+	}
 	return newHTTPServer(h, cfg, tlsCfg, log), lis, nil
+}
+
+// guardBrowsers refuses what a web page of another site could make a browser send:
+//   - a request whose Origin is neither the request's own (the console's) nor one of
+//     origins (--http-cors-origins; "*" allows any): 403;
+//   - a POST (or any other method but GET, HEAD and OPTIONS) whose Content-Type is not
+//     one of the RPC protocols' (JSON, protobuf, Connect, gRPC, gRPC-Web): 415. A page may
+//     POST a form, text or no body type to any site without asking; the protocols' types
+//     need a CORS preflight, which only origins allow;
+//   - with hostCheck (the listener is on loopback and has no auth), a request for a Host
+//     that is not localhost or a loopback IP: 403. A site whose name a resolver points at
+//     127.0.0.1 (DNS rebinding) is then not served as if it were agentd's own page.
+//
+// curl and other clients that are not browsers send no Origin, and are not affected.
+func guardBrowsers(h http.Handler, origins []string, hostCheck bool) http.Handler {
+	anyOrigin := slices.Contains(origins, "*")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hostCheck && !isLoopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("agentd's HTTP listener is on a loopback address with no auth: it serves requests for localhost or a loopback IP, not for %q (a page of another site could reach it by its name); use http://localhost:PORT/, or set --auth-tokens-file", r.Host), http.StatusForbidden)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !anyOrigin && !slices.Contains(origins, o) && !sameOrigin(o, r.Host) {
+			http.Error(w, fmt.Sprintf("a page of %s may not call agentd: list its origin in --http-cors-origins", o), http.StatusForbidden)
+			return
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if !rpcContentType(r.Header.Get("Content-Type")) {
+				http.Error(w, fmt.Sprintf("Content-Type %q is not an RPC protocol's: agentd takes application/json (plain JSON), application/proto, application/connect+json or +proto, application/grpc and application/grpc-web", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin (scheme://host[:port]) names host, the request's
+// Host: a page agentd served itself.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// isLoopbackHost reports whether a Host header names this machine: localhost (or a name
+// under .localhost) or a loopback IP, with or without a port.
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// rpcContentType reports whether ct is the content type of an RPC protocol agentd serves.
+func rpcContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch {
+	case mt == "application/json", mt == "application/proto", mt == "application/protobuf", mt == "application/x-protobuf":
+		return true
+	case strings.HasPrefix(mt, "application/connect+"), mt == "application/grpc", strings.HasPrefix(mt, "application/grpc+"),
+		mt == "application/grpc-web", strings.HasPrefix(mt, "application/grpc-web+"), strings.HasPrefix(mt, "application/grpc-web-text"):
+		return true
+	}
+	return false
 }
 
 // consoleURL is the web console's address on the HTTP listener at addr, as a person on
@@ -246,8 +325,8 @@ func consoleURL(addr net.Addr, tls bool) string {
 const httpFlushDelay = 500 * time.Microsecond
 
 // batchFlushes returns h with every response's flushes batched: a Flush is carried out
-// httpFlushDelay after the first one not yet carried out, together with those after it,
-// and at the latest when the handler returns.
+// delay after the first one not yet carried out, together with those after it, and at the
+// latest when the handler returns.
 func batchFlushes(h http.Handler, delay time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := w.(http.Flusher)
@@ -255,41 +334,77 @@ func batchFlushes(h http.Handler, delay time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		bw := &batchingWriter{ResponseWriter: w, flusher: f, delay: delay}
+		bw := &batchingWriter{ResponseWriter: w, flusher: f, delay: delay, header: w.Header().Clone()}
 		defer bw.finish()
 		h.ServeHTTP(bw, r)
 	})
 }
 
-// batchingWriter is a ResponseWriter whose flushes are batched (batchFlushes). The flush
-// runs on a timer's goroutine, so mu serialises it with the handler's writes: a
-// ResponseWriter is not safe for concurrent use.
+// batchingWriter is a ResponseWriter whose flushes are batched (batchFlushes). A batch is
+// flushed on a timer's goroutine, so mu serialises the flush with the handler's writes: a
+// ResponseWriter is not safe for concurrent use. The handler gets a header map of the
+// writer's own, which it may change whenever it likes (gRPC and vanguard set trailers in
+// it as the response ends, with no lock): it is copied into the ResponseWriter's own, under
+// mu, as the header is written and as the handler returns (the trailers), and nowhere else.
+// An HTTP/2 flush reads the ResponseWriter's map (for its trailers), which is why the
+// handler must not touch that one while a flush may run.
 type batchingWriter struct {
 	http.ResponseWriter
 	flusher http.Flusher
 	delay   time.Duration
+	header  http.Header // the handler's
 
-	mu      sync.Mutex
-	pending *time.Timer // set while a flush waits
-	done    bool        // the handler returned: the ResponseWriter is not to be used
+	mu          sync.Mutex
+	wroteHeader bool
+	pending     *time.Timer // set while a flush waits
+	done        bool        // the handler returned: the ResponseWriter is not to be used
 }
+
+func (w *batchingWriter) Header() http.Header { return w.header }
 
 func (w *batchingWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.wroteHeader {
+		w.writeHeaderLocked(http.StatusOK)
+	}
 	return w.ResponseWriter.Write(p)
 }
 
 func (w *batchingWriter) WriteHeader(code int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.wroteHeader {
+		w.writeHeaderLocked(code)
+	}
+}
+
+func (w *batchingWriter) writeHeaderLocked(code int) {
+	w.copyHeaderLocked()
 	w.ResponseWriter.WriteHeader(code)
+	w.wroteHeader = true
+}
+
+// copyHeaderLocked makes the ResponseWriter's header map what the handler's says.
+func (w *batchingWriter) copyHeaderLocked() {
+	dst := w.ResponseWriter.Header()
+	for k := range dst {
+		if _, ok := w.header[k]; !ok {
+			delete(dst, k)
+		}
+	}
+	for k, v := range w.header {
+		dst[k] = slices.Clone(v)
+	}
 }
 
 // Flush schedules a flush, unless one is already scheduled.
 func (w *batchingWriter) Flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.wroteHeader {
+		w.writeHeaderLocked(http.StatusOK)
+	}
 	if w.pending == nil && !w.done {
 		w.pending = time.AfterFunc(w.delay, w.flush)
 	}
@@ -304,10 +419,12 @@ func (w *batchingWriter) flush() {
 	}
 }
 
-// finish flushes what waits, and stops the writer: a timer that fires later does nothing.
+// finish hands the ResponseWriter what the handler left in its header map (trailers),
+// flushes what waits, and stops the writer: a timer that fires later does nothing.
 func (w *batchingWriter) finish() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.copyHeaderLocked() // net/http writes it, if the handler did not
 	if w.pending != nil {
 		w.pending.Stop()
 		w.pending = nil

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -445,22 +446,22 @@ func (w *countingWriter) state() (flushes, unflushed int) {
 }
 
 // The HTTP listener batches a burst's flushes into few, and leaves nothing unflushed: a
-// message alone is flushed without the handler returning, and what the handler wrote last
-// is flushed as it returns.
+// message alone is flushed by the timer while the handler waits, and a flush still waiting
+// as the handler returns is carried out then.
 func TestHTTPBatchesFlushes(t *testing.T) {
 	cw := &countingWriter{header: http.Header{}}
-	release, returned := make(chan struct{}), make(chan struct{})
+	next, returned := make(chan struct{}), make(chan struct{})
 	h := batchFlushes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for range 1000 {
 			w.Write([]byte("delta"))
 			w.(http.Flusher).Flush()
 		}
-		<-release
+		<-next
 		w.Write([]byte("alone"))
 		w.(http.Flusher).Flush()
-		<-release
+		<-next
 		w.Write([]byte("last"))
-		w.(http.Flusher).Flush()
+		w.(http.Flusher).Flush() // and returns at once: its flush is still waiting
 	}), time.Millisecond)
 	go func() {
 		h.ServeHTTP(cw, httptest.NewRequest(http.MethodPost, "/", nil))
@@ -477,15 +478,104 @@ func TestHTTPBatchesFlushes(t *testing.T) {
 		t.Fatalf("%s: %d bytes still unflushed after %d flushes", what, unflushed, n)
 		return 0
 	}
-	release <- struct{}{} // the burst is written
-	n := waitFlushed("a burst")
+	n := waitFlushed("a burst") // the handler waits on next
 	if n >= 1000 {
 		t.Errorf("1000 messages written at once took %d flushes, want them batched", n)
 	}
-	release <- struct{}{}
-	waitFlushed("a message alone")
+	next <- struct{}{}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n2, unflushed := cw.state(); n2 > n && unflushed == 0 {
+			break // the lone message, flushed by the timer: the handler still waits
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a message alone was not flushed while the handler waited")
+		}
+	}
+	next <- struct{}{}
 	<-returned
 	if _, unflushed := cw.state(); unflushed != 0 {
 		t.Errorf("%d bytes unflushed when the handler returned", unflushed)
+	}
+}
+
+// Over HTTP/2 a flush reads the response's trailers while the handler may be setting
+// them, as gRPC and vanguard do as a response ends: the batching writer keeps the two
+// apart (under -race this fails if they touch one map), and the trailers arrive.
+func TestHTTPBatchedFlushesKeepTrailers(t *testing.T) {
+	srv := httptest.NewUnstartedServer(batchFlushes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Last")
+		w.WriteHeader(http.StatusOK)
+		for i := range 300 {
+			w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Last", strconv.Itoa(i))
+		}
+	}), time.Microsecond))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ProtoMajor != 2 || len(b) != 300 || resp.Trailer.Get("X-Last") != "299" {
+		t.Errorf("HTTP/%d, %d bytes, trailer X-Last %q; want HTTP/2, 300 bytes and 299", resp.ProtoMajor, len(b), resp.Trailer.Get("X-Last"))
+	}
+}
+
+// What a page of another site can make a browser send without a CORS preflight is
+// refused: a POST of no, form or text content type, a request from another origin, and,
+// on a loopback listener without auth, a request for another host name (DNS rebinding).
+func TestHTTPRefusesWhatOtherSitesCanSend(t *testing.T) {
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
+	url := base + "/agentd.v1.AgentService/ExecuteRun"
+	body := `{"start":{"input":"what is 2+2?"}}`
+	do := func(header map[string]string, host string) (int, string) {
+		req, _ := http.NewRequestWithContext(srv.ctx, http.MethodPost, url, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		host   string
+		want   int
+	}{
+		{"no content type", nil, "", http.StatusUnsupportedMediaType},
+		{"text/plain", map[string]string{"Content-Type": "text/plain"}, "", http.StatusUnsupportedMediaType},
+		{"a form", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "", http.StatusUnsupportedMediaType},
+		{"another origin", map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, "", http.StatusForbidden},
+		{"another host name", map[string]string{"Content-Type": "application/json"}, "rebound.example:80", http.StatusForbidden},
+		{"the console's own origin", map[string]string{"Content-Type": "application/json", "Origin": base}, "", http.StatusOK},
+		{"localhost", map[string]string{"Content-Type": "application/json"}, "localhost", http.StatusOK},
+		{"curl", map[string]string{"Content-Type": "application/json"}, "", http.StatusOK},
+	} {
+		if status, b := do(tc.header, tc.host); status != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, status, b, tc.want)
+		}
+	}
+
+	// With auth on, a page cannot use the caller's token: another host name is served
+	// (a proxy's, a mesh's), and needs a token like any request.
+	srv, base = startServeHTTP(t, []string{"--demo-delay=0", "--auth-tokens-file", tokensFile(t)}, slog.New(slog.DiscardHandler))
+	url = base + "/agentd.v1.AgentService/ExecuteRun"
+	if status, b := do(map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + tokenA}, "agentd.internal"); status != http.StatusOK {
+		t.Errorf("with auth, another host name: %d %s, want 200", status, b)
 	}
 }
