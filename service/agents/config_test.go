@@ -136,7 +136,7 @@ func registryFromFile(path string) (*agents.Registry, error) {
 }
 
 func TestLoadFileErrors(t *testing.T) {
-	supported := "supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large, openai:<model>, anthropic:<model>"
+	supported := "supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large, openai:<model>, openai-responses:<model>, anthropic:<model>"
 	tests := []struct {
 		file string
 		want []string // the error's lines, after the file name

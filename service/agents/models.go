@@ -187,14 +187,14 @@ func (a AgentConfig) resolveModel(spec string, resolve ModelResolver, log *slog.
 
 func (a AgentConfig) primaryModel(spec string, resolve ModelResolver) (runtime.Model, error) {
 	provider, name, _ := strings.Cut(spec, ":")
-	hosted := provider == openai.Provider || provider == anthropic.Provider
+	hosted := provider == openai.Provider || provider == openai.ResponsesProvider || provider == anthropic.Provider
 	noCache := a.Settings.PromptCache != nil && !*a.Settings.PromptCache && provider == anthropic.Provider
 	// The idle timeout means nothing to a model without an HTTP stream (demo, workload).
 	if a.BaseURL == "" && a.APIKeyEnv == "" && (a.Settings.IdleTimeout == 0 || !hosted) && !noCache {
 		return resolve(spec)
 	}
 	if !hosted {
-		return nil, fmt.Errorf("base_url and api_key_env apply to openai:… and anthropic:… models, not %q", spec)
+		return nil, fmt.Errorf("base_url and api_key_env apply to openai:…, openai-responses:… and anthropic:… models, not %q", spec)
 	}
 	key := ""
 	if a.APIKeyEnv != "" {
@@ -204,8 +204,9 @@ func (a AgentConfig) primaryModel(spec string, resolve ModelResolver) (runtime.M
 		}
 	}
 	idle := time.Duration(a.Settings.IdleTimeout)
-	if provider == openai.Provider {
-		return OpenAIModelProvider(openai.Config{BaseURL: a.BaseURL, APIKey: key, IdleTimeout: idle}).New(name)
+	if provider == openai.Provider || provider == openai.ResponsesProvider {
+		cfg := openai.Config{BaseURL: a.BaseURL, APIKey: key, IdleTimeout: idle, Responses: provider == openai.ResponsesProvider}
+		return OpenAIModelProvider(cfg).New(name)
 	}
 	return AnthropicModelProvider(anthropic.Config{BaseURL: a.BaseURL, APIKey: key, IdleTimeout: idle, NoPromptCache: noCache}).New(name)
 }

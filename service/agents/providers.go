@@ -17,13 +17,17 @@ import (
 //     OpenAI API or any OpenAI-compatible server (Ollama, vLLM, llama.cpp,
 //     OpenRouter, LM Studio). The key comes from OPENAI_API_KEY and the server from
 //     OPENAI_BASE_URL; see [OpenAIModelProvider].
+//   - "openai-responses" (openai-responses:<model>, such as openai-responses:o4-mini):
+//     the same through the Responses API, for OpenAI's reasoning models, whose
+//     reasoning then carries over from step to step (stateless: store false, the
+//     reasoning kept encrypted in the transcript).
 //   - "anthropic" (anthropic:<model>, such as anthropic:claude-sonnet-4-5): the Messages
 //     API, with the key from ANTHROPIC_API_KEY and the server from ANTHROPIC_BASE_URL;
 //     see [AnthropicModelProvider].
 //
 // The variables are read when a spec is resolved. Keys are never logged.
 func HostedModelProviders() []ModelProvider {
-	return []ModelProvider{OpenAIModelProvider(openai.Config{}), AnthropicModelProvider(anthropic.Config{})}
+	return []ModelProvider{OpenAIModelProvider(openai.Config{}), OpenAIModelProvider(openai.Config{Responses: true}), AnthropicModelProvider(anthropic.Config{})}
 }
 
 // OpenAIModelProvider returns the "openai" provider. "openai:<model>" makes a model
@@ -32,16 +36,24 @@ func HostedModelProviders() []ModelProvider {
 // [ErrUnknownModel]; a spec for the OpenAI API with no key fails, naming
 // OPENAI_API_KEY. The models share one connection pool unless base names an
 // HTTPClient.
+//
+// With base.Responses it is the "openai-responses" provider instead: the same models
+// through the Responses API ("openai-responses:o4-mini"), which OpenAI's reasoning
+// models need to keep their reasoning from step to step.
 func OpenAIModelProvider(base openai.Config) ModelProvider {
 	if base.HTTPClient == nil {
 		base.HTTPClient = providerHTTPClient()
 	}
+	name, example := openai.Provider, "gpt-4.1-mini"
+	if base.Responses {
+		name, example = openai.ResponsesProvider, "o4-mini"
+	}
 	return ModelProvider{
-		Name:  openai.Provider,
-		Forms: []string{"openai:<model>"},
+		Name:  name,
+		Forms: []string{name + ":<model>"},
 		New: func(model string) (runtime.Model, error) {
 			if model == "" {
-				return nil, fmt.Errorf("%w: the openai provider needs a model name, as in openai:gpt-4.1-mini", ErrUnknownModel)
+				return nil, fmt.Errorf("%w: the %s provider needs a model name, as in %s:%s", ErrUnknownModel, name, name, example)
 			}
 			cfg := base
 			cfg.Model = model

@@ -22,12 +22,13 @@ func TestHostedModelProviders(t *testing.T) {
 	for _, p := range ps {
 		names = append(names, fmt.Sprintf("%s %v", p.Name, p.Forms))
 	}
-	if got, want := strings.Join(names, "; "), "openai [openai:<model>]; anthropic [anthropic:<model>]"; got != want {
+	if got, want := strings.Join(names, "; "), "openai [openai:<model>]; openai-responses [openai-responses:<model>]; anthropic [anthropic:<model>]"; got != want {
 		t.Errorf("providers %q, want %q", got, want)
 	}
 	resolve := agents.NewModelResolver(append(agents.BuiltinModelProviders(0), ps...)...)
 	for spec, want := range map[string]string{
 		"openai:gpt-4.1-mini":         "openai:gpt-4.1-mini",
+		"openai-responses:o4-mini":    "openai-responses:o4-mini",
 		"anthropic:claude-sonnet-4-5": "anthropic:claude-sonnet-4-5",
 		"demo":                        "demo:agentd-demo",
 	} {

@@ -96,7 +96,7 @@ func TestRegistryModelOverrides(t *testing.T) {
 		{spec: "workload", wantErr: `model "workload": unknown model: workload: no workload size ""`},
 		{spec: "workload:huge", wantErr: `model "workload:huge": unknown model: workload: no workload size "huge"`},
 		{spec: "demo:gpt", wantErr: `model "demo:gpt": unknown model: the demo provider has one model, demo:agentd-demo`},
-		{spec: "gemini:gemini-2.5-pro", wantErr: `no provider "gemini"; supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large, openai:<model>, anthropic:<model>`},
+		{spec: "gemini:gemini-2.5-pro", wantErr: `no provider "gemini"; supported models: demo, demo:agentd-demo, workload:small, workload:medium, workload:large, openai:<model>, openai-responses:<model>, anthropic:<model>`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

@@ -55,6 +55,12 @@ type Config struct {
 	// which compatible servers (vLLM, llama.cpp, DeepSeek) stream it and read it back.
 	OmitReasoning bool
 
+	// Responses speaks the Responses API (POST /responses) instead of Chat Completions:
+	// for OpenAI's reasoning models, whose reasoning then carries over from step to step
+	// and turn to turn (see responses.go); the model is named "openai-responses:<model>".
+	// Servers that mimic OpenAI mostly speak Chat Completions only.
+	Responses bool
+
 	// MaxRetries bounds the retries of a call that failed before its first event: 0
 	// means 2, negative none (see the package documentation).
 	MaxRetries int
@@ -100,15 +106,19 @@ func New(cfg Config) (*Model, error) {
 	if idle := provider.IdleTimeout(cfg.IdleTimeout); idle > 0 {
 		opts = append(opts, option.WithMiddleware(provider.StallMiddleware(idle)))
 	}
+	prefix := Provider
+	if cfg.Responses {
+		prefix = ResponsesProvider
+	}
 	return &Model{
 		cfg:    cfg,
-		name:   Provider + ":" + cfg.Model,
+		name:   prefix + ":" + cfg.Model,
 		client: oai.NewClient(opts...),
-		retry:  provider.Retrier{Provider: Provider, Policy: provider.NewPolicy(cfg.MaxRetries, cfg.RetryBackoff)},
+		retry:  provider.Retrier{Provider: prefix, Policy: provider.NewPolicy(cfg.MaxRetries, cfg.RetryBackoff)},
 	}, nil
 }
 
-// Name returns "openai:<model>".
+// Name returns "openai:<model>", or "openai-responses:<model>" with Config.Responses.
 func (m *Model) Name() string { return m.name }
 
 // Stream calls the model, retrying as the package documentation says. The sequence ends
@@ -116,6 +126,9 @@ func (m *Model) Name() string { return m.name }
 // is done. It is single-use and starts no goroutine; breaking out of it closes the HTTP
 // stream.
 func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+	if m.cfg.Responses {
+		return provider.Stream(ctx, &m.retry, req, m.responsesParams, m.responsesOnce)
+	}
 	return provider.Stream(ctx, &m.retry, req, m.params, m.once)
 }
 
