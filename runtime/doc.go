@@ -112,7 +112,9 @@
 // hook stops are events of the run's span. A failed model call, a failed run (including
 // the step limit) and a failed tool call set status Error and error.type (the failing
 // error's type: model_error, max_steps, a provider's error type, …); a cancel, an interrupt or a stop does not. The run's span also carries
-// the usage and the end reason; [RunStarted] carries its trace id.
+// the usage and the end reason; [RunStarted] carries its trace id. A chat span's
+// gen_ai.request.model is the model asked for and its gen_ai.response.model the one that
+// served the call, as the model's stream reported it ([ModelResponseInfo]), else the same.
 //
 // Message content, tool arguments and results, and hook event values go on spans only with
 // [Config.RecordContent]. Nothing is recorded per delta: a model call costs one span.

@@ -482,6 +482,7 @@ func (r *run) callModel(ctx context.Context, stepID string, mreq *ModelRequest) 
 	asm := newAssembler(r.emit, r.a.newID, r.executorOf, r.a.newID("msg"), stepID)
 	asm.used = r.callIDUsed
 	cctx, span := r.startChat(ctx, mreq)
+	r.tel.served = ""
 	start := r.a.now()
 	msg, u, reason, err := r.streamOnce(cctx, asm, mreq)
 	r.endChat(ctx, span, start, msg, u, reason, err)
@@ -522,6 +523,10 @@ func (r *run) streamOnce(ctx context.Context, asm *assembler, mreq *ModelRequest
 			st.usage = ev.Usage
 		case ModelFinish:
 			st.reason, st.finished = ev.Reason, true
+		case ModelResponseInfo:
+			if ev.Name != "" {
+				r.tel.served = ev.Name
+			}
 		}
 		if !ok {
 			st.err = errConsumerGone

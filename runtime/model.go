@@ -14,7 +14,8 @@ type Model interface {
 	// Stream calls the model. The sequence is single-use; breaking out of it must stop the
 	// call and release its resources. The last event of a successful call is a
 	// ModelFinish; a sequence that ends without one is an error. A non-nil error ends the
-	// sequence.
+	// sequence. Consumers ignore events of kinds they do not know, so that a model may
+	// report more than they read.
 	Stream(ctx context.Context, req *ModelRequest) iter.Seq2[ModelEvent, error]
 }
 
@@ -57,6 +58,18 @@ const (
 	ModelUsage
 	// ModelFinish ends the call with Reason.
 	ModelFinish
+	// ModelResponseInfo reports what the provider says of the response besides its
+	// content: Name is the model that served the call, as the provider names it (often a
+	// dated version of the one asked for; no "provider:" prefix). It may come at any
+	// point before the ModelFinish, normally at most once per call; a later one replaces
+	// an earlier one, and a call without one was served by the model asked for. It adds
+	// nothing to the transcript and is not a run event: the runtime reports the model on
+	// the call's span (gen_ai.response.model).
+	//
+	// A retry or a fallback commits to a call once it has emitted any event, so a model
+	// sends this one together with its first other event (just before it), never alone
+	// before a failure: a call that failed before answering must still look so.
+	ModelResponseInfo
 )
 
 // ModelEvent is one event of a model stream. Kind says which fields are set.
@@ -70,7 +83,8 @@ type ModelEvent struct {
 	// ID is the tool call's id, where the provider sends it (often only on the first
 	// fragment).
 	ID string
-	// Name is the tool's name, where the provider sends it.
+	// Name is the tool's name, where the provider sends it; for ModelResponseInfo, the
+	// model that served the call.
 	Name string
 	// State is opaque reasoning state (ModelReasoningState).
 	State []byte

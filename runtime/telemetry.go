@@ -164,9 +164,23 @@ type runTelemetry struct {
 	provider string // gen_ai.provider.name: the model name's "provider:" prefix
 	model    string // gen_ai.request.model: the rest of the model's name
 	chatName string
-	// The metric attributes of the run's chat calls, made on first use.
+	// served is the model that served the current call, as its stream reported it
+	// (ModelResponseInfo), or "" when it reported none.
+	served string
+	// The metric attributes of the run's chat calls, made on first use and again when
+	// the served model changes; setsModel is their gen_ai.response.model.
 	chatSet, inputSet, outputSet attribute.Set
+	setsModel                    string
 	haveSets                     bool
+}
+
+// responseModel is gen_ai.response.model of the current call: the model that served
+// it, when its stream said, else the one asked for.
+func (rt *runTelemetry) responseModel() string {
+	if rt.served != "" {
+		return rt.served
+	}
+	return rt.model
 }
 
 // noSpan stands in for the spans of a run that is not traced.
@@ -357,9 +371,10 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 	t := r.a.tel
 	rt := &r.tel
 	failed := err != nil && !errors.Is(err, errConsumerGone) && ctx.Err() == nil
+	respModel := rt.responseModel()
 	if span.IsRecording() {
 		span.SetAttributes(
-			semconv.GenAIResponseModel(rt.model),
+			semconv.GenAIResponseModel(respModel),
 			semconv.GenAIResponseFinishReasons(reason.String()),
 			semconv.GenAIUsageInputTokens(int(u.InputTokens)),
 			semconv.GenAIUsageOutputTokens(int(u.OutputTokens)),
@@ -389,16 +404,16 @@ func (r *run) endChat(ctx context.Context, span trace.Span, start time.Time, msg
 	if !durationOn && !tokensOn {
 		return
 	}
-	if !rt.haveSets {
+	if !rt.haveSets || rt.setsModel != respModel {
 		base := []attribute.KeyValue{
 			semconv.GenAIOperationNameChat, t.agent,
 			semconv.GenAIProviderNameKey.String(rt.provider),
-			semconv.GenAIRequestModel(rt.model), semconv.GenAIResponseModel(rt.model),
+			semconv.GenAIRequestModel(rt.model), semconv.GenAIResponseModel(respModel),
 		}
 		rt.chatSet = attribute.NewSet(base...)
 		rt.inputSet = attribute.NewSet(append(base, semconv.GenAITokenTypeInput)...)
 		rt.outputSet = attribute.NewSet(append(base, semconv.GenAITokenTypeOutput)...)
-		rt.haveSets = true
+		rt.setsModel, rt.haveSets = respModel, true
 	}
 	if durationOn {
 		set := rt.chatSet

@@ -185,6 +185,66 @@ func TestTelemetry_PlainRun(t *testing.T) {
 	}
 }
 
+// TestTelemetry_ResponseModel: a chat span's gen_ai.response.model, and its metrics',
+// is the model that served the call when the stream reported one, wherever in the
+// stream, else the model asked for; the report adds no run event.
+func TestTelemetry_ResponseModel(t *testing.T) {
+	tr := newTraced(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	steps := func(report ...runtime.ModelEvent) []rt.Step {
+		return []rt.Step{
+			{Events: append(append([]runtime.ModelEvent{rt.ToolDelta(0, "call_a", "t", `{}`)}, report...), rt.Finish(runtime.FinishToolCalls))},
+			rt.Say("done"),
+		}
+	}
+	tools := []runtime.Tool{rt.Tool("t", rt.Echo)}
+	reported := newAgent(t, &rt.Model{Steps: steps(rt.ResponseInfo("scripted-2025-04-14"))}, runtime.Config{Tools: tools, TracerProvider: tr.tp, MeterProvider: mp})
+	evs, fin := run(t, reported, t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted {
+		t.Fatalf("finished %v: %v", fin.Reason, fin.Err)
+	}
+	plain := newAgent(t, &rt.Model{Steps: steps()}, runtime.Config{Tools: tools})
+	want, _ := run(t, plain, t.Context(), &runtime.Request{})
+	render := func(evs []runtime.Event) (out []string) {
+		for _, ev := range evs {
+			out = append(out, rt.RenderEvent(ev))
+		}
+		return out
+	}
+	if diff := cmp.Diff(render(want), render(evs)); diff != "" {
+		t.Errorf("events (-without the report +with it):\n%s", diff)
+	}
+
+	chats := named(tr.spans(), "chat scripted")
+	if len(chats) != 2 {
+		t.Fatalf("%d chat spans, want 2", len(chats))
+	}
+	checkAttrs(t, chats[0], map[string]string{"gen_ai.request.model": "scripted", "gen_ai.response.model": "scripted-2025-04-14"})
+	checkAttrs(t, chats[1], map[string]string{"gen_ai.request.model": "scripted", "gen_ai.response.model": "scripted"})
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			if md.Name != "gen_ai.client.operation.duration" {
+				continue
+			}
+			for _, dp := range md.Data.(metricdata.Histogram[float64]).DataPoints {
+				model, _ := dp.Attributes.Value("gen_ai.response.model")
+				calls[model.AsString()] += dp.Count
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]uint64{"scripted-2025-04-14": 1, "scripted": 1}, calls); diff != "" {
+		t.Errorf("model calls by gen_ai.response.model (-want +got):\n%s", diff)
+	}
+}
+
 func TestTelemetry_ParallelTools(t *testing.T) {
 	tr := newTraced(t)
 	var wg sync.WaitGroup

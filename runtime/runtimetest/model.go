@@ -132,6 +132,11 @@ func Finish(r runtime.FinishReason) runtime.ModelEvent {
 	return runtime.ModelEvent{Kind: runtime.ModelFinish, Reason: r, Index: -1}
 }
 
+// ResponseInfo returns a report that model served the call.
+func ResponseInfo(model string) runtime.ModelEvent {
+	return runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Name: model, Index: -1}
+}
+
 // Say returns a step that streams text in the given pieces and finishes with stop.
 func Say(pieces ...string) Step {
 	var evs []runtime.ModelEvent

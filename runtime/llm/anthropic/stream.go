@@ -11,13 +11,17 @@ import (
 
 // decoder turns the events of one streamed call into model events. Usage and the stop
 // reason are held until the stream ends, so that usage comes once, before the finish.
+// The served model, which message_start names, is held until the first event, so that a
+// call that fails before it has emitted nothing and may be retried.
 type decoder struct {
 	yield func(runtime.ModelEvent) bool
 
-	blocks map[int64]*block // by content block index
-	stop   string           // the stop reason, once message_delta has one
-	usage  runtime.Usage    // input_tokens as the API counts them: cache excluded
-	seen   bool             // usage came
+	blocks   map[int64]*block // by content block index
+	stop     string           // the stop reason, once message_delta has one
+	usage    runtime.Usage    // input_tokens as the API counts them: cache excluded
+	seen     bool             // usage came
+	served   string           // message_start's model
+	reported bool             // served went out
 }
 
 // block is what a content block needs until it stops.
@@ -30,7 +34,14 @@ type block struct {
 	args      bool   // an input_json_delta with text came
 }
 
+// send yields ev, after the report of the served model when it is the first event.
 func (d *decoder) send(ev runtime.ModelEvent) bool {
+	if !d.reported && d.served != "" {
+		d.reported = true
+		if !d.yield(runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: d.served}) {
+			return false
+		}
+	}
 	return d.yield(ev)
 }
 
@@ -38,6 +49,9 @@ func (d *decoder) send(ev runtime.ModelEvent) bool {
 func (d *decoder) event(ev ant.MessageStreamEventUnion) bool {
 	switch ev.Type {
 	case "message_start":
+		if d.served == "" {
+			d.served = string(ev.Message.Model)
+		}
 		d.addUsage(ev.Message.Usage.JSON.InputTokens.Valid(), ev.Message.Usage.InputTokens,
 			ev.Message.Usage.CacheReadInputTokens, ev.Message.Usage.CacheCreationInputTokens, ev.Message.Usage.OutputTokens)
 	case "content_block_start":

@@ -3,7 +3,8 @@
 // agent can name fallback models for when its own is down, rate limited or refuses the
 // call. [New] makes one without a logger.
 //
-// A model "fails before emitting" when the first item of its sequence is an error. The
+// A model "fails before emitting" when the first item of its sequence is an error (a
+// report of the served model, [runtime.ModelResponseInfo], before it does not count). The
 // provider adapters (packages openai and anthropic) retry such failures themselves
 // first, the one place agentd retries a model call, so a fallback is tried once a
 // model's retries are spent. Once a model has emitted an event, the chain is committed
@@ -23,5 +24,10 @@
 // "chat {model}" span), with the attributes agentd.fallback.from_model,
 // agentd.fallback.to_model and error.type (the failure's, as the runtime names it); and, when
 // the [Chain] has a Logger, it logs a warning with the call's context, the two models'
-// names and the failure's text, never the request.
+// names and the failure's text, never the request. When a fallback answers, the call's
+// span says which: agentd.fallback.model is its name and agentd.fallback.index its place
+// in the chain (1 for the first fallback); and its events start with a report of the
+// model that served the call, the fallback's own or else the model part of its name, so
+// that the runtime's gen_ai.response.model names it rather than the model asked for. The
+// span's gen_ai.provider.name and gen_ai.request.model still describe the request.
 package fallback

@@ -65,12 +65,22 @@ func (c *Chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 			}
 			first := true
 			var failure error
+			var info runtime.ModelEvent // the model's report of the served model, held
 			for ev, err := range m.Stream(ctx, req) {
-				if first && err != nil && provider.NextMayHelp(ctx, err) {
-					failure = err
-					break
+				if first {
+					if err == nil && ev.Kind == runtime.ModelResponseInfo {
+						info = ev // a report alone does not commit the chain to m
+						continue
+					}
+					if err != nil && provider.NextMayHelp(ctx, err) {
+						failure = err
+						break
+					}
+					first = false
+					if err == nil && !answering(ctx, yield, i, m.Name(), info) {
+						return
+					}
 				}
-				first = false
 				if !yield(ev, err) || err != nil {
 					return
 				}
@@ -84,12 +94,40 @@ func (c *Chain) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 	}
 }
 
-// The span event of a fallback, and its attributes besides error.type.
+// The span event of a fallback, and its attributes besides error.type; and the
+// attributes of the call's span that name the fallback that answered.
 const (
 	eventFallback = "gen_ai.model.fallback"
 	attrFromModel = attribute.Key("agentd.fallback.from_model")
 	attrToModel   = attribute.Key("agentd.fallback.to_model")
+	attrModel     = attribute.Key("agentd.fallback.model")
+	attrIndex     = attribute.Key("agentd.fallback.index")
 )
+
+// answering yields, before the first event of the chain's model i, named name, the
+// report of the model that serves the call: the model's own, held until now, if it made
+// one. A fallback (i > 0) always reports, its own model's name when it made no report,
+// and names itself on the call's span.
+func answering(ctx context.Context, yield func(runtime.ModelEvent, error) bool, i int, name string, info runtime.ModelEvent) bool {
+	if i > 0 {
+		trace.SpanFromContext(ctx).SetAttributes(attrModel.String(name), attrIndex.Int(i))
+		if info.Name == "" {
+			info = runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: modelOf(name)}
+		}
+	}
+	if info.Kind != runtime.ModelResponseInfo {
+		return true
+	}
+	return yield(info, nil)
+}
+
+// modelOf returns the model of a "provider:model" name, as the runtime splits it.
+func modelOf(name string) string {
+	if p, m, ok := strings.Cut(name, ":"); ok && p != "" {
+		return m
+	}
+	return name
+}
 
 // fellBack reports the move from the failed model to the next one: an event on the
 // call's span, and a warning.

@@ -53,7 +53,8 @@ func TestFallsBackBeforeEmitting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(answer, got); diff != "" {
+	// The fallback made no report of its own: the chain names it.
+	if diff := cmp.Diff(append([]runtime.ModelEvent{rt.ResponseInfo("llama3.2")}, answer...), got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	if a.Calls() != 1 || b.Calls() != 1 || c.Calls() != 1 {
@@ -77,7 +78,7 @@ func TestMovesOnForEveryFailureOfTheModel(t *testing.T) {
 	if err != nil || last.Calls() != 1 {
 		t.Fatalf("error %v after %d calls of the last model, want its answer", err, last.Calls())
 	}
-	if diff := cmp.Diff(answer, got); diff != "" {
+	if diff := cmp.Diff(append([]runtime.ModelEvent{rt.ResponseInfo("demo")}, answer...), got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
@@ -102,6 +103,58 @@ func TestRetryableFromTheAdaptersErrors(t *testing.T) {
 		if fe, ok := errors.AsType[*fallback.Error](err); !ok || fe.Retryable() != tc.want {
 			t.Errorf("errors %v: %v, want a *fallback.Error with Retryable() %t", tc.errs, err, tc.want)
 		}
+	}
+}
+
+// TestReportsTheModelThatAnswered: the events name the model that served the call
+// once, before its answer: the model's own report, passed on, or the fallback's name;
+// a report from a model that then failed is dropped with the rest of its call.
+func TestReportsTheModelThatAnswered(t *testing.T) {
+	served := func(name string, evs ...runtime.ModelEvent) []runtime.ModelEvent {
+		return append([]runtime.ModelEvent{rt.ResponseInfo(name)}, evs...)
+	}
+	for _, tc := range []struct {
+		name   string
+		models []runtime.Model
+		want   []runtime.ModelEvent
+	}{{
+		name: "the first model answers without a report",
+		models: []runtime.Model{
+			scripted("openai:gpt-4.1-mini", rt.Step{Events: answer}),
+			scripted("anthropic:claude-sonnet-4-5", rt.Step{Events: answer}),
+		},
+		want: answer,
+	}, {
+		name: "the first model answers with its report",
+		models: []runtime.Model{
+			scripted("openai:gpt-4.1-mini", rt.Step{Events: served("gpt-4.1-mini-2025-04-14", answer...)}),
+			scripted("anthropic:claude-sonnet-4-5", rt.Step{Events: answer}),
+		},
+		want: served("gpt-4.1-mini-2025-04-14", answer...),
+	}, {
+		name: "a fallback answers with its report",
+		models: []runtime.Model{
+			scripted("openai:gpt-4.1-mini", rt.Step{Events: served("gpt-4.1-mini-2025-04-14"), Err: errors.New("down")}),
+			scripted("anthropic:claude-sonnet-4-5", rt.Step{Events: served("claude-sonnet-4-5-20250929", answer...)}),
+		},
+		want: served("claude-sonnet-4-5-20250929", answer...),
+	}, {
+		name: "a fallback answers without a report",
+		models: []runtime.Model{
+			scripted("openai:gpt-4.1-mini", rt.Step{Events: served("gpt-4.1-mini-2025-04-14"), Err: errors.New("down")}),
+			scripted("ollama:llama3.2:latest", rt.Step{Events: answer}),
+		},
+		want: served("llama3.2:latest", answer...),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := collect(t.Context(), fallback.New(tc.models...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

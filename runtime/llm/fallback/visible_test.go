@@ -51,8 +51,15 @@ func TestFallbackIsVisible(t *testing.T) {
 		got = append(got, ev)
 	}
 	span.End()
-	if diff := cmp.Diff(answer, got); diff != "" {
+	if diff := cmp.Diff(append([]runtime.ModelEvent{rt.ResponseInfo("llama3.2")}, answer...), got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	spanAttrs := map[string]string{}
+	for _, kv := range exp.GetSpans()[0].Attributes {
+		spanAttrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if diff := cmp.Diff(map[string]string{"agentd.fallback.model": "openai:llama3.2", "agentd.fallback.index": "2"}, spanAttrs); diff != "" {
+		t.Errorf("span attributes (-want +got):\n%s", diff)
 	}
 
 	type event struct {
@@ -153,8 +160,8 @@ func TestNoFallbackNoNoise(t *testing.T) {
 		span.End()
 	}
 	for _, s := range exp.GetSpans() {
-		if len(s.Events) > 0 {
-			t.Errorf("span %s has events %v", s.Name, s.Events)
+		if len(s.Events) > 0 || len(s.Attributes) > 0 {
+			t.Errorf("span %s has events %v and attributes %v", s.Name, s.Events, s.Attributes)
 		}
 	}
 	if logs.Len() > 0 {
@@ -166,5 +173,72 @@ func TestEmptyChain(t *testing.T) {
 	c := &fallback.Chain{}
 	if _, err := collect(t.Context(), c); err == nil || c.Name() != "" {
 		t.Errorf("a chain without models: Name %q, error %v; want \"\" and an error", c.Name(), err)
+	}
+}
+
+// TestFallbackOnTheChatSpan: run by an agent, a chain whose fallback answers leaves the
+// runtime's chat span naming the fallback: the model that served the call as
+// gen_ai.response.model, the fallback's name and place as agentd.fallback.*, while the
+// request's attributes stay those of the model asked for.
+func TestFallbackOnTheChatSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	for _, tc := range []struct {
+		name     string
+		fallback *rt.Model
+		want     map[string]string
+	}{{
+		name:     "with its report",
+		fallback: scripted("anthropic:claude-sonnet-4-5", rt.Step{Events: append([]runtime.ModelEvent{rt.ResponseInfo("claude-sonnet-4-5-20250929")}, answer...)}),
+		want: map[string]string{
+			"gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4.1-mini",
+			"gen_ai.response.model": "claude-sonnet-4-5-20250929",
+			"agentd.fallback.model": "anthropic:claude-sonnet-4-5", "agentd.fallback.index": "1",
+		},
+	}, {
+		name:     "without a report",
+		fallback: scripted("anthropic:claude-sonnet-4-5", rt.Step{Events: answer}),
+		want: map[string]string{
+			"gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4.1-mini",
+			"gen_ai.response.model": "claude-sonnet-4-5",
+			"agentd.fallback.model": "anthropic:claude-sonnet-4-5", "agentd.fallback.index": "1",
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			exp.Reset()
+			chain := fallback.New(scripted("openai:gpt-4.1-mini", rt.Step{Err: typedErr{}}), tc.fallback)
+			agent, err := runtime.New(runtime.Config{Name: "helper", Model: chain, TracerProvider: tp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for ev, err := range agent.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("hello")}}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fin, ok := ev.(*runtime.RunFinished); ok && fin.Reason != runtime.EndCompleted {
+					t.Fatalf("run finished %v: %v", fin.Reason, fin.Err)
+				}
+			}
+			var chats int
+			for _, s := range exp.GetSpans() {
+				if s.Name != "chat gpt-4.1-mini" {
+					continue
+				}
+				chats++
+				got := map[string]string{}
+				for _, kv := range s.Attributes {
+					if _, ok := tc.want[string(kv.Key)]; ok {
+						got[string(kv.Key)] = kv.Value.Emit()
+					}
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("chat span attributes (-want +got):\n%s", diff)
+				}
+			}
+			if chats != 1 {
+				t.Errorf("%d chat spans, want 1", chats)
+			}
+		})
 	}
 }

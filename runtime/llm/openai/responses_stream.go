@@ -11,7 +11,9 @@ import (
 
 // responsesDecoder turns the events of one streamed Responses API call into model events.
 // Usage and the finish reason come with the final event (response.completed or
-// response.incomplete) and are sent as the stream ends.
+// response.incomplete) and are sent as the stream ends. The served model, which
+// response.created names, is held until the first event, so that a call that fails before
+// it has emitted nothing and may be retried.
 type responsesDecoder struct {
 	yield func(runtime.ModelEvent) bool
 
@@ -21,18 +23,30 @@ type responsesDecoder struct {
 	incomplete string         // its incomplete_details.reason
 	usage      runtime.Usage
 	haveUsage  bool
+	served     string // the model the response names
+	reported   bool   // served went out
 	// failure is the call's error when the stream said it failed (response.failed, an
 	// error event): the decoder stops with it.
 	failure *ProviderError
 }
 
+// send yields ev, after the report of the served model when it is the first event.
 func (d *responsesDecoder) send(ev runtime.ModelEvent) bool {
+	if !d.reported && d.served != "" {
+		d.reported = true
+		if !d.yield(runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: d.served}) {
+			return false
+		}
+	}
 	return d.yield(ev)
 }
 
 // event handles one event; it returns false when the stream is to stop: the consumer
 // stopped, or the stream said the call failed (d.failure).
 func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion) bool {
+	if d.served == "" {
+		d.served = string(ev.Response.Model) // response.created, and the final events
+	}
 	switch ev.Type {
 	case "response.output_item.added":
 		if it := ev.Item; it.Type == "function_call" {

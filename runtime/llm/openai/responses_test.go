@@ -113,6 +113,14 @@ func TestResponsesStream(t *testing.T) {
 	}})
 }
 
+func TestResponsesServedModel(t *testing.T) {
+	inResponses(t)
+	providertest.TestServedModel(t, responsesAdapter, []providertest.Served{
+		{File: "text.sse", Model: "o4-mini-2025-04-16"},
+		{File: "reasoning_answer.sse", Model: "o4-mini-2025-04-16"},
+	})
+}
+
 // A response that failed in the stream is the call's error, with the server's code and
 // message, retried when its code says it is transient.
 func TestResponsesFailed(t *testing.T) {

@@ -13,7 +13,9 @@ import (
 
 // decoder turns the chunks of one streamed call into model events. The finish reason
 // and usage are held until the stream ends, since the usage comes in a chunk of its own
-// after the one with the finish reason.
+// after the one with the finish reason. The served model, which every chunk names, is
+// held until the first event, so that a call that fails before it has emitted nothing
+// and may be retried.
 type decoder struct {
 	yield func(runtime.ModelEvent) bool
 
@@ -21,14 +23,27 @@ type decoder struct {
 	calls     bool   // a tool call was streamed
 	usage     runtime.Usage
 	haveUsage bool
+	served    string // the first model a chunk named
+	reported  bool   // served went out
 }
 
+// send yields ev, after the report of the served model when it is the first event.
 func (d *decoder) send(ev runtime.ModelEvent) bool {
+	if !d.reported && d.served != "" {
+		d.reported = true
+		if !d.yield(runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: d.served}) {
+			return false
+		}
+	}
 	return d.yield(ev)
 }
 
 // chunk handles one chunk; it returns false when the consumer stopped.
 func (d *decoder) chunk(c oai.ChatCompletionChunk) bool {
+	if d.served == "" {
+		// Some servers leave the model out of the chunks that carry no choice.
+		d.served = c.Model
+	}
 	if c.JSON.Usage.Valid() {
 		d.usage, d.haveUsage = usage(c.Usage), true
 	}

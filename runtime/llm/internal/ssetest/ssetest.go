@@ -197,7 +197,9 @@ func (s *Sleeps) Waits() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
-// Collect reads a model's whole stream, returning the events before any error.
+// Collect reads a model's whole stream, returning the events before any error, less
+// the reports of the model that served the call (runtime.ModelResponseInfo), which
+// tests of their own check: the rest is what the runtime assembles.
 func Collect(t testing.TB, ctx context.Context, m runtime.Model, req *runtime.ModelRequest) ([]runtime.ModelEvent, error) {
 	t.Helper()
 	var evs []runtime.ModelEvent
@@ -205,7 +207,9 @@ func Collect(t testing.TB, ctx context.Context, m runtime.Model, req *runtime.Mo
 		if err != nil {
 			return evs, err
 		}
-		evs = append(evs, ev)
+		if ev.Kind != runtime.ModelResponseInfo {
+			evs = append(evs, ev)
+		}
 	}
 	return evs, nil
 }

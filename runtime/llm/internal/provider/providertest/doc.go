@@ -13,6 +13,8 @@
 //   - [TestKeyNotInErrors]: the API key is sent in its header and written nowhere else.
 //   - [TestStream] and [TestAssemble] run an adapter's own table of recorded streams: the
 //     events it decodes from each, and the message the runtime assembles from them.
+//   - [TestServedModel] runs an adapter's table of recorded streams and the model each
+//     says served the call: the report of it, once, first, and not for a failed attempt.
 //   - [FuzzStream] feeds arbitrary bytes to Stream as the provider's SSE body.
 //
 // An adapter's test package calls each from a test of the same name.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func (b bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // starts from the adapter's testdata/*.sse and a few bodies of every provider's kinds.
 // Stream must not panic, must end, and must end either with an error or with exactly
 // one finish, last, with a reason; every event has a known kind and no tool call index
-// is below -1. Text is not checked for valid UTF-8: deltas may split a rune and the
+// is below -1; the served model is reported at most once, named, and just before
+// another event, never alone before an error (which would keep a retry from happening). Text is not checked for valid UTF-8: deltas may split a rune and the
 // adapter passes the provider's bytes on; the service makes them valid.
 func FuzzStream(f *testing.F, a Adapter) {
 	files, err := filepath.Glob("testdata/*.sse")
@@ -66,14 +68,22 @@ func FuzzStream(f *testing.F, a Adapter) {
 				t.Fatalf("yielded after the error %v: %+v", end, ev)
 			}
 			if err != nil {
+				if n := len(evs); n > 0 && evs[n-1].Kind == runtime.ModelResponseInfo {
+					t.Fatalf("the served model was reported alone before the error %v", err)
+				}
 				end = err
 				continue
 			}
 			if n := len(evs); n > 0 && evs[n-1].Kind == runtime.ModelFinish {
 				t.Fatalf("event after the finish: %+v", ev)
 			}
-			if ev.Kind < runtime.ModelTextDelta || ev.Kind > runtime.ModelFinish {
+			if ev.Kind < runtime.ModelTextDelta || ev.Kind > runtime.ModelResponseInfo {
 				t.Fatalf("event of unknown kind: %+v", ev)
+			}
+			if ev.Kind == runtime.ModelResponseInfo {
+				if ev.Name == "" || slices.ContainsFunc(evs, func(e runtime.ModelEvent) bool { return e.Kind == runtime.ModelResponseInfo }) {
+					t.Fatalf("served model reported unnamed or twice: %+v after %+v", ev, evs)
+				}
 			}
 			if ev.Index < -1 {
 				t.Fatalf("tool call index %d", ev.Index)

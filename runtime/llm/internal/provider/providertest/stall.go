@@ -119,6 +119,9 @@ func (a Adapter) slowConsumer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if ev.Kind == runtime.ModelResponseInfo {
+			continue // not a delta
+		}
 		got = append(got, ev)
 		if len(got) == 1 {
 			time.Sleep(3 * testIdle)

@@ -15,7 +15,8 @@ import (
 )
 
 // Recording is a recorded stream, under the adapter's testdata, and the events the
-// adapter makes of it.
+// adapter makes of it, less the report of the served model, which [TestServedModel]
+// checks.
 type Recording struct {
 	File   string
 	Events []runtime.ModelEvent
