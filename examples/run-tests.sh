@@ -20,10 +20,13 @@ for v in $(compgen -e | grep '^AGENTD_' || true); do unset "$v"; done
 # Keep __pycache__ out of gen/python and the examples.
 export PYTHONDONTWRITEBYTECODE=1
 
+. scripts/agentd-lib.sh
+who=run-tests
 tmp=$(mktemp -d)
 pid=
+failed=()
 cleanup() {
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+	agentd_kill
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -49,40 +52,17 @@ echo "==> start agentd"
 log=$tmp/agentd.log
 AGENTD_TOKEN=token-$RANDOM$RANDOM$RANDOM$RANDOM
 echo "$AGENTD_TOKEN" >"$tmp/tokens"
-"$bin" --listen 127.0.0.1:0 --demo-delay 0 --drain-period 5s --shutdown-timeout 10s \
-	--auth-tokens-file "$tmp/tokens" 2>"$log" &
-pid=$!
-addr=
-for _ in $(seq 300); do
-	addr=$(sed -n 's/.*"msg":"agentd listening","addr":"\([^"]*\)".*/\1/p' "$log" | head -n1)
-	[[ -n $addr ]] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [[ -z $addr ]]; then
-	echo "run-tests: agentd did not start; its log:" >&2
-	cat "$log" >&2
-	exit 1
-fi
+agentd_start "agentd listening" addr --listen 127.0.0.1:0 --demo-delay 0 --drain-period 5s --shutdown-timeout 10s \
+	--auth-tokens-file "$tmp/tokens"
 echo "agentd serving on $addr"
 export AGENTD_ADDR=$addr AGENTD_TOKEN
 
-failed=()
 echo "==> examples/typescript: node --test client.test.mjs"
 (cd examples/typescript && node --test client.test.mjs) || failed+=(typescript)
 echo "==> examples/python: $PYTHON -m unittest -v test_client"
 (cd examples/python && "$PYTHON" -m unittest -v test_client) || failed+=(python)
 
-echo "==> stop agentd (SIGTERM)"
-kill -TERM "$pid"
-status=0
-wait "$pid" || status=$?
-pid=
-if ((status != 0)); then
-	echo "run-tests: agentd exited $status after SIGTERM; its log:" >&2
-	cat "$log" >&2
-	failed+=(agentd-shutdown)
-fi
+agentd_stop
 
 if ((${#failed[@]} > 0)); then
 	echo "run-tests: FAILED: ${failed[*]}; agentd's log:" >&2

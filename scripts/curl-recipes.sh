@@ -22,35 +22,10 @@ for tool in curl jq od grpcurl; do
 	}
 done
 
+. "$(dirname "$0")/recipes-lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-
-step=0
-trap 'echo "FAIL (recipe $step): the command at line $LINENO of $0 exited with status $? (its error is above)" >&2' ERR
-header() {
-	step=$((step + 1))
-	printf '\n=== %d. %s\n' "$step" "$*"
-}
-fail() {
-	echo "FAIL (recipe $step): $1" >&2
-	if [[ -n ${2:-} && -f $2 ]]; then
-		echo "--- $2:" >&2
-		cat "$2" >&2
-	fi
-	exit 1
-}
-# expect <what> <file> <jq filter>: the filter is true of the JSON in file.
-expect() {
-	jq -e "$3" "$2" >/dev/null || fail "$1: jq -e '$3' is not true" "$2"
-	echo "ok: $1"
-}
-# expect_events <what> <file> <jq filter>: the filter is true of the array of a stream's
-# messages in file (one JSON object a line).
-expect_events() {
-	jq -e -s "$3" "$2" >/dev/null || fail "$1: jq -e -s '$3' is not true" "$2"
-	echo "ok: $1"
-}
 
 # The README's two helpers for the Connect protocol's streams, as printed there.
 # frame: a Connect stream's request, one JSON message after a flag byte and its 4-byte length.

@@ -21,10 +21,13 @@ shots=${AGENTD_SCREENSHOTS:-${TMPDIR:-/tmp}/agentd-console-screenshots}
 for v in $(compgen -e | grep '^AGENTD_' || true); do unset "$v"; done
 chromium=${CHROMIUM:-/usr/bin/chromium}
 
+. scripts/agentd-lib.sh
+who=run-browser-tests
 tmp=$(mktemp -d)
 pid=
+failed=()
 cleanup() {
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+	agentd_kill
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -50,38 +53,16 @@ log=$tmp/agentd.log
 # to steer it or reload the page while it does.
 token=token-$RANDOM$RANDOM$RANDOM$RANDOM
 echo "$token" >"$tmp/tokens"
-"$bin" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --demo-delay 50ms \
-	--drain-period 5s --shutdown-timeout 10s --auth-tokens-file "$tmp/tokens" 2>"$log" &
-pid=$!
-addr=
-for _ in $(seq 300); do
-	addr=$(sed -n 's/.*"msg":"agentd HTTP listening".*"http_addr":"\([^"]*\)".*/\1/p' "$log" | head -n1)
-	[[ -n $addr ]] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [[ -z $addr ]]; then
-	echo "run-browser-tests: agentd did not start; its log:" >&2
-	cat "$log" >&2
-	exit 1
-fi
+agentd_start "agentd HTTP listening" http_addr --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --demo-delay 50ms \
+	--drain-period 5s --shutdown-timeout 10s --auth-tokens-file "$tmp/tokens"
 echo "agentd serving HTTP on $addr; screenshots in $shots"
 
 export AGENTD_HTTP_URL=http://$addr AGENTD_TOKEN=$token AGENTD_SCREENSHOTS=$shots CHROMIUM=$chromium
 
-failed=()
 echo "==> node --test web/console/test/"
 node --test --test-concurrency=1 web/console/test/ || failed+=(browser-tests)
 
-echo "==> stop agentd (SIGTERM)"
-kill -TERM "$pid"
-status=0
-wait "$pid" || status=$?
-pid=
-if ((status != 0)); then
-	echo "run-browser-tests: agentd exited $status after SIGTERM" >&2
-	failed+=(agentd-shutdown)
-fi
+agentd_stop
 
 if ((${#failed[@]} > 0)); then
 	echo "run-browser-tests: FAILED: ${failed[*]}; agentd's log:" >&2

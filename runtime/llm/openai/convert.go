@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentd/agentd/runtime"
@@ -31,27 +32,43 @@ func (m *Model) params(req *runtime.ModelRequest) (oai.ChatCompletionNewParams, 
 		}
 		p.Tools = append(p.Tools, t)
 	}
-	s := req.Settings
-	if t := cmp.Or(s.Temperature, m.cfg.Temperature); t != nil {
-		p.Temperature = oai.Float(*t)
-	}
-	if t := cmp.Or(s.TopP, m.cfg.TopP); t != nil {
-		p.TopP = oai.Float(*t)
-	}
-	if n := cmp.Or(s.MaxOutputTokens, m.cfg.MaxTokens); n > 0 {
-		p.MaxCompletionTokens = oai.Int(n)
-	}
+	sm := m.sampling(req.Settings)
+	p.Temperature, p.TopP, p.MaxCompletionTokens = sm.temperature, sm.topP, sm.maxTokens
 	if m.cfg.ReasoningEffort != "" {
 		p.ReasoningEffort = shared.ReasoningEffort(m.cfg.ReasoningEffort)
 	}
-	if len(s.Extra) > 0 {
-		extra := make(map[string]any, len(s.Extra))
-		for k, v := range s.Extra {
-			extra[k] = v
-		}
-		p.SetExtraFields(extra)
+	if sm.extra != nil {
+		p.SetExtraFields(sm.extra)
 	}
 	return p, nil
+}
+
+// sampling is what a call's settings ask of either API: each the request's, else the
+// Config's, unset when neither says; and the request's extra fields, sent as they are.
+type sampling struct {
+	temperature, topP param.Opt[float64]
+	maxTokens         param.Opt[int64]
+	extra             map[string]any
+}
+
+func (m *Model) sampling(s runtime.CallSettings) sampling {
+	var sm sampling
+	if t := cmp.Or(s.Temperature, m.cfg.Temperature); t != nil {
+		sm.temperature = oai.Float(*t)
+	}
+	if t := cmp.Or(s.TopP, m.cfg.TopP); t != nil {
+		sm.topP = oai.Float(*t)
+	}
+	if n := cmp.Or(s.MaxOutputTokens, m.cfg.MaxTokens); n > 0 {
+		sm.maxTokens = oai.Int(n)
+	}
+	if len(s.Extra) > 0 {
+		sm.extra = make(map[string]any, len(s.Extra))
+		for k, v := range s.Extra {
+			sm.extra[k] = v
+		}
+	}
+	return sm
 }
 
 // tool converts a tool's spec; a spec without parameters takes any object.

@@ -52,26 +52,14 @@ func (m *Model) responsesParams(req *runtime.ModelRequest) (responses.ResponseNe
 		}
 		p.Tools = append(p.Tools, t)
 	}
-	s := req.Settings
-	if t := cmp.Or(s.Temperature, m.cfg.Temperature); t != nil {
-		p.Temperature = oai.Float(*t)
-	}
-	if t := cmp.Or(s.TopP, m.cfg.TopP); t != nil {
-		p.TopP = oai.Float(*t)
-	}
-	if n := cmp.Or(s.MaxOutputTokens, m.cfg.MaxTokens); n > 0 {
-		p.MaxOutputTokens = oai.Int(n)
-	}
+	sm := m.sampling(req.Settings)
+	p.Temperature, p.TopP, p.MaxOutputTokens = sm.temperature, sm.topP, sm.maxTokens
 	p.Reasoning = shared.ReasoningParam{Summary: shared.ReasoningSummaryAuto}
 	if m.cfg.ReasoningEffort != "" {
 		p.Reasoning.Effort = shared.ReasoningEffort(m.cfg.ReasoningEffort)
 	}
-	if len(s.Extra) > 0 {
-		extra := make(map[string]any, len(s.Extra))
-		for k, v := range s.Extra {
-			extra[k] = v
-		}
-		p.SetExtraFields(extra)
+	if sm.extra != nil {
+		p.SetExtraFields(sm.extra)
 	}
 	return p, nil
 }
