@@ -84,6 +84,11 @@ func TestDeployManifests(t *testing.T) {
 		if p := c.port(t, "metrics"); p != mp {
 			t.Errorf("container port metrics = %d, want %d (--metrics-listen %s)", p, mp, cfg.metricsListen)
 		}
+		if cfg.httpListen != "" {
+			if p := c.port(t, "http"); p != portOf(t, "--http-listen", cfg.httpListen) {
+				t.Errorf("container port http = %d, want %d (--http-listen %s)", p, portOf(t, "--http-listen", cfg.httpListen), cfg.httpListen)
+			}
+		}
 		if a := pod.Metadata.Annotations["prometheus.io/port"]; a != strconv.Itoa(mp) {
 			t.Errorf("annotation prometheus.io/port = %q, want %d", a, mp)
 		}
@@ -253,6 +258,10 @@ func TestDeployManifests(t *testing.T) {
 						t.Errorf("Service %s port %s: appProtocol %q, want grpc", o.Metadata.Name, p.Name, p.AppProtocol)
 					}
 				case portOf(t, "--metrics-listen", cfg.metricsListen):
+				case httpPort(t, cfg):
+					if p.AppProtocol != "http" && p.AppProtocol != "kubernetes.io/h2c" {
+						t.Errorf("Service %s port %s: appProtocol %q, want http (or kubernetes.io/h2c)", o.Metadata.Name, p.Name, p.AppProtocol)
+					}
 				default:
 					t.Errorf("Service %s port %s targets container port %d, which agentd does not listen on", o.Metadata.Name, p.Name, target)
 				}
@@ -834,6 +843,14 @@ func healthStatus(t *testing.T, addr, svc string) healthpb.HealthCheckResponse_S
 		return healthpb.HealthCheckResponse_UNKNOWN
 	}
 	return resp.GetStatus()
+}
+
+// httpPort returns the port of --http-listen, or -1 when agentd serves no HTTP.
+func httpPort(t *testing.T, cfg config) int {
+	if cfg.httpListen == "" {
+		return -1
+	}
+	return portOf(t, "--http-listen", cfg.httpListen)
 }
 
 // portOf returns the port of a listen address such as ":50051" or "0.0.0.0:4317".
