@@ -452,7 +452,8 @@ func TestFleet_TakenUpTwiceInOneStep(t *testing.T) {
 // A decision whose ack is in the store, but not what it decided (the replica that took
 // it was cut off in between, and never heard that the ack was stored), is acted on by
 // the replica that takes the run up: its approval is not asked again, and the client,
-// told to send it again, gets the ack the first replica gave.
+// told to send it again, gets the ack the first replica gave, even once the run has
+// finished.
 func TestFleet_DecisionAckedThenReplicaLost(t *testing.T) {
 	var ran atomic.Int32
 	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("done")}}
@@ -483,11 +484,13 @@ func TestFleet_DecisionAckedThenReplicaLost(t *testing.T) {
 	if resp, err := f.a.Client.SendRunInput(t.Context(), decision); status.Code(err) != codes.Unavailable {
 		t.Fatalf("SendRunInput on a = %v, %v; want UNAVAILABLE: a never heard the ack was stored", resp, err)
 	}
+	// b takes the run up, acts on the decision and finishes the run; the client's retry
+	// comes after, and gets the ack a gave.
+	evs := readRun(t, f.b.Client, runID, 0)
 	resp, err := f.b.Client.SendRunInput(t.Context(), decision)
 	if err != nil || !resp.GetAck().GetAccepted() {
 		t.Fatalf("SendRunInput on b = %v, %v; want it accepted", resp, err)
 	}
-	evs := readRun(t, f.b.Client, runID, 0)
 	checkOneSequence(t, evs)
 	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))

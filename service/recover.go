@@ -202,7 +202,8 @@ func (s *Server) storeUncut(ctx context.Context, ss *session, cp *continuationv1
 // approval not yet resolved). Each key is known to the run from here on, answered with
 // the ack the lost stretch gave, so that a retry gets that ack and does not act again;
 // it returns the inputs to act on again (replayInputs). A steer is not: the journal does
-// not say whether it was applied.
+// not say whether it was applied. The ack is stored as the key's answer too, where the
+// lost stretch did not store it, for a retry that comes after the run has finished.
 func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput) []replayedInput {
 	var out []replayedInput
 	for _, a := range acks {
@@ -218,6 +219,11 @@ func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput
 		}
 		var digest [sha256.Size]byte
 		copy(digest[:], in.Digest)
+		if in.Answer == nil {
+			// The lost stretch acked it but never stored its answer: a retry that comes
+			// once the run has finished here finds it in the store.
+			s.keepAnswer(ss.runID, key, &agentdv1.SendRunInputResponse{Ack: a.ack, Seq: a.seq}, nil)
+		}
 		ss.mu.Lock()
 		if ss.keyed.byKey[key] == nil {
 			ss.keyed.begin(key, digest)
