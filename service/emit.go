@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
@@ -28,6 +29,9 @@ func (ss *session) emit(ev runtime.Event) error {
 	ss.observe(ev)
 	if ss.rereported(ev) {
 		return nil
+	}
+	if merged, err := ss.mergeDelta(ev); merged {
+		return err
 	}
 	pe := eventToProto(ev)
 	switch e := ev.(type) {
@@ -76,6 +80,28 @@ func (ss *session) emit(ev runtime.Event) error {
 		return ss.srv.writer.flushRun(ss)
 	}
 	return ss.sendEvent(pe)
+}
+
+// mergeDelta merges a delta into the journal's open tail, the delta of its block that no
+// stream has taken yet, without making an event of it: most deltas of a client that is
+// behind go no further. It reports whether ev was merged, and then what waiting for the
+// starting stream returned, as sendEvent would.
+func (ss *session) mergeDelta(ev runtime.Event) (bool, error) {
+	kind, id, text, ok := runtimeDelta(ev)
+	if !ok || ss.srv.cfg.ExactDeltas || !utf8.ValidString(text) {
+		return false, nil
+	}
+	ss.mu.Lock()
+	merged := !ss.moved && ss.journal.mergeDelta(kind, id, text)
+	primary, ctx := ss.primary, ss.ctx
+	ss.mu.Unlock()
+	if !merged {
+		return false, nil
+	}
+	if primary != nil {
+		return true, primary.wait(ctx)
+	}
+	return true, nil
 }
 
 // finishStep journals step_finished and, right behind it, the checkpoint the run can

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -135,6 +136,19 @@ func deltaOf(ev *agentdv1.RunEvent) (kind deltaKind, id, text string, ok bool) {
 		return reasoningDelta, k.ReasoningDelta.GetMessageId(), k.ReasoningDelta.GetDelta(), true
 	case *agentdv1.RunEvent_ToolCallArgsDelta:
 		return argsDelta, k.ToolCallArgsDelta.GetToolCallId(), k.ToolCallArgsDelta.GetDelta(), true
+	}
+	return 0, "", "", false
+}
+
+// runtimeDelta is deltaOf for a runtime event, before it is made an event of the wire.
+func runtimeDelta(ev runtime.Event) (kind deltaKind, id, text string, ok bool) {
+	switch e := ev.(type) {
+	case *runtime.TextDelta:
+		return textDelta, e.MessageID, e.Delta, true
+	case *runtime.ReasoningDelta:
+		return reasoningDelta, e.MessageID, e.Delta, true
+	case *runtime.ToolCallArgsDelta:
+		return argsDelta, e.CallID, e.Delta, true
 	}
 	return 0, "", "", false
 }
