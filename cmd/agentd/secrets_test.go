@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -333,6 +334,38 @@ func TestSecretsNeverReachLogsOrEvents(t *testing.T) {
 		}
 		if reason != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 			t.Errorf("Run with an approval on the stream ended %v, want COMPLETED", reason)
+		}
+	}()
+
+	// A Run stream goes away while its run waits on an approval: the run goes on without
+	// it, which agentd logs at debug level (so that the capture holds debug records
+	// whatever else a run's timing leaves out of them).
+	func() {
+		gone, cancel := context.WithCancel(authed)
+		defer cancel()
+		stream, err := client.Run(gone)
+		if err != nil {
+			fail("Run: %v", err)
+		}
+		if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: &agentdv1.RunSpec{
+			Agent: "demo", Input: "save a note: water the plants",
+		}}}); err != nil {
+			fail("Run: send start: %v", err)
+		}
+		for {
+			resp, err := stream.Recv()
+			rec.addErr("Run gone", err)
+			if err != nil {
+				fail("Run gone: %v", err)
+			}
+			rec.add("Run gone", resp)
+			if resp.GetEvent().GetApprovalRequested() != nil {
+				break
+			}
+		}
+		cancel()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(agentdLog(), `"level":"DEBUG"`) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
 		}
 	}()
 
