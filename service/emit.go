@@ -30,7 +30,7 @@ func (ss *session) emit(ev runtime.Event) error {
 	if ss.rereported(ev) {
 		return nil
 	}
-	if merged, err := ss.mergeDelta(ev); merged {
+	if handled, err := ss.sendDelta(ev); handled {
 		return err
 	}
 	pe := eventToProto(ev)
@@ -82,26 +82,29 @@ func (ss *session) emit(ev runtime.Event) error {
 	return ss.sendEvent(pe)
 }
 
-// mergeDelta merges a delta into the journal's open tail, the delta of its block that no
-// stream has taken yet, without making an event of it: most deltas of a client that is
-// behind go no further. It reports whether ev was merged, and then what waiting for the
-// starting stream returned, as sendEvent would.
-func (ss *session) mergeDelta(ev runtime.Event) (bool, error) {
+// sendDelta journals a delta, merging it into the journal's open tail (the delta of its
+// block that no stream has taken yet) when it can, before any wire event is made of it:
+// most deltas of a client that is behind go no further. It reports whether ev was a delta
+// it handled, and then what sendEvent would have returned.
+func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 	kind, id, text, ok := runtimeDelta(ev)
 	if !ok || ss.srv.cfg.ExactDeltas || !utf8.ValidString(text) {
 		return false, nil
 	}
 	ss.mu.Lock()
-	merged := !ss.moved && ss.journal.mergeDelta(kind, id, text)
+	var err error
+	switch {
+	case ss.moved:
+		err = errRunMoved
+	case !ss.journal.mergeDelta(kind, id, text):
+		err = ss.journalLocked(eventToProto(ev), true, true, kind, id, text)
+	}
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
-	if !merged {
-		return false, nil
+	if err == nil && primary != nil {
+		err = primary.wait(ctx)
 	}
-	if primary != nil {
-		return true, primary.wait(ctx)
-	}
-	return true, nil
+	return true, err
 }
 
 // finishStep journals step_finished and, right behind it, the checkpoint the run can

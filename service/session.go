@@ -361,6 +361,13 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	if delta && ss.journal.mergeDelta(kind, id, text) {
 		return nil
 	}
+	return ss.journalLocked(ev, numbered, delta, kind, id, text)
+}
+
+// journalLocked stamps ev (its seq when numbered, the run, the time) and journals it: a
+// delta (kind, id, text) as the journal's open tail, anything else marshaled, or, not
+// numbered, straight to the streams that are not behind.
+func (ss *session) journalLocked(ev *agentdv1.RunEvent, numbered, delta bool, kind deltaKind, id, text string) error {
 	now := ss.srv.now()
 	if numbered {
 		ss.seq++

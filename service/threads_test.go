@@ -159,6 +159,29 @@ func protoText(m *agentdv1.Message) string {
 	return b.String()
 }
 
+// firstTurnRead starts a thread with input on StartRun and reads the stream up to
+// run_finished, as a client does; it returns the thread's id.
+func firstTurnRead(t *testing.T, c agentdv1.AgentServiceClient, input string) string {
+	t.Helper()
+	stream, err := c.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: onThread("", input)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread := ""
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := resp.GetEvent().GetRunStarted(); rs != nil {
+			thread = rs.GetThreadId()
+		}
+		if resp.GetEvent().GetRunFinished() != nil {
+			return thread
+		}
+	}
+}
+
 // slowThreadStore takes its time adding a run's messages to a thread, as a busy database
 // would: a run's run_finished reaches its client before the run is recorded as ended.
 type slowThreadStore struct{ store.Store }
@@ -173,23 +196,7 @@ func (s slowThreadStore) AppendMessages(ctx context.Context, threadID string, l 
 func TestThreads_NextTurnRightAfterRunFinished(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("one"), rt.Say("two")}}
 	srv := newTestServer(t, service.Config{Store: slowThreadStore{memory.New(memory.Options{})}}, scripted{name: "chat", model: m})
-	stream, err := srv.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: onThread("", "first")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	thread := ""
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rs := resp.GetEvent().GetRunStarted(); rs != nil {
-			thread = rs.GetThreadId()
-		}
-		if resp.GetEvent().GetRunFinished() != nil {
-			break
-		}
-	}
+	thread := firstTurnRead(t, srv.Client, "first")
 	resp, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: onThread(thread, "second")})
 	if err != nil {
 		t.Fatalf("the next turn, right after run_finished: %v", err)
@@ -211,23 +218,7 @@ func TestThreads_NextTurnRightAfterRunFinished(t *testing.T) {
 func TestThreads_HistoryRightAfterRunFinished(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("one")}}
 	srv := newTestServer(t, service.Config{Store: slowThreadStore{memory.New(memory.Options{})}}, scripted{name: "chat", model: m})
-	stream, err := srv.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: onThread("", "first")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	thread := ""
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rs := resp.GetEvent().GetRunStarted(); rs != nil {
-			thread = rs.GetThreadId()
-		}
-		if resp.GetEvent().GetRunFinished() != nil {
-			break
-		}
-	}
+	thread := firstTurnRead(t, srv.Client, "first")
 	got, err := srv.Client.GetThread(t.Context(), &agentdv1.GetThreadRequest{ThreadId: thread})
 	if err != nil {
 		t.Fatal(err)

@@ -346,57 +346,26 @@ func parseHeader(h string) (name, value string, err error) {
 // out: it bounds one command, not the next. -H values are as typed (with
 // --expand-headers, their ${NAME}s unexpanded), but for secrets (hideSecret).
 func givenConnFlags(c *connConfig, set map[string]bool) []string {
+	var v connConfig
+	fs := connFlagSet(&v) // its flags read v's fields, which then take c's values
+	v = *c
 	var words []string
-	var names connConfig // only the flags' names and kinds are read from it
-	connFlagSet(&names).VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *flag.Flag) {
 		switch {
 		case !set[f.Name] || f.Name == "max-time":
 		case f.Name == "H":
 			for _, h := range c.headers {
 				words = append(words, "-H", hideSecret(h, c.expandHeaders))
 			}
+		case isBoolFlag(f) && f.Value.String() == "true":
+			words = append(words, "--"+f.Name)
 		case isBoolFlag(f):
-			if connBool(c, f.Name) {
-				words = append(words, "--"+f.Name)
-			} else {
-				words = append(words, "--"+f.Name+"=false")
-			}
+			words = append(words, "--"+f.Name+"=false")
 		default:
-			words = append(words, "--"+f.Name, connString(c, f.Name))
+			words = append(words, "--"+f.Name, f.Value.String())
 		}
 	})
 	return words
-}
-
-// connBool and connString return the value of c's flag of that name.
-func connBool(c *connConfig, name string) bool {
-	switch name {
-	case "plaintext":
-		return c.plaintext
-	case "insecure":
-		return c.insecure
-	case "expand-headers":
-		return c.expandHeaders
-	}
-	panic("connBool: no such flag " + name)
-}
-
-func connString(c *connConfig, name string) string {
-	switch name {
-	case "addr":
-		return c.addr
-	case "cacert":
-		return c.cacert
-	case "cert":
-		return c.cert
-	case "key":
-		return c.key
-	case "servername":
-		return c.servername
-	case "authority":
-		return c.authority
-	}
-	panic("connString: no such flag " + name)
 }
 
 // hideSecret returns the -H value h as a printed command shows it: a header that holds a

@@ -241,8 +241,7 @@ data: {"type":"message_stop"}
 `)
 	}))
 	defer fake.Close()
-	path := filepath.Join(t.TempDir(), "agents.yaml")
-	os.WriteFile(path, []byte(`
+	path := writeAgentsFile(t, `
 agents:
   - name: cached
     model: anthropic:claude-sonnet-4-5
@@ -253,17 +252,9 @@ agents:
     base_url: `+fake.URL+`
     system: uncached agent
     settings: {prompt_cache: false}
-`), 0o644)
+`, nil)
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-	cfg, err := agents.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: slog.New(slog.DiscardHandler)})
+	c := serveAgents(t, loadRegistry(t, path, nil))
 	for _, agent := range []string{"cached", "uncached"} {
 		resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input(agent, "hello")})
 		if err != nil {

@@ -4,18 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
-	"github.com/agentd/agentd/service"
-	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -71,25 +66,15 @@ func TestResponsesReasoningSurvivesAPark(t *testing.T) {
 		))
 	}))
 	defer fake.Close()
-	path := filepath.Join(t.TempDir(), "agents.yaml")
-	os.WriteFile(path, []byte(`
+	path := writeAgentsFile(t, `
 agents:
   - name: thinker
     model: openai-responses:o4-mini
     base_url: `+fake.URL+`/v1
     tools: [save_note]
-`), 0o644)
+`, nil)
 	t.Setenv("OPENAI_API_KEY", "sk-test")
-	cfg, err := agents.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: slog.New(slog.DiscardHandler)})
+	c := serveAgents(t, loadRegistry(t, path, nil))
 
 	parked, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("thinker", "save a note: buy milk")})
 	if err != nil {

@@ -30,22 +30,8 @@ var responsesAdapter = providertest.Adapter{
 	Path:      "/responses",
 	Model:     "o4-mini",
 	EnvAPIKey: "OPENAI_API_KEY", EnvBaseURL: "OPENAI_BASE_URL",
-	New: func(c providertest.Config) (runtime.Model, error) {
-		m, err := openai.New(openai.Config{
-			Model: c.Model, APIKey: c.APIKey, BaseURL: c.BaseURL, HTTPClient: c.HTTPClient, Responses: true,
-			IdleTimeout: c.IdleTimeout, MaxRetries: c.MaxRetries, RetryBackoff: c.RetryBackoff,
-		})
-		if err != nil {
-			return nil, err
-		}
-		openai.SetSleep(m, c.Sleep)
-		return m, nil
-	},
-	Text: []runtime.ModelEvent{
-		rt.Text("Hello"), rt.Text("! How can"), rt.Text(" I help you today?"),
-		ssetest.Usage(runtime.Usage{InputTokens: 19, OutputTokens: 10, CacheReadInputTokens: 4}),
-		rt.Finish(runtime.FinishStop),
-	},
+	New:        newTestModel(true),
+	Text:       adapter.Text, // the same answer, recorded from either API
 	Slow:       providertest.Slow{File: "text.sse", Gap: 150 * time.Millisecond, Idle: 600 * time.Millisecond},
 	NoFinish:   "no_completed.sse",
 	ErrorEvent: "error_event.sse",
@@ -55,15 +41,12 @@ var responsesAdapter = providertest.Adapter{
 		Status: http.StatusTooManyRequests, Body: `{"error":{"message":"Rate limit reached for o4-mini on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
 		Type: "requests", Text: "429 Too Many Requests (requests): Rate limit reached for o4-mini on requests per min (RPM): Limit 3, Used 3, Requested 1.",
 	},
-	ServerError: providertest.APIError{
-		Status: http.StatusInternalServerError, Body: `{"error":{"message":"The server had an error","type":"server_error"}}`,
-		Type: "server_error", Text: "500 Internal Server Error (server_error): The server had an error",
-	},
+	ServerError: adapter.ServerError, // the same body on either API
 	BadRequest: providertest.APIError{
 		Status: http.StatusBadRequest, Body: `{"error":{"message":"Invalid 'input[1].content'","type":"invalid_request_error","param":"input","code":null}}`,
 		Type: "invalid_request_error", Text: "400 Bad Request (invalid_request_error): Invalid 'input[1].content'",
 	},
-	Unauthorized: `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+	Unauthorized: adapter.Unauthorized,
 }
 
 func TestResponsesNew(t *testing.T) { inResponses(t); providertest.TestNew(t, responsesAdapter) }

@@ -18,17 +18,7 @@ var adapter = providertest.Adapter{
 	Path:      "/chat/completions",
 	Model:     "gpt-4.1-mini",
 	EnvAPIKey: "OPENAI_API_KEY", EnvBaseURL: "OPENAI_BASE_URL",
-	New: func(c providertest.Config) (runtime.Model, error) {
-		m, err := openai.New(openai.Config{
-			Model: c.Model, APIKey: c.APIKey, BaseURL: c.BaseURL, HTTPClient: c.HTTPClient,
-			IdleTimeout: c.IdleTimeout, MaxRetries: c.MaxRetries, RetryBackoff: c.RetryBackoff,
-		})
-		if err != nil {
-			return nil, err
-		}
-		openai.SetSleep(m, c.Sleep)
-		return m, nil
-	},
+	New: newTestModel(false),
 	Text: []runtime.ModelEvent{
 		rt.Text("Hello"), rt.Text("! How can"), rt.Text(" I help you today?"),
 		ssetest.Usage(runtime.Usage{InputTokens: 19, OutputTokens: 10, CacheReadInputTokens: 4}),
@@ -53,6 +43,22 @@ var adapter = providertest.Adapter{
 		Type: "invalid_request_error", Text: "400 Bad Request (invalid_request_error): Invalid 'messages[1].content'",
 	},
 	Unauthorized: `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+}
+
+// newTestModel returns the shared tests' New, for Chat Completions or, with responses,
+// the Responses API.
+func newTestModel(responses bool) func(c providertest.Config) (runtime.Model, error) {
+	return func(c providertest.Config) (runtime.Model, error) {
+		m, err := openai.New(openai.Config{
+			Model: c.Model, APIKey: c.APIKey, BaseURL: c.BaseURL, HTTPClient: c.HTTPClient, Responses: responses,
+			IdleTimeout: c.IdleTimeout, MaxRetries: c.MaxRetries, RetryBackoff: c.RetryBackoff,
+		})
+		if err != nil {
+			return nil, err
+		}
+		openai.SetSleep(m, c.Sleep)
+		return m, nil
+	}
 }
 
 func TestNew(t *testing.T) { providertest.TestNew(t, adapter) }
