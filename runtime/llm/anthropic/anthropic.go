@@ -81,6 +81,13 @@ type Model struct {
 
 var _ runtime.Model = (*Model)(nil)
 
+// sdkOptions are the SDK's option constructors, for provider.ClientOptions.
+var sdkOptions = provider.SDKOptions[option.RequestOption]{
+	MaxRetries: option.WithMaxRetries, APIKey: option.WithAPIKey, BaseURL: option.WithBaseURL,
+	HTTPClient: func(c *http.Client) option.RequestOption { return option.WithHTTPClient(c) },
+	Middleware: func(m provider.Middleware) option.RequestOption { return option.WithMiddleware(m) },
+}
+
 // New returns a model for cfg. The API key and base URL left empty in cfg are read from
 // ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL now.
 func New(cfg Config) (*Model, error) {
@@ -95,21 +102,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	key := cmp.Or(cfg.APIKey, os.Getenv("ANTHROPIC_API_KEY"))
 	base := cmp.Or(cfg.BaseURL, os.Getenv("ANTHROPIC_BASE_URL"))
-	// Retries are the adapter's, not the SDK's, so that they stop at the first delta
-	// and are under test.
-	opts := []option.RequestOption{option.WithMaxRetries(0)}
-	if key != "" {
-		opts = append(opts, option.WithAPIKey(key))
-	}
-	if base != "" {
-		opts = append(opts, option.WithBaseURL(base))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if idle := provider.IdleTimeout(cfg.IdleTimeout); idle > 0 {
-		opts = append(opts, option.WithMiddleware(provider.StallMiddleware(idle)))
-	}
+	opts := provider.ClientOptions(provider.Client{APIKey: key, BaseURL: base, HTTPClient: cfg.HTTPClient, IdleTimeout: cfg.IdleTimeout}, sdkOptions)
 	return &Model{
 		cfg:    cfg,
 		name:   Provider + ":" + cfg.Model,
@@ -133,16 +126,7 @@ func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 // succeeded or the consumer stopped.
 func (m *Model) once(ctx context.Context, params ant.MessageNewParams, yield func(runtime.ModelEvent) bool) *ProviderError {
 	var res *http.Response
-	stream := m.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&res))
-	defer stream.Close()
 	d := decoder{yield: yield}
-	for stream.Next() {
-		if !d.event(stream.Current()) {
-			return nil
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return classify(err, res)
-	}
-	return d.finish()
+	stream := m.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	return provider.Read(stream, d.event, d.finish, func(err error) *ProviderError { return classify(err, res) })
 }

@@ -19,20 +19,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newModel returns a model with cfg's settings on a fake server that answers with
-// replies.
+// newModel returns a model of adapter.Model with cfg's other settings, on a fake server
+// that answers with replies.
 func newModel(t *testing.T, cfg anthropic.Config, replies ...ssetest.Reply) (*anthropic.Model, *ssetest.Server) {
-	t.Helper()
 	srv := ssetest.New(t, adapter.Path, replies...)
-	if cfg.Model == "" {
-		cfg.Model = adapter.Model
-	}
+	cfg.Model = adapter.Model
 	cfg.BaseURL, cfg.APIKey, cfg.HTTPClient = srv.URL, providertest.Key, srv.Client()
-	m, err := anthropic.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, srv
+	return providertest.Must[*anthropic.Model](t)(anthropic.New(cfg)), srv
 }
 
 func sse(name string) ssetest.Reply { return ssetest.Reply{File: "testdata/" + name} }

@@ -10,25 +10,17 @@ import (
 )
 
 // ErrStalled is wrapped by the error of a call whose response stream sent no byte for
-// [Config.IdleTimeout]; the error's text says for how long. It is the same error as
-// package openai's ErrStalled, so one errors.Is check covers both adapters.
+// [Config.IdleTimeout]. It is [github.com/agentd/agentd/runtime/llm/openai.ErrStalled], so
+// one errors.Is covers both adapters.
 var ErrStalled = provider.ErrStalled
 
-// DefaultIdleTimeout is [Config.IdleTimeout] when it is left 0: long enough for a
-// reasoning model's quiet spells, short enough that a dead stream fails the call rather
-// than holding the run until its deadline.
+// DefaultIdleTimeout is [Config.IdleTimeout] when it is left 0, as in package openai.
 const DefaultIdleTimeout = provider.DefaultIdleTimeout
 
-// ProviderError is a failed call of the API: its Provider ("anthropic"), the HTTP
-// Status (0 when the call failed otherwise), the API's error Type ("rate_limit_error",
-// "overloaded_error") and Message, the RetryAfter it asked for, whether it is Transient
-// (the same call may succeed later), whether output was Emitted first, the Attempts
-// made, and the underlying Err (the SDK's *anthropic.Error, a transport error, one that
-// wraps [ErrStalled], [runtime.ErrMissingFinishReason]). Retryable reports whether a
-// later call may succeed. Its Error text never holds a request header or the API key.
-//
-// It is the same type as package openai's ProviderError: one errors.As covers both
-// adapters, and Provider tells them apart.
+// ProviderError is a failed call of the API, of Provider "anthropic", with the API's error
+// type ("rate_limit_error", "overloaded_error") and message, and the SDK's *anthropic.Error
+// (or a transport error) as Err. It is the same type as package openai's ProviderError,
+// whose documentation describes its fields: one errors.As covers both adapters.
 type ProviderError = provider.Error
 
 // classify turns a failed call into a ProviderError. res is the HTTP response, if one

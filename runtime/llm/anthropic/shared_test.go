@@ -60,15 +60,7 @@ var adapter = providertest.Adapter{
 	Unauthorized: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
 }
 
-func TestNew(t *testing.T) { providertest.TestNew(t, adapter) }
-
-func TestRetries(t *testing.T) { providertest.TestRetries(t, adapter) }
-
-func TestStalls(t *testing.T) { providertest.TestStalls(t, adapter) }
-
-func TestCancel(t *testing.T) { providertest.TestCancel(t, adapter) }
-
-func TestKeyNotInErrors(t *testing.T) { providertest.TestKeyNotInErrors(t, adapter) }
+func TestShared(t *testing.T) { providertest.TestShared(t, adapter) }
 
 func FuzzStream(f *testing.F) { providertest.FuzzStream(f, adapter) }
 

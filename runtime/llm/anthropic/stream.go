@@ -7,6 +7,7 @@ import (
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 // decoder turns the events of one streamed call into model events. Usage and the stop
@@ -16,12 +17,11 @@ import (
 type decoder struct {
 	yield func(runtime.ModelEvent) bool
 
-	blocks   map[int64]*block // by content block index
-	stop     string           // the stop reason, once message_delta has one
-	usage    runtime.Usage    // input_tokens as the API counts them: cache excluded
-	seen     bool             // usage came
-	served   string           // message_start's model
-	reported bool             // served went out
+	blocks map[int64]*block // by content block index
+	stop   string           // the stop reason, once message_delta has one
+	usage  runtime.Usage    // input_tokens as the API counts them: cache excluded
+	seen   bool             // usage came
+	served provider.Served  // message_start's model
 }
 
 // block is what a content block needs until it stops.
@@ -35,23 +35,13 @@ type block struct {
 }
 
 // send yields ev, after the report of the served model when it is the first event.
-func (d *decoder) send(ev runtime.ModelEvent) bool {
-	if !d.reported && d.served != "" {
-		d.reported = true
-		if !d.yield(runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: d.served}) {
-			return false
-		}
-	}
-	return d.yield(ev)
-}
+func (d *decoder) send(ev runtime.ModelEvent) bool { return d.served.Send(d.yield, ev) }
 
 // event handles one stream event; it returns false when the consumer stopped.
 func (d *decoder) event(ev ant.MessageStreamEventUnion) bool {
 	switch ev.Type {
 	case "message_start":
-		if d.served == "" {
-			d.served = string(ev.Message.Model)
-		}
+		d.served.Named(string(ev.Message.Model))
 		d.addUsage(ev.Message.Usage.JSON.InputTokens.Valid(), ev.Message.Usage.InputTokens,
 			ev.Message.Usage.CacheReadInputTokens, ev.Message.Usage.CacheCreationInputTokens, ev.Message.Usage.OutputTokens)
 	case "content_block_start":

@@ -79,6 +79,13 @@ type Model struct {
 
 var _ runtime.Model = (*Model)(nil)
 
+// sdkOptions are the SDK's option constructors, for provider.ClientOptions.
+var sdkOptions = provider.SDKOptions[option.RequestOption]{
+	MaxRetries: option.WithMaxRetries, APIKey: option.WithAPIKey, BaseURL: option.WithBaseURL,
+	HTTPClient: func(c *http.Client) option.RequestOption { return option.WithHTTPClient(c) },
+	Middleware: func(m provider.Middleware) option.RequestOption { return option.WithMiddleware(m) },
+}
+
 // New returns a model for cfg. The API key and base URL left empty in cfg are read
 // from OPENAI_API_KEY and OPENAI_BASE_URL now; with neither a key nor a base URL, New
 // fails, since the OpenAI API would refuse every call.
@@ -91,21 +98,7 @@ func New(cfg Config) (*Model, error) {
 	if key == "" && base == "" {
 		return nil, errors.New("openai: no API key: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server")
 	}
-	// Retries are the adapter's, not the SDK's, so that they stop at the first delta
-	// and are under test.
-	opts := []option.RequestOption{option.WithMaxRetries(0)}
-	if key != "" {
-		opts = append(opts, option.WithAPIKey(key))
-	}
-	if base != "" {
-		opts = append(opts, option.WithBaseURL(base))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if idle := provider.IdleTimeout(cfg.IdleTimeout); idle > 0 {
-		opts = append(opts, option.WithMiddleware(provider.StallMiddleware(idle)))
-	}
+	opts := provider.ClientOptions(provider.Client{APIKey: key, BaseURL: base, HTTPClient: cfg.HTTPClient, IdleTimeout: cfg.IdleTimeout}, sdkOptions)
 	prefix := Provider
 	if cfg.Responses {
 		prefix = ResponsesProvider
@@ -136,16 +129,7 @@ func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 // succeeded or the consumer stopped.
 func (m *Model) once(ctx context.Context, params oai.ChatCompletionNewParams, yield func(runtime.ModelEvent) bool) *ProviderError {
 	var res *http.Response
-	stream := m.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&res))
-	defer stream.Close()
 	d := decoder{yield: yield}
-	for stream.Next() {
-		if !d.chunk(stream.Current()) {
-			return nil
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return classify(err, res)
-	}
-	return d.finish()
+	stream := m.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	return provider.Read(stream, d.chunk, d.finish, func(err error) *ProviderError { return classify(err, res) })
 }

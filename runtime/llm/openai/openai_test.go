@@ -22,17 +22,12 @@ func TestMain(m *testing.M) {
 // newModel returns a model with cfg's settings on a fake server that answers with
 // replies.
 func newModel(t *testing.T, cfg openai.Config, replies ...ssetest.Reply) (*openai.Model, *ssetest.Server) {
-	t.Helper()
 	srv := ssetest.New(t, adapter.Path, replies...)
 	if cfg.Model == "" {
 		cfg.Model = adapter.Model
 	}
 	cfg.BaseURL, cfg.APIKey, cfg.HTTPClient = srv.URL, providertest.Key, srv.Client()
-	m, err := openai.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, srv
+	return providertest.Must[*openai.Model](t)(openai.New(cfg)), srv
 }
 
 func sse(name string) ssetest.Reply { return ssetest.Reply{File: "testdata/" + name} }

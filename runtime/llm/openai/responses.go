@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 // The Responses API (Config.Responses). Each call is stateless: store is false, and the
@@ -245,16 +246,8 @@ func reasoningItems(state []byte) []responses.ResponseInputItemUnionParam {
 // call's failure, nil when it succeeded or the consumer stopped.
 func (m *Model) responsesOnce(ctx context.Context, params responses.ResponseNewParams, yield func(runtime.ModelEvent) bool) *ProviderError {
 	var res *http.Response
-	stream := m.client.Responses.NewStreaming(ctx, params, option.WithResponseInto(&res))
-	defer stream.Close()
 	d := responsesDecoder{yield: yield, calls: map[string]int{}}
-	for stream.Next() {
-		if !d.event(stream.Current()) {
-			return d.failure
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return classify(err, res)
-	}
-	return d.finish()
+	stream := m.client.Responses.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	// A stream that said the call failed stops with its failure kept in d.
+	return cmp.Or(provider.Read(stream, d.event, d.finish, func(err error) *ProviderError { return classify(err, res) }), d.failure)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 // responsesDecoder turns the events of one streamed Responses API call into model events.
@@ -23,30 +24,19 @@ type responsesDecoder struct {
 	incomplete string         // its incomplete_details.reason
 	usage      runtime.Usage
 	haveUsage  bool
-	served     string // the model the response names
-	reported   bool   // served went out
+	served     provider.Served // the model the response names
 	// failure is the call's error when the stream said it failed (response.failed, an
 	// error event): the decoder stops with it.
 	failure *ProviderError
 }
 
 // send yields ev, after the report of the served model when it is the first event.
-func (d *responsesDecoder) send(ev runtime.ModelEvent) bool {
-	if !d.reported && d.served != "" {
-		d.reported = true
-		if !d.yield(runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: d.served}) {
-			return false
-		}
-	}
-	return d.yield(ev)
-}
+func (d *responsesDecoder) send(ev runtime.ModelEvent) bool { return d.served.Send(d.yield, ev) }
 
 // event handles one event; it returns false when the stream is to stop: the consumer
 // stopped, or the stream said the call failed (d.failure).
 func (d *responsesDecoder) event(ev responses.ResponseStreamEventUnion) bool {
-	if d.served == "" {
-		d.served = string(ev.Response.Model) // response.created, and the final events
-	}
+	d.served.Named(string(ev.Response.Model)) // response.created, and the final events
 	switch ev.Type {
 	case "response.output_item.added":
 		if it := ev.Item; it.Type == "function_call" {

@@ -49,16 +49,9 @@ var responsesAdapter = providertest.Adapter{
 	Unauthorized: adapter.Unauthorized,
 }
 
-func TestResponsesNew(t *testing.T) { inResponses(t); providertest.TestNew(t, responsesAdapter) }
-func TestResponsesRetries(t *testing.T) {
+func TestResponsesShared(t *testing.T) {
 	inResponses(t)
-	providertest.TestRetries(t, responsesAdapter)
-}
-func TestResponsesStalls(t *testing.T) { inResponses(t); providertest.TestStalls(t, responsesAdapter) }
-func TestResponsesCancel(t *testing.T) { inResponses(t); providertest.TestCancel(t, responsesAdapter) }
-func TestResponsesKeyNotInErrors(t *testing.T) {
-	inResponses(t)
-	providertest.TestKeyNotInErrors(t, responsesAdapter)
+	providertest.TestShared(t, responsesAdapter)
 }
 
 // reasoningItem is the reasoning state the adapter records for one reasoning item.

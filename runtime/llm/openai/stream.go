@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/runtime/llm/internal/provider"
 )
 
 // decoder turns the chunks of one streamed call into model events. The finish reason
@@ -23,27 +24,16 @@ type decoder struct {
 	calls     bool   // a tool call was streamed
 	usage     runtime.Usage
 	haveUsage bool
-	served    string // the first model a chunk named
-	reported  bool   // served went out
+	served    provider.Served // the first model a chunk named
 }
 
 // send yields ev, after the report of the served model when it is the first event.
-func (d *decoder) send(ev runtime.ModelEvent) bool {
-	if !d.reported && d.served != "" {
-		d.reported = true
-		if !d.yield(runtime.ModelEvent{Kind: runtime.ModelResponseInfo, Index: -1, Name: d.served}) {
-			return false
-		}
-	}
-	return d.yield(ev)
-}
+func (d *decoder) send(ev runtime.ModelEvent) bool { return d.served.Send(d.yield, ev) }
 
 // chunk handles one chunk; it returns false when the consumer stopped.
 func (d *decoder) chunk(c oai.ChatCompletionChunk) bool {
-	if d.served == "" {
-		// Some servers leave the model out of the chunks that carry no choice.
-		d.served = c.Model
-	}
+	// Some servers leave the model out of the chunks that carry no choice.
+	d.served.Named(c.Model)
 	if c.JSON.Usage.Valid() {
 		d.usage, d.haveUsage = usage(c.Usage), true
 	}
