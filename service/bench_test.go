@@ -266,11 +266,11 @@ func runOnce(ctx context.Context, c agentdv1.AgentServiceClient, keep func(*agen
 			return st, err
 		}
 		st.events++
-		switch k := resp.GetEvent().GetKind().(type) {
-		case *agentdv1.RunEvent_TextDelta, *agentdv1.RunEvent_ReasoningDelta, *agentdv1.RunEvent_ToolCallArgsDelta:
+		if isDelta(resp) {
 			st.deltas++
-		case *agentdv1.RunEvent_RunFinished:
-			st.finished = k.RunFinished
+		}
+		if fin := resp.GetEvent().GetRunFinished(); fin != nil {
+			st.finished = fin
 		}
 		if keep != nil {
 			keep(resp)
@@ -321,22 +321,49 @@ func sameSizes(captured []*agentdv1.RunResponse, got []int) error {
 }
 
 // replayServer is a bare AgentService: Run answers the start message with the
-// responses of a real run, verbatim, and ends.
+// responses of a real run, verbatim, and ends. With a pace, it sends a delta at most
+// every pace, as the paced workload model streams them.
 type replayServer struct {
 	agentdv1.UnimplementedAgentServiceServer
 	responses []*agentdv1.RunResponse
+	pace      time.Duration
 }
 
 func (s *replayServer) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) error {
 	if _, err := stream.Recv(); err != nil {
 		return err
 	}
+	var next time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for _, r := range s.responses {
+		if s.pace > 0 && isDelta(r) {
+			if next.IsZero() {
+				next = time.Now()
+			} else if wait := time.Until(next); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-stream.Context().Done():
+					return stream.Context().Err()
+				}
+			}
+			next = next.Add(s.pace)
+		}
 		if err := stream.Send(r); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// isDelta reports whether r is a delta event.
+func isDelta(r *agentdv1.RunResponse) bool {
+	switch r.GetEvent().GetKind().(type) {
+	case *agentdv1.RunEvent_TextDelta, *agentdv1.RunEvent_ReasoningDelta, *agentdv1.RunEvent_ToolCallArgsDelta:
+		return true
+	}
+	return false
 }
 
 // cpuTime returns the process's CPU time so far, user and system.
