@@ -55,6 +55,13 @@ func BenchmarkPacedLoad(b *testing.B) {
 	if _, err := runOnce(b.Context(), full, func(r *agentdv1.RunResponse) { captured = append(captured, r) }); err != nil {
 		b.Fatal(err)
 	}
+	// A client receives the model's deltas, however many events carry them: counted by
+	// their text, at the run's mean bytes a delta.
+	var text int
+	for _, r := range captured {
+		text += deltaBytes(r)
+	}
+	perDelta := float64(text) / float64(size.Deltas())
 
 	st := memory.New(memory.Options{})
 	agentd := dialLoopback(b, serveLoopback(b, newWorkloadService(b, size, nil, func(c *service.Config) {
@@ -66,9 +73,9 @@ func BenchmarkPacedLoad(b *testing.B) {
 
 	for b.Loop() {
 		// The bare stream first: agentd's store keeps what its runs journaled.
-		r := pacedWindow(b, bare, streams, pace, window, "")
+		r := pacedWindow(b, bare, streams, pace, window, perDelta, "")
 		stored := st.Bytes()
-		a := pacedWindow(b, agentd, streams, pace, window, os.Getenv("AGENTD_BENCH_PACED_CPUPROFILE"))
+		a := pacedWindow(b, agentd, streams, pace, window, perDelta, os.Getenv("AGENTD_BENCH_PACED_CPUPROFILE"))
 		stored = st.Bytes() - stored
 		b.ReportMetric(a.usPerDelta(), "agentd_µs/delta")
 		b.ReportMetric(r.usPerDelta(), "bare_µs/delta")
@@ -76,6 +83,7 @@ func BenchmarkPacedLoad(b *testing.B) {
 		b.ReportMetric(a.cpu.Seconds()/window.Seconds(), "agentd_cores")
 		b.ReportMetric(float64(a.deltas)/window.Seconds(), "agentd_deltas/s")
 		b.ReportMetric(float64(r.deltas)/window.Seconds(), "bare_deltas/s")
+		b.ReportMetric(float64(a.events)/float64(max(a.deltas, 1)), "agentd_events/delta")
 		b.ReportMetric(a.perStream/1024, "agentd_KiB/stream")
 		// Of which the store's copy of the runs' events, finished runs' included, which
 		// it keeps up to its bound (64 MiB).
@@ -100,8 +108,8 @@ func pacedAgents(tb testing.TB, size workload.Size, pace int) *agents.Registry {
 
 // pacedSample is what one window of paced load cost.
 type pacedSample struct {
-	deltas int64
-	cpu    time.Duration
+	deltas, events int64 // the model's deltas, and the delta events that carried them
+	cpu            time.Duration
 	// perStream is the memory the load held at the window's end, heap and stacks after a
 	// collection, above what the process held before the streams started, per stream.
 	perStream  float64
@@ -113,18 +121,19 @@ func (s pacedSample) usPerDelta() float64 {
 }
 
 // pacedWindow keeps streams Run streams going on c, one run after another on each, and
-// measures the deltas received and the CPU spent over window, after a warm-up of two
-// seconds, writing a CPU profile of the window to profile unless it is empty. Each stream
-// starts at a random point of the pace's period, so that the streams' deltas do not come
-// in step.
-func pacedWindow(b *testing.B, c agentdv1.AgentServiceClient, streams, pace int, window time.Duration, profile string) pacedSample {
+// measures the deltas received (counted by their text, perDelta bytes each) and the CPU
+// spent over window, after a warm-up of two seconds, writing a CPU profile of the window
+// to profile unless it is empty. Each stream starts at a random point of the pace's
+// period, so that the streams' deltas do not come in step.
+func pacedWindow(b *testing.B, c agentdv1.AgentServiceClient, streams, pace int, window time.Duration, perDelta float64, profile string) pacedSample {
 	ctx, cancel := context.WithCancel(b.Context())
 	idle := liveMemory()
 	g0 := goruntime.NumGoroutine()
-	var deltas atomic.Int64
+	var bytes, events atomic.Int64
 	count := func(r *agentdv1.RunResponse) {
-		if isDelta(r) {
-			deltas.Add(1)
+		if n := deltaBytes(r); n > 0 {
+			bytes.Add(int64(n))
+			events.Add(1)
 		}
 	}
 	var wg sync.WaitGroup
@@ -153,9 +162,9 @@ func pacedWindow(b *testing.B, c agentdv1.AgentServiceClient, streams, pace int,
 			b.Fatal(err)
 		}
 	}
-	d0, c0 := deltas.Load(), cpuTime()
+	b0, e0, c0 := bytes.Load(), events.Load(), cpuTime()
 	time.Sleep(window)
-	s := pacedSample{deltas: deltas.Load() - d0, cpu: cpuTime() - c0}
+	s := pacedSample{deltas: int64(float64(bytes.Load()-b0) / perDelta), events: events.Load() - e0, cpu: cpuTime() - c0}
 	if profile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -180,4 +189,10 @@ func liveMemory() int64 {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse + ms.StackInuse)
+}
+
+// deltaBytes returns the length of r's delta text, 0 for an event that is not a delta.
+func deltaBytes(r *agentdv1.RunResponse) int {
+	ev := r.GetEvent()
+	return len(ev.GetTextDelta().GetDelta()) + len(ev.GetReasoningDelta().GetDelta()) + len(ev.GetToolCallArgsDelta().GetDelta())
 }
