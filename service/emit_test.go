@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -189,4 +193,77 @@ func TestDeltas_MergeOnlyForAClientBehind(t *testing.T) {
 			t.Logf("%d deltas in %d events", len(words), deltas)
 		})
 	}
+}
+
+// A model that streams at a pace, as providers do, leaves the store time to copy each
+// delta before the next comes. A client that is behind (here one that reads nothing
+// until the model has streamed 1,000 deltas, on a connection whose windows gRPC flow
+// control holds to 64 KiB) still gets the deltas merged: the store's copy leaves the tail
+// for the stream. Without merging, the model would be held back (backpressure: 64
+// events queued) before its 1,000th delta, and the client would start reading after a
+// 10 s wait.
+func TestDeltas_MergeForAClientBehindAPacedModel(t *testing.T) {
+	const n, behind = 3000, 1000
+	delta := strings.Repeat("x", 99) + " "
+	streamed := make(chan struct{})
+	step := rt.Step{Func: func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			for i := range n {
+				time.Sleep(20 * time.Microsecond) // the pace: the store is written to between deltas
+				if i == behind {
+					close(streamed)
+				}
+				if !yield(rt.Text(delta), nil) {
+					return
+				}
+			}
+			yield(rt.Finish(runtime.FinishStop), nil)
+		}
+	}}
+	srv := newTestServer(t, service.Config{}, scripted{name: "teller", model: &rt.Model{Steps: []rt.Step{step}}})
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return srv.Dial(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Fixed windows: no growing them as the client reads (BDP estimation).
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := agentdv1.NewAgentServiceClient(conn).StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("teller", "a story")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-streamed:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the model was held back before its %dth delta", behind)
+	}
+	var text strings.Builder
+	events, most := 0, 0 // delta events, and the most deltas one carried
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv after %d delta events: %v", events, err)
+		}
+		if d := resp.GetEvent().GetTextDelta(); d != nil {
+			events++
+			most = max(most, len(d.GetDelta())/len(delta))
+			text.WriteString(d.GetDelta())
+		}
+		if resp.GetEvent().GetRunFinished() != nil {
+			break
+		}
+	}
+	if text.String() != strings.Repeat(delta, n) {
+		t.Fatalf("the deltas read make %d bytes, want %d", text.Len(), n*len(delta))
+	}
+	// What gRPC's windows and buffers held went out as it came, one event a delta; the
+	// deltas after merged, up to coalesceMax (1 KiB, ten deltas) an event, while the
+	// client was behind. Once the client reads, it keeps up, and gets every delta as it
+	// comes.
+	if most < 5 {
+		t.Errorf("no delta event carried more than %d deltas", most)
+	}
+	t.Logf("%d deltas in %d events, at most %d in one", n, events, most)
 }

@@ -105,8 +105,9 @@ type journal struct {
 	storedChanged chan struct{}
 
 	// open is the last event, a delta not yet marshaled into a frame (seq last): no
-	// reader and not the store has taken it yet, so the next delta of its block merges
-	// into it (mergeDelta). Taking it seals it (sealLocked).
+	// reader has taken it yet, so the next delta of its block merges into it
+	// (mergeDelta). Taking it seals it (sealLocked); the store takes it only sealed
+	// (unstored).
 	open *openDelta
 
 	// last is the seq of the last frame; stored, of the last frame in the store.
@@ -253,13 +254,28 @@ func (j *journal) trimLocked() {
 	}
 }
 
-// unstored returns the frames not yet in the store, and the seq of the first.
+// unstored returns the frames not yet in the store, and the seq of the first. The open
+// tail is left out, so that the next deltas of its block still merge into it until a
+// stream takes it: the store taking each delta as it comes would keep a client that is
+// behind from ever getting them merged when the model streams at a provider's pace.
+// The store gets the tail once it is sealed (by the next event, a reader, or seal), at
+// once in a gated journal, whose readers wait for the store.
 func (j *journal) unstored() (first int64, frames []frame) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.sealLocked()
+	if j.gated {
+		j.sealLocked()
+	}
 	first = j.stored.Load() + 1
 	return first, slices.Clone(j.frames[first-j.first:])
+}
+
+// seal makes the open tail a frame, for someone who waits until the store has every
+// frame journaled.
+func (j *journal) seal() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.sealLocked()
 }
 
 // storedUpTo records that the store has every frame up to seq.

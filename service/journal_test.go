@@ -61,7 +61,8 @@ func TestJournal_DeltasMergeUntilTaken(t *testing.T) {
 }
 
 // Only deltas of the same kind and block merge, never past coalesceMax, and never
-// across another event; the store's copy (unstored) takes the tail as a reader does.
+// across another event. The store's copy (unstored) leaves the open tail, which still
+// merges (see TestJournal_StoreLeavesTheOpenTail).
 func TestJournal_WhatDoesNotMerge(t *testing.T) {
 	j := newJournal(nil, false)
 	openText(j, 1, "m1", "a")
@@ -87,12 +88,9 @@ func TestJournal_WhatDoesNotMerge(t *testing.T) {
 		t.Error("a delta merged across another event")
 	}
 	openText(j, 6, "m2", "z")
-	first, frames := j.unstored()
-	if first != 1 || len(frames) != 6 {
-		t.Fatalf("unstored = %d frames from %d, want 6 from 1", len(frames), first)
-	}
+	j.seal()
 	if j.mergeDelta(textDelta, "m2", "!") {
-		t.Error("a delta merged into one the store took")
+		t.Error("a delta merged into a sealed one")
 	}
 	var texts []string
 	for _, ev := range readAll(t, j, 0) {
@@ -100,5 +98,37 @@ func TestJournal_WhatDoesNotMerge(t *testing.T) {
 	}
 	if got := strings.Join(texts, "|"); got != "a|b|"+big+"|y||z" {
 		t.Errorf("the journal's deltas are %.40q…, want each as journaled", got)
+	}
+}
+
+// The store's copy leaves the open tail of a journal that is not gated, so that deltas
+// still merge for a stream behind however often the store is written to; it takes the
+// tail once sealed. A gated journal's store takes the tail at once: its readers wait
+// for the store.
+func TestJournal_StoreLeavesTheOpenTail(t *testing.T) {
+	j := newJournal(nil, false)
+	openText(j, 1, "m1", "Once ")
+	if first, frames := j.unstored(); first != 1 || len(frames) != 0 {
+		t.Fatalf("unstored = %d frames from %d with only an open tail, want none from 1", len(frames), first)
+	}
+	if !openText(j, 0, "m1", "upon ") {
+		t.Fatal("a delta did not merge into the tail the store left")
+	}
+	j.seal()
+	first, frames := j.unstored()
+	if first != 1 || len(frames) != 1 {
+		t.Fatalf("unstored = %d frames from %d after seal, want 1 from 1", len(frames), first)
+	}
+	if ev, err := eventOf(frames[0]); err != nil || ev.GetTextDelta().GetDelta() != "Once upon " {
+		t.Fatalf("the store got %v (%v), want the merged delta", ev, err)
+	}
+
+	g := newJournal(nil, true)
+	openText(g, 1, "m1", "Once ")
+	if _, frames := g.unstored(); len(frames) != 1 {
+		t.Fatalf("a gated journal's unstored = %d frames with an open tail, want 1", len(frames))
+	}
+	if openText(g, 0, "m1", "upon ") {
+		t.Error("a delta merged into a gated journal's tail the store took")
 	}
 }

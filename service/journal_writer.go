@@ -157,6 +157,7 @@ func (w *journalWriter) storedThrough(ss *session, seq int64) error {
 		if failed != nil {
 			return failed
 		}
+		ss.journal.seal()
 		ss.mu.Lock()
 		moved := ss.moved
 		if !moved {
