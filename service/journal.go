@@ -258,8 +258,10 @@ func (j *journal) trimLocked() {
 // tail is left out, so that the next deltas of its block still merge into it until a
 // stream takes it: the store taking each delta as it comes would keep a client that is
 // behind from ever getting them merged when the model streams at a provider's pace.
-// The store gets the tail once it is sealed (by the next event, a reader, or seal), at
-// once in a gated journal, whose readers wait for the store.
+// The store gets the tail once it is sealed and the writer is next marked: by the next
+// event, or by seal for someone who waits for the store (storedThrough); a tail a reader
+// sealed waits for either, kept in memory (trimLocked keeps what is not stored). A gated
+// journal, whose readers wait for the store, gives it the tail at once.
 func (j *journal) unstored() (first int64, frames []frame) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -19,11 +19,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newModel returns a model of adapter.Model with cfg's other settings, on a fake server
-// that answers with replies.
+// newModel returns a model with cfg's settings on a fake server that answers with
+// replies.
 func newModel(t *testing.T, cfg anthropic.Config, replies ...ssetest.Reply) (*anthropic.Model, *ssetest.Server) {
+	t.Helper()
 	srv := ssetest.New(t, adapter.Path, replies...)
-	cfg.Model = adapter.Model
+	if cfg.Model == "" {
+		cfg.Model = adapter.Model
+	}
 	cfg.BaseURL, cfg.APIKey, cfg.HTTPClient = srv.URL, providertest.Key, srv.Client()
 	return providertest.Must[*anthropic.Model](t)(anthropic.New(cfg)), srv
 }

@@ -22,6 +22,7 @@ func TestMain(m *testing.M) {
 // newModel returns a model with cfg's settings on a fake server that answers with
 // replies.
 func newModel(t *testing.T, cfg openai.Config, replies ...ssetest.Reply) (*openai.Model, *ssetest.Server) {
+	t.Helper()
 	srv := ssetest.New(t, adapter.Path, replies...)
 	if cfg.Model == "" {
 		cfg.Model = adapter.Model

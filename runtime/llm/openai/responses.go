@@ -248,6 +248,9 @@ func (m *Model) responsesOnce(ctx context.Context, params responses.ResponseNewP
 	var res *http.Response
 	d := responsesDecoder{yield: yield, calls: map[string]int{}}
 	stream := m.client.Responses.NewStreaming(ctx, params, option.WithResponseInto(&res))
-	// A stream that said the call failed stops with its failure kept in d.
-	return cmp.Or(provider.Read(stream, d.event, d.finish, func(err error) *ProviderError { return classify(err, res) }), d.failure)
+	if pe := provider.Read(stream, d.event, d.finish, func(err error) *ProviderError { return classify(err, res) }); pe != nil {
+		return pe
+	}
+	return d.failure // a stream that said the call failed stopped with its failure here
+
 }

@@ -17,6 +17,6 @@
 //     says served the call: the report of it, once, first, and not for a failed attempt.
 //   - [FuzzStream] feeds arbitrary bytes to Stream as the provider's SSE body.
 //
-// An adapter's test package calls each from a test of the same name, and [TestShared]
-// runs the five that need only the Adapter.
+// An adapter's test package calls [TestShared], which runs the five that need only the
+// Adapter as subtests, and each of the others from a test of the same name.
 package providertest

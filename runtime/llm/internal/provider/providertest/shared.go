@@ -6,10 +6,11 @@ import "testing"
 // its [Adapter]: [TestNew], [TestRetries], [TestStalls], [TestCancel] and
 // [TestKeyNotInErrors].
 func TestShared(t *testing.T, a Adapter) {
-	for name, test := range map[string]func(*testing.T, Adapter){
-		"New": TestNew, "Retries": TestRetries, "Stalls": TestStalls, "Cancel": TestCancel, "KeyNotInErrors": TestKeyNotInErrors,
-	} {
-		t.Run(name, func(t *testing.T) { test(t, a) })
+	for _, s := range []struct {
+		name string
+		test func(*testing.T, Adapter)
+	}{{"New", TestNew}, {"Retries", TestRetries}, {"Stalls", TestStalls}, {"Cancel", TestCancel}, {"KeyNotInErrors", TestKeyNotInErrors}} {
+		t.Run(s.name, func(t *testing.T) { s.test(t, a) })
 	}
 }
 
