@@ -97,7 +97,11 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 	case ss.moved:
 		err = errRunMoved
 	case !ss.journal.mergeDelta(kind, id, text):
-		err = ss.journalLocked(eventToProto(ev), true, true, kind, id, text)
+		// The journal's new open tail, marshaled when first taken (journal.openDelta).
+		pe := eventToProto(ev)
+		ss.stampLocked(pe, true)
+		ss.journal.openDelta(pe, kind, id, text)
+		ss.srv.writer.mark(ss)
 	}
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()

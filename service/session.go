@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
@@ -348,44 +347,21 @@ func (s *Server) unadmit(caller string) {
 }
 
 // sendLocked stamps one event and journals it (numbered), or queues it on every attached
-// stream with nothing else to send (unnumbered: a heartbeat). It never blocks: the order events are journaled in,
-// under mu, is the order every stream sends them in.
+// stream with nothing else to send (unnumbered: a heartbeat). It never blocks: the order
+// events are journaled in, under mu, is the order every stream sends them in. A delta the
+// journal may merge goes through sendDelta instead.
 func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
 	if ss.moved {
 		return errRunMoved // another replica runs it: this one adds nothing
 	}
-	// A delta goes into the delta before it when no stream has taken that one yet, or
-	// opens the journal's tail, marshaled when first taken (journal.openDelta).
-	kind, id, text, delta := deltaOf(ev)
-	delta = delta && numbered && !ss.srv.cfg.ExactDeltas && utf8.ValidString(text)
-	if delta && ss.journal.mergeDelta(kind, id, text) {
-		return nil
-	}
-	return ss.journalLocked(ev, numbered, delta, kind, id, text)
-}
-
-// journalLocked stamps ev (its seq when numbered, the run, the time) and journals it: a
-// delta (kind, id, text) as the journal's open tail, anything else marshaled, or, not
-// numbered, straight to the streams that are not behind.
-func (ss *session) journalLocked(ev *agentdv1.RunEvent, numbered, delta bool, kind deltaKind, id, text string) error {
-	now := ss.srv.now()
-	if numbered {
-		ss.seq++
-		ev.Seq = ss.seq
-	}
-	ev.RunId = ss.runID
-	ev.Time = timestamppb.New(now)
-	ss.lastSent = now
-	if delta {
-		ss.journal.openDelta(ev, kind, id, text)
-		ss.srv.writer.mark(ss)
-		return nil
-	}
+	ss.stampLocked(ev, numbered)
 	f, err := marshalFrame(ev)
 	if err != nil {
 		// Nothing agentd builds fails to marshal: a fault, which ends the run.
 		ss.srv.log.Error("marshaling an event failed", "run_id", ss.runID, "error", err)
-		ss.seq--
+		if numbered {
+			ss.seq--
+		}
 		return err
 	}
 	if !numbered {
@@ -400,6 +376,18 @@ func (ss *session) journalLocked(ev *agentdv1.RunEvent, numbered, delta bool, ki
 	ss.journal.append(f)
 	ss.srv.writer.mark(ss)
 	return nil
+}
+
+// stampLocked gives ev its seq when numbered, the run's id and the time.
+func (ss *session) stampLocked(ev *agentdv1.RunEvent, numbered bool) {
+	now := ss.srv.now()
+	if numbered {
+		ss.seq++
+		ev.Seq = ss.seq
+	}
+	ev.RunId = ss.runID
+	ev.Time = timestamppb.New(now)
+	ss.lastSent = now
 }
 
 // sendEvent journals one of the run's events. Called on the run's goroutine, it waits
