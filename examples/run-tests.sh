@@ -40,11 +40,7 @@ trap cleanup EXIT
 	exit 1
 }
 
-if [[ -z $bin ]]; then
-	echo "==> go build ./cmd/agentd"
-	bin=$tmp/agentd
-	go build -o "$bin" ./cmd/agentd
-fi
+agentd_build
 echo "==> npm ci (examples/typescript)"
 (cd examples/typescript && npm ci --no-audit --no-fund --loglevel=error)
 

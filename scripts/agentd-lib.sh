@@ -1,7 +1,16 @@
 # Starting and stopping a real agentd for the scripts that test clients against one
 # (examples/run-tests.sh, web/console/run-browser-tests.sh); sourced, not run. The caller
-# sets bin (the agentd binary), log (its log file) and who (its own name, for messages),
-# and has a failed array.
+# sets bin (the agentd binary, or empty for agentd_build to build one in $tmp), log (its log file)
+# and who (its own name, for messages), and has a failed array.
+
+# agentd_build builds agentd into $tmp unless bin already names a binary.
+agentd_build() {
+	if [[ -z $bin ]]; then
+		echo "==> go build ./cmd/agentd"
+		bin=$tmp/agentd
+		go build -o "$bin" ./cmd/agentd
+	fi
+}
 
 # agentd_start MSG FIELD ARGS...: starts $bin with ARGS, its stderr (JSON logs) in $log,
 # and waits for the log line MSG to give FIELD, the address it listens on: $addr. $pid is

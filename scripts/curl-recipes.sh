@@ -79,18 +79,7 @@ expect "save_note ran, and the run completed" resumed.json \
 
 header "AttachRun and SendRunInput: a run waits for an approval; curl watches it and approves"
 # The run's own client is a Run stream (here grpcurl's) that never answers.
-mkfifo first.in
-grpcurl -plaintext -d @ "$ADDR" agentd.v1.AgentService/Run <first.in >first.json &
-first=$!
-exec 3>first.in
-echo '{"clientSeq":1,"start":{"input":"save a note: buy milk"}}' >&3
-for _ in $(seq 100); do
-	jq -e -s 'any(.[]; .event | has("approvalRequested"))' first.json >/dev/null 2>&1 && break
-	sleep 0.1
-done
-run_id=$(jq -rs '.[0].event.runStarted.runId' first.json)
-approval_id=$(jq -rs 'map(.event.approvalRequested.approvalId // empty)[0]' first.json)
-[[ $approval_id == appr_* ]] || fail "the run asked no approval" first.json
+approval_waiting
 # What the README shows: attach from the start, and approve from another terminal.
 frame "{\"runId\":\"$run_id\"}" |
 	curl -sSN -H 'Content-Type: application/connect+json' --data-binary @- "$API/AttachRun" | unframe >attached.json &

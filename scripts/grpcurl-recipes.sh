@@ -135,19 +135,9 @@ expect_events "its run_finished is ExecuteRun's result" replay.json \
 
 header "Run: the run waits for an approval; a second client attaches, and approves with SendRunInput"
 # The first client keeps its stream open (no half-close) and never answers.
-mkfifo first.in
-grpcurl -plaintext -d @ "$ADDR" agentd.v1.AgentService/Run <first.in >first.json &
-first=$!
-exec 3>first.in
-echo '{"clientSeq":1,"start":{"input":"save a note: buy milk"}}' >&3
-for _ in $(seq 100); do
-	jq -e -s 'any(.[]; .event | has("approvalRequested"))' first.json >/dev/null 2>&1 && break
-	sleep 0.1
-done
+approval_waiting
 expect_events "the first client was asked to approve save_note" first.json \
 	'any(.[]; .event.approvalRequested.toolName == "save_note")'
-run_id=$(jq -rs '.[0].event.runStarted.runId' first.json)
-approval_id=$(jq -rs 'map(.event.approvalRequested.approvalId // empty)[0]' first.json)
 # Another terminal: attach after seq 1, then decide from a third.
 grpcurl -plaintext -d "{\"runId\":\"$run_id\",\"afterSeq\":\"1\"}" "$ADDR" agentd.v1.AgentService/AttachRun >second.json &
 second=$!

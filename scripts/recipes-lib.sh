@@ -38,3 +38,22 @@ expect_events() {
 	jq -e -s "$3" "$2" >/dev/null || fail "$1: jq -e -s '$3' is not true" "$2"
 	echo "ok: $1"
 }
+
+# approval_waiting: opens a Run stream (grpcurl's) that starts a run to save a note, and
+# then neither answers nor half-closes, and waits until the run asks its approval. The
+# stream's messages go to first.json, its pid is $first, and fd 3 holds its input open:
+# `exec 3>&-; wait "$first"` ends it. It sets run_id and approval_id.
+approval_waiting() {
+	mkfifo first.in
+	grpcurl -plaintext -d @ "$ADDR" agentd.v1.AgentService/Run <first.in >first.json &
+	first=$!
+	exec 3>first.in
+	echo '{"clientSeq":1,"start":{"input":"save a note: buy milk"}}' >&3
+	for _ in $(seq 100); do
+		jq -e -s 'any(.[]; .event | has("approvalRequested"))' first.json >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	run_id=$(jq -rs '.[0].event.runStarted.runId' first.json)
+	approval_id=$(jq -rs 'map(.event.approvalRequested.approvalId // empty)[0]' first.json)
+	[[ $approval_id == appr_* ]] || fail "the run asked no approval" first.json
+}

@@ -41,11 +41,7 @@ trap cleanup EXIT
 	exit 1
 }
 
-if [[ -z $bin ]]; then
-	echo "==> go build ./cmd/agentd"
-	bin=$tmp/agentd
-	go build -o "$bin" ./cmd/agentd
-fi
+agentd_build
 
 echo "==> start agentd"
 log=$tmp/agentd.log
