@@ -40,6 +40,7 @@ func (cfg config) checkLimits() []error {
 	positive("stall-timeout", cfg.stallTimeout)
 	positive("max-approval-timeout", cfg.maxApprovalTimeout)
 	atLeast("max-connections", cfg.maxConnections, 0, "; 0 turns the cap off")
+	atLeast("max-connections-per-ip", cfg.maxConnectionsPerIP, 0, "; 0 turns the cap off")
 	atLeast("max-streams-per-connection", cfg.maxStreamsPerConn, 1, "")
 	if cfg.maxStreamsPerConn > math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("--max-streams-per-connection (%d) must be at most %d", cfg.maxStreamsPerConn, uint32(math.MaxUint32)))
@@ -90,59 +91,110 @@ func transportOptions(cfg config) []grpc.ServerOption {
 	}
 }
 
-// limitConnections returns lis capped at limit open connections (see
-// [connLimitListener]), or lis itself when limit is 0. userTimeout, when positive, is the
-// TCP_USER_TIMEOUT of every connection it accepts (the keepalive timeout, as grpc.Server
-// would set it on a connection it sees unwrapped).
-func limitConnections(lis net.Listener, limit int, userTimeout time.Duration, log *slog.Logger) net.Listener {
-	if limit <= 0 {
+// limitConnections returns lis capped at limit open connections, and at perIP of them
+// from one IP address (see [connLimitListener]; 0: no cap), or lis itself with neither
+// cap. userTimeout, when positive, is the TCP_USER_TIMEOUT of every connection it
+// accepts (the keepalive timeout, as grpc.Server would set it on a connection it sees
+// unwrapped).
+func limitConnections(lis net.Listener, limit, perIP int, userTimeout time.Duration, log *slog.Logger) net.Listener {
+	if limit <= 0 && perIP <= 0 {
 		return lis
 	}
-	return &connLimitListener{Listener: lis, limit: int64(limit), userTimeout: userTimeout, log: log}
+	return &connLimitListener{Listener: lis, limit: int64(limit), perIP: perIP, userTimeout: userTimeout, log: log, byIP: map[string]int{}}
 }
 
 // connLimitListener is a net.Listener that keeps at most limit of the connections it
-// accepted open at once. A connection beyond it is closed as soon as it is accepted,
-// before any handshake: its client fails at once with UNAVAILABLE and may retry, or try
-// another replica. golang.org/x/net/netutil.LimitListener stops accepting instead, which
-// leaves new connections (a kubelet's probe among them) waiting unanswered in the kernel's
-// backlog until their clients time out. Accept and Close may be called from separate
-// goroutines, as grpc.Server does.
+// accepted open at once, and at most perIP from one IP address (0: no cap). A connection
+// beyond either is closed as soon as it is accepted, before any handshake: its client
+// fails at once with UNAVAILABLE and may retry, or try another replica.
+// golang.org/x/net/netutil.LimitListener stops accepting instead, which leaves new
+// connections (a kubelet's probe among them) waiting unanswered in the kernel's backlog
+// until their clients time out. Accept and Close may be called from separate goroutines,
+// as grpc.Server does.
 type connLimitListener struct {
 	net.Listener
 	limit       int64
+	perIP       int
 	userTimeout time.Duration
 	log         *slog.Logger
 	open        atomic.Int64
 	refused     atomic.Int64
+
+	mu   sync.Mutex
+	byIP map[string]int // only addresses with a connection open
 }
 
-// Accept returns the next connection under the cap, closing those beyond it.
+// Accept returns the next connection under the caps, closing those beyond them.
 func (l *connLimitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) <= l.limit {
+		ip := remoteIP(c)
+		why := l.admit(ip)
+		if why == "" {
 			if tc, ok := c.(*net.TCPConn); ok && l.userTimeout > 0 {
 				if err := setTCPUserTimeout(tc, l.userTimeout); err != nil {
 					l.log.Debug("setting TCP_USER_TIMEOUT failed", "error", err)
 				}
 			}
-			return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+			return &limitedConn{Conn: c, release: func() { l.release(ip) }}, nil
 		}
-		l.open.Add(-1)
 		_ = c.Close()
 		// Logged at the 1st, 2nd, 4th, 8th… refusal: a flood of connections cannot flood
 		// the log.
 		if n := l.refused.Add(1); n&(n-1) == 0 {
-			l.log.Warn("connection closed as soon as accepted: --max-connections connections are open", "max_connections", l.limit, "refused_total", n, "remote", c.RemoteAddr().String())
+			l.log.Warn("connection closed as soon as accepted: "+why, "max_connections", l.limit, "max_connections_per_ip", l.perIP, "refused_total", n, "remote", c.RemoteAddr().String())
 		}
 	}
 }
 
-// limitedConn gives its place under the cap back when it is first closed.
+// admit counts a connection from ip, or says which cap it is beyond.
+func (l *connLimitListener) admit(ip string) string {
+	if l.limit > 0 && l.open.Add(1) > l.limit {
+		l.open.Add(-1)
+		return "--max-connections connections are open"
+	}
+	if l.limit <= 0 {
+		l.open.Add(1)
+	}
+	if l.perIP > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.byIP[ip] >= l.perIP {
+			l.open.Add(-1)
+			return "--max-connections-per-ip connections from its address are open"
+		}
+		l.byIP[ip]++
+	}
+	return ""
+}
+
+// release gives back the places of a connection from ip.
+func (l *connLimitListener) release(ip string) {
+	l.open.Add(-1)
+	if l.perIP > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.byIP[ip]--; l.byIP[ip] <= 0 {
+			delete(l.byIP, ip)
+		}
+	}
+}
+
+// remoteIP is the IP address a connection comes from, without its port.
+func remoteIP(c net.Conn) string {
+	if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	if host, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
+		return host
+	}
+	return c.RemoteAddr().String()
+}
+
+// limitedConn gives its places under the caps back when it is first closed.
 type limitedConn struct {
 	net.Conn
 	once    sync.Once

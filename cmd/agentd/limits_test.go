@@ -464,7 +464,7 @@ func TestConnectionLimit(t *testing.T) {
 func TestConnLimitListenerCountsEachCloseOnce(t *testing.T) {
 	lis := listenLoopback(t)
 	defer lis.Close()
-	l := limitConnections(lis, 2, 0, slog.New(slog.DiscardHandler)).(*connLimitListener)
+	l := limitConnections(lis, 2, 0, 0, slog.New(slog.DiscardHandler)).(*connLimitListener)
 	for range 2 {
 		c, err := net.Dial("tcp", lis.Addr().String())
 		if err != nil {
@@ -489,7 +489,7 @@ func TestConnLimitListenerCountsEachCloseOnce(t *testing.T) {
 	if n := l.open.Load(); n != 0 {
 		t.Errorf("%d open after closing both, want 0", n)
 	}
-	if got := limitConnections(lis, 0, 0, nil); got != lis {
+	if got := limitConnections(lis, 0, 0, 0, nil); got != lis {
 		t.Error("--max-connections=0 wrapped the listener, want it as is")
 	}
 }
@@ -560,7 +560,7 @@ func TestConfigLimitDefaults(t *testing.T) {
 	want := config{
 		maxRuns: 1024, maxRunsPerCaller: 256, limitByPeerIP: false,
 		startTimeout: 30 * time.Second, stallTimeout: 2 * time.Minute, maxApprovalTimeout: 24 * time.Hour,
-		maxConnections: 4096, maxStreamsPerConn: 1024, handshakeTimeout: 20 * time.Second,
+		maxConnections: 4096, maxConnectionsPerIP: 1024, maxStreamsPerConn: 1024, handshakeTimeout: 20 * time.Second,
 		keepaliveMinTime: 5 * time.Second, keepaliveTime: time.Minute, keepaliveTimeout: 20 * time.Second,
 		maxConnIdle: 5 * time.Minute, maxConnAge: 0, maxConnAgeGrace: 0,
 		maxHealthWatches: 1024, maxHealthWatchesPeer: 64,
@@ -575,7 +575,7 @@ func limitsOf(cfg config) config {
 	return config{
 		maxRuns: cfg.maxRuns, maxRunsPerCaller: cfg.maxRunsPerCaller, limitByPeerIP: cfg.limitByPeerIP,
 		startTimeout: cfg.startTimeout, stallTimeout: cfg.stallTimeout, maxApprovalTimeout: cfg.maxApprovalTimeout,
-		maxConnections: cfg.maxConnections, maxStreamsPerConn: cfg.maxStreamsPerConn, handshakeTimeout: cfg.handshakeTimeout,
+		maxConnections: cfg.maxConnections, maxConnectionsPerIP: cfg.maxConnectionsPerIP, maxStreamsPerConn: cfg.maxStreamsPerConn, handshakeTimeout: cfg.handshakeTimeout,
 		keepaliveMinTime: cfg.keepaliveMinTime, keepaliveTime: cfg.keepaliveTime, keepaliveTimeout: cfg.keepaliveTimeout,
 		maxConnIdle: cfg.maxConnIdle, maxConnAge: cfg.maxConnAge, maxConnAgeGrace: cfg.maxConnAgeGrace,
 		maxHealthWatches: cfg.maxHealthWatches, maxHealthWatchesPeer: cfg.maxHealthWatchesPeer,
@@ -586,7 +586,7 @@ func TestConfigLimitsFromFlagsAndEnvironment(t *testing.T) {
 	want := config{
 		maxRuns: 100, maxRunsPerCaller: 7, limitByPeerIP: true,
 		startTimeout: 5 * time.Second, stallTimeout: 30 * time.Second, maxApprovalTimeout: time.Hour,
-		maxConnections: 10, maxStreamsPerConn: 20, handshakeTimeout: 3 * time.Second,
+		maxConnections: 10, maxConnectionsPerIP: 3, maxStreamsPerConn: 20, handshakeTimeout: 3 * time.Second,
 		keepaliveMinTime: 30 * time.Second, keepaliveTime: 2 * time.Minute, keepaliveTimeout: 10 * time.Second,
 		maxConnIdle: time.Hour, maxConnAge: 6 * time.Hour, maxConnAgeGrace: time.Minute,
 		maxHealthWatches: 50, maxHealthWatchesPeer: 5,
@@ -594,7 +594,7 @@ func TestConfigLimitsFromFlagsAndEnvironment(t *testing.T) {
 	args := []string{
 		"--max-runs=100", "--max-runs-per-caller=7", "--limit-by-peer-ip",
 		"--start-timeout=5s", "--stall-timeout=30s", "--max-approval-timeout=1h",
-		"--max-connections=10", "--max-streams-per-connection=20", "--handshake-timeout=3s",
+		"--max-connections=10", "--max-connections-per-ip=3", "--max-streams-per-connection=20", "--handshake-timeout=3s",
 		"--keepalive-min-time=30s", "--keepalive-time=2m", "--keepalive-timeout=10s",
 		"--max-connection-idle=1h", "--max-connection-age=6h", "--max-connection-age-grace=1m",
 		"--max-health-watches=50", "--max-health-watches-per-peer=5",
@@ -756,7 +756,7 @@ func TestConnLimitListenerSetsTCPUserTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitConnections(lis, 2, 20*time.Second, slog.New(slog.DiscardHandler))
+	l := limitConnections(lis, 2, 0, 20*time.Second, slog.New(slog.DiscardHandler))
 	defer l.Close()
 	client, err := net.Dial("tcp", lis.Addr().String())
 	if err != nil {

@@ -99,6 +99,7 @@ type config struct {
 
 	// Connections and streams (limits.go).
 	maxConnections       int
+	maxConnectionsPerIP  int
 	maxStreamsPerConn    int
 	handshakeTimeout     time.Duration
 	keepaliveMinTime     time.Duration
@@ -153,6 +154,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.rateBurst, "rate-burst", 100, "calls a caller may make at once, before --rate-limit paces it (the token bucket's size)")
 	fs.BoolVar(&cfg.limitByPeerIP, "limit-by-peer-ip", false, "apply --rate-limit and --max-runs-per-caller to callers without a token or client certificate by their IP address; without it they have no per-caller limit. Wrong behind a proxy or mesh sidecar, where every caller has the proxy's address")
 	fs.IntVar(&cfg.maxConnections, "max-connections", 4096, "connections open at once; one more is closed as soon as it is accepted (its client gets UNAVAILABLE); 0 turns the cap off")
+	fs.IntVar(&cfg.maxConnectionsPerIP, "max-connections-per-ip", 0, "connections open at once from one IP address, on each listener; one more is closed as soon as it is accepted (UNAVAILABLE); by default a quarter of --max-connections; 0 turns the cap off. Behind a proxy or mesh sidecar every caller has the proxy's address")
 	fs.IntVar(&cfg.maxStreamsPerConn, "max-streams-per-connection", 1024, "concurrent streams (RPCs) on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): gRPC clients queue the calls beyond it")
 	fs.DurationVar(&cfg.handshakeTimeout, "handshake-timeout", 20*time.Second, "how long a new connection has to finish its TLS and HTTP/2 handshake before it is closed")
 	fs.DurationVar(&cfg.keepaliveMinTime, "keepalive-min-time", 5*time.Second, "shortest interval between a client's keepalive pings; a client pinging more often is sent away (GOAWAY too_many_pings: its calls end UNAVAILABLE)")
@@ -199,6 +201,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	})
 	cfg.key = getenv("AGENTD_CONTINUATION_KEY")
+	if !set["max-connections-per-ip"] {
+		cfg.maxConnectionsPerIP = cfg.maxConnections / 4
+	}
 	if !set["max-runs-per-caller"] {
 		cfg.maxRunsPerCaller = max(1, cfg.maxRuns/4)
 	}
@@ -311,10 +316,14 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	}
 
 	served := make(chan error, 2)
-	go func() { served <- gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log)) }()
+	go func() {
+		served <- gs.Serve(limitConnections(lis, cfg.maxConnections, cfg.maxConnectionsPerIP, userTimeout(cfg), log))
+	}()
 	if hs != nil {
 		console := consoleURL(httpLis.Addr(), hs.TLSConfig != nil)
-		go func() { served <- serveHTTP(hs, limitConnections(httpLis, cfg.maxConnections, 0, log)) }()
+		go func() {
+			served <- serveHTTP(hs, limitConnections(httpLis, cfg.maxConnections, cfg.maxConnectionsPerIP, 0, log))
+		}()
 		log.Info("agentd HTTP listening", "http_addr", httpLis.Addr().String(), "console", console,
 			"cors_origins", corsOrigins(cfg.httpCORSOrigins))
 		if cfg.authTokensFile == "" && cfg.clientCA == "" && !isLoopback(httpLis.Addr()) {
@@ -324,7 +333,7 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 	log.Info("agentd listening", "addr", lis.Addr().String(),
 		"tls", cfg.tlsCert != "", "mtls", cfg.clientCA != "", "bearer_auth", cfg.authTokensFile != "",
 		"rate_limit", cfg.rateLimit, "max_runs_per_caller", cfg.maxRunsPerCaller, "limit_by_peer_ip", cfg.limitByPeerIP,
-		"max_connections", cfg.maxConnections, "store", storeName(cfg.store))
+		"max_connections", cfg.maxConnections, "max_connections_per_ip", cfg.maxConnectionsPerIP, "store", storeName(cfg.store))
 	if cfg.authTokensFile == "" && cfg.clientCA == "" && !isLoopback(lis.Addr()) {
 		log.Warn("no authentication: anyone who reaches " + lis.Addr().String() + " can run agents; set --auth-tokens-file (AGENTD_AUTH_TOKENS_FILE) or --client-ca, or listen on loopback")
 	}

@@ -157,7 +157,7 @@ type callerKey struct{}
 
 // The prefixes of the caller identities callerOf returns.
 const (
-	tokenCaller = "token:" // a bearer token of --auth-tokens-file, by a short hash
+	tokenCaller = "token:" // a bearer token of --auth-tokens-file, by its SHA-256
 	certCaller  = "cert:"  // a verified client certificate, by its common name or a hash
 	peerCaller  = "peer:"  // the peer's IP address: nothing vouches for it
 )
@@ -201,7 +201,7 @@ func transportIdentity(ctx context.Context) string {
 			return certCaller + cn
 		}
 		sum := sha256.Sum256(leaf.Raw)
-		return certCaller + hex.EncodeToString(sum[:4])
+		return certCaller + hex.EncodeToString(sum[:])
 	}
 	return peerCaller + peerAddress(ctx)
 }
@@ -226,7 +226,7 @@ func peerAddress(ctx context.Context) string {
 // the same time whatever the presented token's length.
 type bearerToken struct {
 	sum [sha256.Size]byte
-	id  string // tokenCaller and a short hash, what logs and limits name the caller by
+	id  string // tokenCaller and the whole SHA-256: what logs, limits and ownership name the caller by
 }
 
 // loadTokens reads a tokens file: one token per line; blank lines and lines starting with
@@ -244,7 +244,7 @@ func loadTokens(path string) ([]bearerToken, error) {
 			continue
 		}
 		sum := sha256.Sum256([]byte(line))
-		tokens = append(tokens, bearerToken{sum: sum, id: tokenCaller + hex.EncodeToString(sum[:4])})
+		tokens = append(tokens, bearerToken{sum: sum, id: tokenCaller + hex.EncodeToString(sum[:])})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("--auth-tokens-file %s: %w", path, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -735,10 +736,42 @@ func serveTest(t *testing.T, gs *grpc.Server, lis net.Listener, cfg config, log 
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, userTimeout(cfg), log))
+		_ = gs.Serve(limitConnections(lis, cfg.maxConnections, cfg.maxConnectionsPerIP, userTimeout(cfg), log))
 	}()
 	t.Cleanup(func() {
 		gs.Stop()
 		<-served
 	})
+}
+
+// Two tokens are two callers, however alike their digests: a pair whose SHA-256 shares
+// its first 32 bits (found in some tens of thousands of tries) was one caller when
+// identities were that short, and could attach to, decide for and delete each other's
+// runs and threads.
+func TestTokenIdentitiesAreWholeDigests(t *testing.T) {
+	seen := map[[4]byte]string{}
+	var a, b string
+	for i := 0; a == ""; i++ {
+		tok := fmt.Sprintf("tok-collide-%d", i)
+		sum := sha256.Sum256([]byte(tok))
+		prefix := [4]byte(sum[:4])
+		if other, ok := seen[prefix]; ok {
+			a, b = other, tok
+		}
+		seen[prefix] = tok
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(a+"\n"+b+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := loadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn := &authenticator{tokens: tokens}
+	idA, okA := authn.match(a)
+	idB, okB := authn.match(b)
+	if !okA || !okB || idA == idB {
+		t.Errorf("tokens %q and %q are callers %q and %q (%v, %v), want two callers", a, b, idA, idB, okA, okB)
+	}
 }
