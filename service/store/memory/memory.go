@@ -4,6 +4,7 @@ package memory
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"slices"
@@ -21,8 +22,12 @@ type Options struct {
 	// below them gets ErrExpired). 0 means 8 MiB; more than 1 GiB is taken as 1 GiB.
 	MaxRunBytes int64
 	// MaxBytes bounds everything the store holds (journals, specs and checkpoints,
-	// inputs, thread messages and grants): past it the finished runs that finished
-	// first go, then the threads idle the longest. 0 means 64 MiB.
+	// inputs, thread messages and grants). Past it the store lets go of what the owner
+	// holding the most bytes keeps (by Run.Owner and Thread.Owner; the anonymous are one
+	// owner): its finished runs that finished first, then its threads idle the longest,
+	// one at a time and each time of the owner then holding the most. One owner's churn
+	// so lets go of its own data before another's. A run going on never goes, though
+	// it counts toward its owner's bytes. 0 means 64 MiB.
 	MaxBytes int64
 	// Now is the clock, leases' included; nil means time.Now.
 	Now func() time.Time
@@ -39,6 +44,7 @@ type Store struct {
 	active  map[string]string // thread id → its unfinished exclusive run
 	grants  map[string]string // grant id → its thread id
 	bytes   int64             // what the runs and threads hold, counted as len of what they keep
+	owned   map[string]int64  // owner → its part of bytes; no entry for an owner of none
 }
 
 type run struct {
@@ -78,7 +84,7 @@ func New(opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{opts: opts, hub: watch.NewHub(), runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}, grants: map[string]string{}}
+	return &Store{opts: opts, hub: watch.NewHub(), runs: map[string]*run{}, threads: map[string]*thread{}, active: map[string]string{}, grants: map[string]string{}, owned: map[string]int64{}}
 }
 
 // lock takes the store's lock unless ctx is done.
@@ -113,7 +119,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, lease time.Duration)
 	r.Epoch, r.LeaseUntil, r.WakeAt = 1, now.Add(lease), time.Time{}
 	r.Spec = slices.Clone(r.Spec)
 	s.runs[r.ID] = &run{rec: r, first: 1, inputs: map[string]store.Input{}}
-	s.grewLocked(int64(len(r.Spec)))
+	s.grewLocked(r.Owner, int64(len(r.Spec)))
 	return nil
 }
 
@@ -140,7 +146,7 @@ func (s *Store) UpdateRun(ctx context.Context, l store.Lease, u store.Update) er
 	}
 	r.rec.Status, r.rec.WakeAt = u.Status, u.WakeAt
 	if u.Checkpoint != nil {
-		s.grewLocked(int64(len(u.Checkpoint) - len(r.rec.Checkpoint)))
+		s.grewLocked(r.rec.Owner, int64(len(u.Checkpoint)-len(r.rec.Checkpoint)))
 		r.rec.Checkpoint = slices.Clone(u.Checkpoint)
 	}
 	now := s.opts.Now()
@@ -312,7 +318,7 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 		}
 		r.rec.LastSeq += int64(len(b.Frames))
 		r.size += n
-		s.grewLocked(n)
+		s.grewLocked(r.rec.Owner, n)
 		r.trim(s.opts.MaxRunBytes, s)
 	}
 	s.hub.Notify(ids...)
@@ -327,7 +333,7 @@ func (r *run) trim(max int64, s *Store) {
 		n := int64(end - r.base)
 		r.base = end
 		r.size -= n
-		s.grewLocked(-n)
+		s.grewLocked(r.rec.Owner, -n)
 		dropped++
 	}
 	if dropped == 0 {
@@ -410,7 +416,7 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 	in.Order = r.order
 	in.Digest, in.Request, in.Answer = slices.Clone(in.Digest), slices.Clone(in.Request), slices.Clone(in.Answer)
 	r.inputs[in.Key] = in
-	s.grewLocked(inputBytes(in))
+	s.grewLocked(r.rec.Owner, inputBytes(in))
 	s.hub.Notify(store.InputPrefix + in.RunID)
 	return in, true, nil
 }
@@ -433,9 +439,11 @@ func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byt
 	if !ok {
 		return store.ErrNotFound
 	}
-	s.grewLocked(int64(len(answer) - len(in.Answer)))
+	n := int64(len(answer) - len(in.Answer))
 	in.Answer = slices.Clone(answer)
 	r.inputs[key] = in
+	// Counted once the input is kept: a finished run let go for it takes all of it.
+	s.grewLocked(r.rec.Owner, n)
 	s.hub.Notify(runID)
 	return nil
 }
@@ -554,7 +562,7 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 }
 
 func (s *Store) dropThreadLocked(t *thread) {
-	s.bytes -= t.rec.Bytes + t.grantBytes
+	s.countLocked(t.rec.Owner, -(t.rec.Bytes + t.grantBytes))
 	for _, g := range t.grants {
 		delete(s.grants, g.ID)
 	}
@@ -583,7 +591,7 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lea
 	t.rec.UpdatedAt = s.opts.Now()
 	// Counted once the thread is whole and updated now: what the bound lets go of
 	// then is the thread with all its messages, and the threads idle longer go first.
-	s.grewLocked(n)
+	s.grewLocked(t.rec.Owner, n)
 	return nil
 }
 
@@ -622,7 +630,7 @@ func (s *Store) PutGrant(ctx context.Context, g store.Grant) error {
 	s.grants[g.ID] = g.ThreadID
 	n := grantBytes(g)
 	t.grantBytes += n
-	s.grewLocked(n)
+	s.grewLocked(t.rec.Owner, n)
 	return nil
 }
 
@@ -656,7 +664,7 @@ func (s *Store) RevokeGrant(ctx context.Context, threadID, id string) error {
 	n := grantBytes(t.grants[i])
 	t.grants = slices.Delete(t.grants, i, i+1)
 	t.grantBytes -= n
-	s.bytes -= n
+	s.countLocked(t.rec.Owner, -n)
 	delete(s.grants, id)
 	return nil
 }
@@ -686,7 +694,7 @@ func (s *Store) dropRunLocked(r *run) {
 	for _, in := range r.inputs {
 		n += inputBytes(in)
 	}
-	s.bytes -= n
+	s.countLocked(r.rec.Owner, -n)
 	s.freeThreadLocked(r)
 	delete(s.runs, r.rec.ID)
 }
@@ -698,44 +706,105 @@ func (s *Store) freeThreadLocked(r *run) {
 	}
 }
 
-// grewLocked counts n more bytes held, and past MaxBytes lets go of the finished runs
-// that finished first, then of the threads idle the longest: never of a run going on.
-func (s *Store) grewLocked(n int64) {
+// countLocked counts n more bytes held for owner (fewer, for n < 0).
+func (s *Store) countLocked(owner string, n int64) {
 	s.bytes += n
+	if b := s.owned[owner] + n; b != 0 {
+		s.owned[owner] = b
+	} else {
+		delete(s.owned, owner)
+	}
+}
+
+// grewLocked counts n more bytes held for owner, and past MaxBytes lets go of the
+// finished runs, then the threads, of the owner holding the most, as MaxBytes says:
+// never of a run going on.
+func (s *Store) grewLocked(owner string, n int64) {
+	s.countLocked(owner, n)
 	if s.bytes <= s.opts.MaxBytes {
 		return
 	}
 	// Finished runs go until the store is an eighth under its bound: a store at its
 	// bound under load, where every append crosses it, then looks through its runs once
-	// an eighth of the bound was appended, not at every append.
+	// an eighth of the bound was appended, not at every append. Threads go only until
+	// it is under its bound.
 	low := s.opts.MaxBytes - s.opts.MaxBytes/8
-	var done []*run
+	byOwner := map[string]*holding{}
+	of := func(owner string) *holding {
+		h := byOwner[owner]
+		if h == nil {
+			h = &holding{owner: owner}
+			byOwner[owner] = h
+		}
+		return h
+	}
 	for _, r := range s.runs {
 		if r.rec.Status == store.Finished {
-			done = append(done, r)
+			h := of(r.rec.Owner)
+			h.runs = append(h.runs, r)
 		}
 	}
-	slices.SortFunc(done, func(a, b *run) int { return a.rec.FinishedAt.Compare(b.rec.FinishedAt) })
-	for _, r := range done {
-		if s.bytes <= low {
-			return
-		}
-		s.dropRunLocked(r)
-	}
-	if s.bytes <= s.opts.MaxBytes {
-		return
-	}
-	var idle []*thread
 	for _, t := range s.threads {
-		idle = append(idle, t)
+		h := of(t.rec.Owner)
+		h.threads = append(h.threads, t)
 	}
-	slices.SortFunc(idle, func(a, b *thread) int { return a.rec.UpdatedAt.Compare(b.rec.UpdatedAt) })
-	for _, t := range idle {
-		if s.bytes <= s.opts.MaxBytes {
-			return
+	owners := make(holdings, 0, len(byOwner))
+	for _, h := range byOwner {
+		slices.SortFunc(h.runs, func(a, b *run) int { return a.rec.FinishedAt.Compare(b.rec.FinishedAt) })
+		slices.SortFunc(h.threads, func(a, b *thread) int { return a.rec.UpdatedAt.Compare(b.rec.UpdatedAt) })
+		h.bytes = s.owned[h.owner]
+		owners = append(owners, h)
+	}
+	// A heap, not a scan of the owners at each run or thread let go: a store of many
+	// small owners lets go of many things in one pass.
+	heap.Init(&owners)
+	for len(owners) > 0 {
+		h := owners[0]
+		switch {
+		case len(h.runs) > 0:
+			if s.bytes <= low {
+				return
+			}
+			s.dropRunLocked(h.runs[0])
+			h.runs = h.runs[1:]
+		case len(h.threads) > 0:
+			if s.bytes <= s.opts.MaxBytes {
+				return
+			}
+			s.dropThreadLocked(h.threads[0])
+			h.threads = h.threads[1:]
+		default:
+			heap.Pop(&owners)
+			continue
 		}
-		s.dropThreadLocked(t)
+		h.bytes = s.owned[h.owner]
+		heap.Fix(&owners, 0)
 	}
+}
+
+// holding is what one owner may lose in a pass of grewLocked: its finished runs, the
+// first to finish first, and its threads, idle the longest first.
+type holding struct {
+	owner   string
+	bytes   int64 // the owner's part of Store.bytes
+	runs    []*run
+	threads []*thread
+}
+
+// holdings is a heap of owners, the one holding the most bytes on top.
+type holdings []*holding
+
+func (h holdings) Len() int { return len(h) }
+func (h holdings) Less(i, j int) bool {
+	return cmp.Or(cmp.Compare(h[j].bytes, h[i].bytes), cmp.Compare(h[i].owner, h[j].owner)) < 0
+}
+func (h holdings) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *holdings) Push(x any)   { *h = append(*h, x.(*holding)) }
+func (h *holdings) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Bytes returns what the store holds, as MaxBytes counts it.

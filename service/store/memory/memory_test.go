@@ -224,3 +224,58 @@ func TestBoundLeavesRoom(t *testing.T) {
 		t.Errorf("the store let go of runs at %d appends of 200, want a few", crossed)
 	}
 }
+
+// Past MaxBytes the owner holding the most lets go of its own data first: a caller that
+// writes thread after thread loses its oldest threads and runs, not another caller's
+// thread and finished run, however long that one was idle or finished.
+func TestChurnEvictsTheChurnersOwn(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	const maxBytes = 8 << 20
+	s := memory.New(memory.Options{MaxBytes: maxBytes, Now: func() time.Time { now = now.Add(time.Millisecond); return now }})
+	ctx := t.Context()
+	// write starts a run of owner's with events, appends a message to a new thread of
+	// owner's under it, and finishes the run.
+	write := func(owner, run, thread string, events, message int) {
+		t.Helper()
+		if err := s.CreateRun(ctx, store.Run{ID: run, ThreadID: thread, Owner: owner, Holder: "replica"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendEvents(ctx, []store.Events{{Lease: held(run), First: 1, Frames: [][]byte{bytes.Repeat([]byte{'e'}, events)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateThread(ctx, store.Thread{ID: thread, Owner: owner}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendMessages(ctx, thread, held(run), [][]byte{bytes.Repeat([]byte{'m'}, message)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateRun(ctx, held(run), store.Update{Status: store.Finished}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("token:a", "run_a", "thread_a", 1<<10, 1<<10)
+	for i := range 80 {
+		write("token:b", fmt.Sprintf("run_b%d", i), fmt.Sprintf("thread_b%d", i), 64<<10, 512<<10)
+	}
+	if _, err := s.GetThread(ctx, "thread_a"); err != nil {
+		t.Errorf("token:a's thread, after token:b's churn: %v", err)
+	}
+	if msgs, err := s.ThreadMessages(ctx, "thread_a", 0, 10); err != nil || len(msgs) != 1 {
+		t.Errorf("token:a's thread's messages: %d, %v; want 1", len(msgs), err)
+	}
+	if r, err := s.GetRun(ctx, "run_a"); err != nil || r.Status != store.Finished {
+		t.Errorf("token:a's finished run, after token:b's churn: %v, %v", r.Status, err)
+	}
+	if n := s.Bytes(); n > maxBytes {
+		t.Errorf("the store holds %d bytes, more than its %d", n, maxBytes)
+	}
+	if _, err := s.GetThread(ctx, "thread_b0"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("token:b's oldest thread: %v, want it let go", err)
+	}
+	if _, err := s.GetRun(ctx, "run_b0"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("token:b's first finished run: %v, want it let go", err)
+	}
+	if _, err := s.GetThread(ctx, "thread_b79"); err != nil {
+		t.Errorf("token:b's newest thread: %v", err)
+	}
+}
