@@ -1,15 +1,18 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +21,11 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/cors"
 	"connectrpc.com/vanguard"
-	"connectrpc.com/vanguard/vanguardgrpc"
 	rscors "github.com/rs/cors"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -40,20 +44,23 @@ import (
 // plaintext, ALPN with --tls-cert), which browsers cannot do: the console uses StartRun,
 // AttachRun and SendRunInput.
 
-// httpMaxMessageBytes is the largest message the HTTP listener buffers, either way, as its
-// JSON (larger than its protobuf encoding): four times --max-message-bytes. A finished
-// run's transcript larger than that reaches HTTP clients as RESOURCE_EXHAUSTED; gRPC
-// clients have no such bound on what agentd sends.
-func httpMaxMessageBytes(cfg config) uint32 {
-	return uint32(min(4*int64(cfg.maxMessageBytes), 1<<31))
-}
-
 // httpHandler returns what the HTTP listener serves: gs's services through vanguard, the
 // console for every other path, and CORS for the origins of --http-cors-origins (none by
 // default: browsers then reach agentd only from the console's own origin), behind
 // guardBrowsers. loopback says the listener is on a loopback address.
-func httpHandler(gs *grpc.Server, cfg config, loopback bool) (http.Handler, error) {
-	tc, err := vanguardgrpc.NewTranscoder(gs,
+func httpHandler(gs *grpc.Server, cfg config) (http.Handler, error) {
+	maxMessage := httpMaxMessageBytes(cfg)
+	var services []*vanguard.Service
+	for name := range gs.GetServiceInfo() {
+		services = append(services, vanguard.NewService(name, refuseHandler(gs)))
+	}
+	tc, err := vanguard.NewTranscoder(services,
+		// What vanguardgrpc.NewTranscoder sets, with refuseHandler before gs.
+		vanguard.WithDefaultServiceOptions(
+			vanguard.WithTargetCodecs(vanguard.CodecProto),
+			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
+			vanguard.WithMaxMessageBufferBytes(maxMessage),
+		),
 		vanguard.WithCodec(func(res vanguard.TypeResolver) vanguard.Codec {
 			// Zero values left out, as protojson does by default, so that what curl prints
 			// is what the run did; a field the message does not have is an error
@@ -64,16 +71,34 @@ func httpHandler(gs *grpc.Server, cfg config, loopback bool) (http.Handler, erro
 				UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},
 			}}
 		}),
-		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(httpMaxMessageBytes(cfg))),
+		vanguard.WithCompression(vanguard.CompressionGzip,
+			func() connect.Compressor { return gzip.NewWriter(io.Discard) },
+			func() connect.Decompressor { return &boundedGzip{limit: int64(maxMessage)} }),
 		vanguard.WithRules(plainJSONRules(gs)...),
 		vanguard.WithUnknownHandler(console.Handler()),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("--http-listen: %w", err)
 	}
+	bodies := &httpBodies{
+		maxMessage:   int64(maxMessage),
+		firstMessage: firstMessageTimeout(cfg.startTimeout),
+		needsToken:   rpcNeedsToken(gs),
+		gate:         semaphore.NewWeighted(transcodeBytes(cfg)),
+	}
+	if cfg.authTokensFile != "" {
+		tokens, err := loadTokens(cfg.authTokensFile)
+		if err != nil {
+			return nil, err
+		}
+		bodies.authn = &authenticator{tokens: tokens}
+	}
 	origins := corsOrigins(cfg.httpCORSOrigins)
-	unauthenticated := cfg.authTokensFile == "" && cfg.clientCA == ""
-	h := guardBrowsers(batchFlushes(tc, httpFlushDelay), origins, loopback && unauthenticated)
+	var hosts *allowedHosts
+	if cfg.authTokensFile == "" && cfg.clientCA == "" {
+		hosts = newAllowedHosts(cfg.httpListen, cfg.httpAllowedHosts)
+	}
+	h := guardBrowsers(bodies.wrap(batchFlushes(tc, httpFlushDelay)), origins, hosts)
 	if len(origins) == 0 {
 		return h, nil
 	}
@@ -86,6 +111,19 @@ func httpHandler(gs *grpc.Server, cfg config, loopback bool) (http.Handler, erro
 		MaxAge:         int((2 * time.Hour).Seconds()),
 	})
 	return c.Handler(h), nil
+}
+
+// rpcNeedsToken returns whether a request for path calls an RPC of gs that needs a token
+// (all but health and reflection, as on the gRPC listener).
+func rpcNeedsToken(gs *grpc.Server) func(path string) bool {
+	info := gs.GetServiceInfo()
+	return func(path string) bool {
+		svc, _, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		if _, known := info[svc]; !ok || !known {
+			return false // the console, or no RPC at all
+		}
+		return svc != healthpb.Health_ServiceDesc.ServiceName && !strings.HasPrefix(svc, "grpc.reflection.")
+	}
 }
 
 // jsonCodec is vanguard's JSON codec, except that JSON it cannot decode is the client's
@@ -146,6 +184,9 @@ func (cfg config) checkHTTP() []error {
 	var errs []error
 	if cfg.httpListen == "" && cfg.httpCORSOrigins != "" {
 		errs = append(errs, errors.New("--http-cors-origins needs --http-listen"))
+	}
+	if cfg.httpListen == "" && cfg.httpAllowedHosts != "" {
+		errs = append(errs, errors.New("--http-allowed-hosts needs --http-listen"))
 	}
 	for _, o := range corsOrigins(cfg.httpCORSOrigins) {
 		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
@@ -221,7 +262,7 @@ func listenHTTP(gs *grpc.Server, cfg config, log *slog.Logger) (*http.Server, ne
 	if err != nil {
 		return nil, nil, fmt.Errorf("--http-listen: %w", err)
 	}
-	h, err := httpHandler(gs, cfg, isLoopback(lis.Addr()))
+	h, err := httpHandler(gs, cfg)
 	if err != nil {
 		lis.Close()
 		return nil, nil, err
@@ -236,16 +277,16 @@ func listenHTTP(gs *grpc.Server, cfg config, log *slog.Logger) (*http.Server, ne
 //     one of the RPC protocols' (JSON, protobuf, Connect, gRPC, gRPC-Web): 415. A page may
 //     POST a form, text or no body type to any site without asking; the protocols' types
 //     need a CORS preflight, which only origins allow;
-//   - with hostCheck (the listener is on loopback and has no auth), a request for a Host
-//     that is not localhost or a loopback IP: 403. A site whose name a resolver points at
-//     127.0.0.1 (DNS rebinding) is then not served as if it were agentd's own page.
+//   - with hosts (the listener has no auth), a request for a Host that hosts does not
+//     allow: 403. A site whose name a resolver points at agentd's address (DNS
+//     rebinding) is then not served as if it were agentd's own page.
 //
 // curl and other clients that are not browsers send no Origin, and are not affected.
-func guardBrowsers(h http.Handler, origins []string, hostCheck bool) http.Handler {
+func guardBrowsers(h http.Handler, origins []string, hosts *allowedHosts) http.Handler {
 	anyOrigin := slices.Contains(origins, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hostCheck && !isLoopbackHost(r.Host) {
-			http.Error(w, fmt.Sprintf("agentd's HTTP listener is on a loopback address with no auth: it serves requests for localhost or a loopback IP, not for %q (a page of another site could reach it by its name); use http://localhost:PORT/, or set --auth-tokens-file", r.Host), http.StatusForbidden)
+		if hosts != nil && !hosts.allows(r.Host) {
+			http.Error(w, fmt.Sprintf("agentd's HTTP listener has no auth: it serves requests for localhost, an IP address, this machine's name or a name of --http-allowed-hosts, not for %q (a page of another site could reach it by that name); add the name to --http-allowed-hosts, or set --auth-tokens-file", r.Host), http.StatusForbidden)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !anyOrigin && !slices.Contains(origins, o) && !sameOrigin(o, r.Host) {
@@ -262,6 +303,69 @@ func guardBrowsers(h http.Handler, origins []string, hostCheck bool) http.Handle
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// allowedHosts are the Host names an HTTP listener without auth serves: localhost and
+// names under .localhost, every IP address (a page served from an address is of that
+// address's origin, which no other site can take), this machine's host name, the host
+// of --http-listen, and the names of --http-allowed-hosts: a name, ".example.com" for it
+// and every name under it, or * for any. It is safe for concurrent use.
+type allowedHosts struct {
+	any      bool
+	names    map[string]bool
+	suffixes []string
+}
+
+// newAllowedHosts returns the hosts a listener on listen, with the list extra (comma
+// separated), allows.
+func newAllowedHosts(listen, extra string) *allowedHosts {
+	a := &allowedHosts{names: map[string]bool{}}
+	add := func(name string) {
+		name = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(name)), ".")
+		switch {
+		case name == "":
+		case name == "*":
+			a.any = true
+		case strings.HasPrefix(name, "*."):
+			a.suffixes = append(a.suffixes, name[1:])
+		case strings.HasPrefix(name, "."):
+			a.names[name[1:]] = true
+			a.suffixes = append(a.suffixes, name)
+		default:
+			a.names[name] = true
+		}
+	}
+	if host, _, err := net.SplitHostPort(listen); err == nil {
+		add(host)
+	}
+	if h, err := os.Hostname(); err == nil {
+		add(h)
+	}
+	for name := range strings.SplitSeq(extra, ",") {
+		add(name)
+	}
+	return a
+}
+
+// allows reports whether a request for hostport (its Host header) is served.
+func (a *allowedHosts) allows(hostport string) bool {
+	if a.any || isLoopbackHost(hostport) {
+		return true
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if net.ParseIP(strings.Trim(host, "[]")) != nil || a.names[host] {
+		return true
+	}
+	for _, s := range a.suffixes {
+		if strings.HasSuffix(host, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameOrigin reports whether origin (scheme://host[:port]) names host, the request's

@@ -579,3 +579,49 @@ func TestHTTPRefusesWhatOtherSitesCanSend(t *testing.T) {
 		t.Errorf("with auth, another host name: %d %s, want 200", status, b)
 	}
 }
+
+// Without auth, the Host check holds on every address, not on loopback alone: a listener
+// on all addresses (or in a container published on 127.0.0.1) refuses a rebound name,
+// and serves localhost, IP addresses and the names of --http-allowed-hosts.
+func TestHTTPHostCheckOnEveryAddress(t *testing.T) {
+	_, port, _ := net.SplitHostPort(agentdtest.FreeAddr(t))
+	srv := startServe(t, []string{"--demo-delay=0", "--http-listen", "0.0.0.0:" + port, "--http-allowed-hosts", "agentd.example,.corp.example"}, slog.New(slog.DiscardHandler))
+	url := "http://127.0.0.1:" + port + "/agentd.v1.AgentService/ExecuteRun"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"rebound.example:" + port, http.StatusForbidden},
+		{"agentd.example.rebound.example", http.StatusForbidden},
+		{"localhost:" + port, http.StatusOK},
+		{"127.0.0.1:" + port, http.StatusOK},
+		{"[::1]:" + port, http.StatusOK},
+		{"192.0.2.7:" + port, http.StatusOK},
+		{"agentd.example:" + port, http.StatusOK},
+		{"corp.example", http.StatusOK},
+		{"a.corp.example:" + port, http.StatusOK},
+	} {
+		req, _ := http.NewRequestWithContext(srv.ctx, http.MethodPost, url, strings.NewReader(`{"start":{"input":"what is 2+2?"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Host = tc.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Host %s: %d %s, want %d", tc.host, resp.StatusCode, b, tc.want)
+		}
+	}
+}

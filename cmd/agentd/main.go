@@ -76,8 +76,9 @@ type config struct {
 	recordContent   bool
 
 	// The HTTP listener (http.go).
-	httpListen      string
-	httpCORSOrigins string
+	httpListen       string
+	httpCORSOrigins  string
+	httpAllowedHosts string
 
 	// The store of runs, journals and threads (store.go).
 	store              string
@@ -123,6 +124,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listen, "listen", "localhost:50051", "`address` to serve gRPC on")
 	fs.StringVar(&cfg.httpListen, "http-listen", "", "`address` to serve agentd over HTTP on as well (such as localhost:8080): the web console at /, and every RPC over the Connect protocol (plain JSON from curl), gRPC-Web and gRPC; without it none is served")
+	fs.StringVar(&cfg.httpAllowedHosts, "http-allowed-hosts", "", "`names` (comma-separated; .example.com for it and every name under it; * for any) that the HTTP listener serves requests for when it has no auth, besides localhost, IP addresses, this machine's name and the host of --http-listen: a page of another site whose name resolves to agentd's address (DNS rebinding) is refused")
 	fs.StringVar(&cfg.httpCORSOrigins, "http-cors-origins", "", "`origins` (comma-separated, such as https://console.example.com; * for any) whose web pages may call agentd over --http-listen; by default none, so only the console agentd serves itself can")
 	fs.StringVar(&cfg.config, "config", "", "agents `file` (YAML); without one agentd serves the built-in demo agent")
 	fs.StringVar(&cfg.model, "model", "", "`model` for the default agent, such as workload:medium (default: the configured one, or the demo model)")

@@ -112,6 +112,8 @@ func serverOptions(cfg config, log *slog.Logger, hookUnary []grpc.UnaryServerInt
 
 	opts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.StatsHandler(receivedStats{}),
+		grpc.InTapHandle(firstMessageTap(firstMessageTimeout(cfg.startTimeout), log)),
 		grpc.MaxRecvMsgSize(cfg.maxMessageBytes),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
