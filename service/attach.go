@@ -28,6 +28,17 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 	if after < 0 {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "after_seq", Description: "must not be negative"}})
 	}
+	caller := s.identity(ctx)
+	if caller != "" && !s.attachers.admit(caller, s.cfg.MaxAttachmentsPerCaller) {
+		return nil, nil, tooManyAttachments(fmt.Sprintf("caller %s has %d streams attached to runs, as many as the server allows one caller: attach once one of them ends", caller, s.cfg.MaxAttachmentsPerCaller), s.cfg.MaxAttachmentsPerCaller)
+	}
+	defer func() {
+		if err != nil {
+			s.attachers.release(caller)
+		} else {
+			o.release = func() { s.attachers.release(caller) }
+		}
+	}()
 	ref, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -69,6 +80,9 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 // attachLocked attaches a stream to a live run after seq after: its outbox sends the
 // attached event first, with the stream's attachment_id.
 func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send func(frame) error) (*outbox, error) {
+	if limit := ss.srv.cfg.MaxAttachmentsPerRun; len(ss.outs) >= limit {
+		return nil, tooManyAttachments(fmt.Sprintf("run %s has %d streams attached, as many as the server allows a run: attach once one of them ends", ss.runID, limit), limit)
+	}
 	id := ids.New("att")
 	ev := ss.attachedLocked(oldest)
 	ev.GetAttached().AttachmentId = id
@@ -80,6 +94,11 @@ func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send f
 	o.id = id
 	ss.outs[o] = struct{}{}
 	return o, nil
+}
+
+// tooManyAttachments refuses an attach past a limit.
+func tooManyAttachments(msg string, limit int) error {
+	return statusError(codes.ResourceExhausted, reasonTooManyAttachments, msg, map[string]string{"limit": strconv.Itoa(limit)})
 }
 
 // checkCursor refuses an after_seq past a run's last event or below its oldest kept.
@@ -146,6 +165,9 @@ func (k *keyedInputs) answered(key string, ack *agentdv1.InputAck, seq int64) {
 func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (*agentdv1.SendRunInputResponse, error) {
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
+	}
+	if fe := badIDs(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
 	var fe fieldErrors
 	if in.GetRunId() == "" {

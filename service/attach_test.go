@@ -382,3 +382,85 @@ func metaOf(err error) map[string]string {
 	}
 	return nil
 }
+
+// Streams attached to a run are bounded per run and per caller: five thousand of them,
+// each a goroutine and a cursor, once cost 131 MiB and ten thousand goroutines. One
+// past a limit is refused RESOURCE_EXHAUSTED naming it, and a stream let go frees its
+// place.
+func TestAttach_AttachmentsAreBounded(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Call(0, "echo", `{"step":0,"text":"hi"}`)}}
+	srv := newTestServer(t, service.Config{Identity: threadIdentity, MaxAttachmentsPerRun: 3, MaxAttachmentsPerCaller: 4},
+		scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}})
+	as := func(who string) context.Context { return metadata.AppendToOutgoingContext(t.Context(), "x-who", who) }
+	waiting := func(who string) string {
+		rc, err := srv.Client.Run(as(who))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := servicetest.NewStream(t, rc)
+		s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("asker", "echo hi")}})
+		return s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil }).GetRunId()
+	}
+	attach := func(ctx context.Context, id string) (context.CancelFunc, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		stream, err := srv.Client.AttachRun(ctx, &agentdv1.AttachRunRequest{RunId: id})
+		if err == nil {
+			_, err = stream.Recv() // attached, or the refusal
+		}
+		if err != nil {
+			cancel()
+		}
+		return cancel, err
+	}
+	wantRefused := func(what string, err error) {
+		t.Helper()
+		if code, reason, _ := errorInfo(err); code != codes.ResourceExhausted || reason != "TOO_MANY_ATTACHMENTS" {
+			t.Fatalf("%s: %v, want RESOURCE_EXHAUSTED TOO_MANY_ATTACHMENTS", what, err)
+		}
+	}
+	run := waiting("alice")
+	// The stream that started the run is one of its three.
+	var held []context.CancelFunc
+	for i := range 2 {
+		cancel, err := attach(as("alice"), run)
+		if err != nil {
+			t.Fatalf("attach %d: %v", i, err)
+		}
+		held = append(held, cancel)
+	}
+	_, err := attach(as("alice"), run)
+	wantRefused("a fourth stream on the run", err)
+	held[0]()
+	var cancel context.CancelFunc
+	for range 100 { // the freed place is given back once the stream's RPC has returned
+		if cancel, err = attach(as("alice"), run); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("attach after one let go: %v", err)
+	}
+	held[0] = cancel
+	other := waiting("alice")
+	for i := range 3 {
+		cancel, err := attach(as("alice"), other)
+		if i < 2 && err != nil {
+			t.Fatalf("alice's attachment %d: %v", 3+i, err)
+		}
+		if i == 2 {
+			wantRefused("alice's fifth attachment", err)
+			break
+		}
+		held = append(held, cancel)
+	}
+	if cancel, err := attach(as("bob"), run); err == nil || status.Code(err) != codes.NotFound {
+		t.Errorf("bob attaching to alice's run: %v, want NOT_FOUND", err)
+		if cancel != nil {
+			cancel()
+		}
+	}
+	for _, c := range held {
+		c()
+	}
+}

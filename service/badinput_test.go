@@ -128,3 +128,46 @@ func TestBadInput_HugeTranscriptNamesTheLimit(t *testing.T) {
 	small := newTestServer(t, service.Config{MaxTranscriptBytes: 1 << 10}).Client
 	wantViolation(t, refusal(t, small, servicetest.Input("", strings.Repeat("x", 2<<10))), "start.messages", "the limit is 1024")
 }
+
+// Ids are checked at the door, before any store sees them: a NUL, which PostgreSQL's
+// text columns cannot hold (its store read the failed statement as an outage, and the
+// client retried an UNAVAILABLE forever), or an id of a MiB, which every error and log
+// line quoted whole, is INVALID_ARGUMENT naming the field, whatever the store.
+func TestBadInput_IDsAreCheckedAtTheDoor(t *testing.T) {
+	c := newTestServer(t, service.Config{}).Client
+	long := strings.Repeat("x", 1<<20)
+	for _, id := range []string{"a\x00b", long} {
+		name := "NUL"
+		if id == long {
+			name = "1 MiB"
+		}
+		t.Run(name, func(t *testing.T) {
+			spec := servicetest.Input("", "hello")
+			spec.ThreadId = id
+			wantViolation(t, refusal(t, c, spec), "start.thread_id")
+			spec = servicetest.Input("", "hello")
+			spec.RequestId = id
+			wantViolation(t, refusal(t, c, spec), "start.request_id")
+			_, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{Input: "hello", RequestId: id}})
+			wantViolation(t, err, "start.request_id")
+			_, err = c.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: "r", ClientKey: id,
+				Input: &agentdv1.SendRunInputRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
+			wantViolation(t, err, "client_key")
+			_, err = c.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: id, ClientKey: "k",
+				Input: &agentdv1.SendRunInputRequest_Cancel{Cancel: &agentdv1.Cancel{}}})
+			wantViolation(t, err, "run_id")
+			_, err = c.GetThread(t.Context(), &agentdv1.GetThreadRequest{ThreadId: id})
+			wantViolation(t, err, "thread_id")
+			_, err = c.DeleteThread(t.Context(), &agentdv1.DeleteThreadRequest{ThreadId: id})
+			wantViolation(t, err, "thread_id")
+			if st := status.Convert(err); len(st.Message()) > 4<<10 {
+				t.Errorf("the refusal's message is %d bytes: it quotes the id whole", len(st.Message()))
+			}
+		})
+	}
+	t.Run("metadata", func(t *testing.T) {
+		spec := servicetest.Input("", "hello")
+		spec.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"k": structpb.NewStringValue(strings.Repeat("x", 64<<10))}}
+		wantViolation(t, refusal(t, c, spec), "start.metadata", "16384")
+	})
+}

@@ -245,6 +245,9 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 // read from the store), and returns the status its RPC ends with: OK once run_finished
 // went out.
 func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *outbox) error {
+	if o.release != nil {
+		defer o.release()
+	}
 	if ss != nil {
 		defer ss.detachOut(o)
 	} else {

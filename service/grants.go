@@ -194,6 +194,9 @@ func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantReques
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
+	if fe := badIDs(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
+	}
 	var fe fieldErrors
 	if in.GetThreadId() == "" {
 		fe.add("thread_id", "must be set")

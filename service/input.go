@@ -152,6 +152,11 @@ func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream st
 		ss.ackLocked(in, utf8Refusal(fe))
 		return true
 	}
+	if fe := badIDs(req); fe != nil {
+		// An id too long, or with a NUL: refused, and the run goes on.
+		ss.ackLocked(in, ackError(reasonInvalidID, "%s", fe.summary()))
+		return true
+	}
 	if ss.actLocked(in, req) {
 		return true
 	}

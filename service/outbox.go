@@ -35,6 +35,9 @@ type outbox struct {
 	j      *journal
 	send   func(frame) error
 	onFail func(error) // called once, on the sender's goroutine, when a send fails
+	// release gives back the caller's attachment (attach) once the stream is let go;
+	// nil for the stream that started the run.
+	release func()
 
 	mu        sync.Mutex
 	side      []frame     // unnumbered frames, sent before the journal's next

@@ -20,6 +20,7 @@ const (
 	reasonContinuationMismatch = "CONTINUATION_MISMATCH"
 	reasonTooManyRuns          = "TOO_MANY_RUNS"
 	reasonTooManyCallerRuns    = "TOO_MANY_RUNS_FOR_CALLER"
+	reasonTooManyAttachments   = "TOO_MANY_ATTACHMENTS"
 	reasonStreamBroken         = "STREAM_BROKEN"
 	reasonRunNotFound          = "RUN_NOT_FOUND"
 	reasonEventsExpired        = "EVENTS_EXPIRED"
@@ -69,4 +70,5 @@ const (
 	reasonInvalidToolResult = "INVALID_TOOL_RESULT"
 	reasonAlreadyAttached   = "ALREADY_ATTACHED"
 	reasonWakeFailed        = "WAKE_FAILED"
+	reasonInvalidID         = "INVALID_ID"
 )

@@ -25,6 +25,9 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if fe := takeInvalidUTF8(first); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
+	if fe := badIDs(first); fe != nil {
+		return invalidArgument(reasonInvalidArgument, fe)
+	}
 	send := func(f frame) error { return sendFrame(stream.Send, f) }
 	if at := first.GetAttach(); at != nil {
 		return s.attachRunStream(stream, at.GetRunId(), at.GetAfterSeq(), send)
@@ -95,6 +98,9 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
+	if fe := badIDs(in); fe != nil {
+		return invalidArgument(reasonInvalidArgument, fe)
+	}
 	send := func(f frame) error { return sendFrame(stream.Send, f) }
 	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart())
 	if ra, ok := errors.AsType[*resumedAlready](err); ok {
@@ -125,6 +131,9 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (*agentdv1.ExecuteRunResponse, error) {
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
+	}
+	if fe := badIDs(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
 	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart())
 	if ra, ok := errors.AsType[*resumedAlready](err); ok {
@@ -184,6 +193,9 @@ func (s *Server) executedAlready(ctx context.Context, id string) (*agentdv1.Exec
 func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStreamingServer[agentdv1.AttachRunResponse]) error {
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
+	}
+	if fe := badIDs(in); fe != nil {
+		return invalidArgument(reasonInvalidArgument, fe)
 	}
 	ss, o, err := s.attach(stream.Context(), in.GetRunId(), in.GetAfterSeq(), func(f frame) error { return sendFrame(stream.Send, f) })
 	if err != nil {

@@ -56,6 +56,13 @@ type Config struct {
 	// one caller cannot take every slot of MaxConcurrentRuns; past it its new runs get
 	// RESOURCE_EXHAUSTED. 0 means no limit per caller.
 	MaxRunsPerCaller int
+	// MaxAttachmentsPerRun bounds the streams attached to one run at once (AttachRun,
+	// Run streams that attach, the one that started it), and MaxAttachmentsPerCaller
+	// those of one caller, to any runs: each holds a goroutine and a cursor into the
+	// journal. One past either is refused RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS). 0
+	// means 64 a run and 256 a caller; an anonymous caller has no per-caller limit.
+	MaxAttachmentsPerRun    int
+	MaxAttachmentsPerCaller int
 	// Caller names who makes an RPC, from its context: per-caller limits and per-caller
 	// state (Request.Caller, which tools such as save_note keep notes apart by) key on
 	// it. An empty name is anonymous: no per-caller limit applies to it. Nil means every
@@ -150,9 +157,10 @@ type Server struct {
 	agents Agents
 	codec  *continuationCodec
 
-	active  atomic.Int64   // runs in progress
-	runs    sync.WaitGroup // one per run in progress
-	callers callerRuns     // runs in progress per caller
+	active    atomic.Int64   // runs in progress
+	runs      sync.WaitGroup // one per run in progress
+	callers   callerRuns     // runs in progress per caller
+	attachers callerRuns     // streams attached per caller
 
 	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
 	// admitMu is read-held while a run is counted in runs, and held while draining
@@ -204,6 +212,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 1024
+	}
+	if cfg.MaxAttachmentsPerRun <= 0 {
+		cfg.MaxAttachmentsPerRun = 64
+	}
+	if cfg.MaxAttachmentsPerCaller <= 0 {
+		cfg.MaxAttachmentsPerCaller = 256
 	}
 	if cfg.MaxClientTools <= 0 {
 		cfg.MaxClientTools = 64

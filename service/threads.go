@@ -173,6 +173,9 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
+	if fe := badIDs(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
+	}
 	if in.GetThreadId() == "" {
 		return nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "thread_id", Description: "must be set"}})
 	}
@@ -235,6 +238,9 @@ func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsReques
 func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequest) (*agentdv1.DeleteThreadResponse, error) {
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
+	}
+	if fe := badIDs(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
 	th, err := s.thread(ctx, in.GetThreadId())
 	if err != nil {

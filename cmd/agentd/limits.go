@@ -36,6 +36,8 @@ func (cfg config) checkLimits() []error {
 	}
 	atLeast("max-runs", cfg.maxRuns, 1, "")
 	atLeast("max-runs-per-caller", cfg.maxRunsPerCaller, 0, "; 0 turns the limit off")
+	atLeast("max-attachments-per-run", cfg.maxAttachPerRun, 1, "")
+	atLeast("max-attachments-per-caller", cfg.maxAttachPerCaller, 1, "")
 	positive("start-timeout", cfg.startTimeout)
 	positive("stall-timeout", cfg.stallTimeout)
 	positive("max-approval-timeout", cfg.maxApprovalTimeout)

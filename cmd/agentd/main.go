@@ -94,6 +94,8 @@ type config struct {
 
 	// Runs (service.Config).
 	maxRunsPerCaller   int
+	maxAttachPerRun    int
+	maxAttachPerCaller int
 	startTimeout       time.Duration
 	stallTimeout       time.Duration
 	maxApprovalTimeout time.Duration
@@ -132,6 +134,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.drainPeriod, "drain-period", 20*time.Second, "after SIGTERM, how long running runs may take before they end SHUTDOWN with a continuation")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGTERM, how long until the process exits whatever is still open (longer than --drain-period)")
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.maxAttachPerRun, "max-attachments-per-run", 64, "streams attached to one run at once (AttachRun, Run streams that attach, the one that started it); one more is refused with RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS)")
+	fs.IntVar(&cfg.maxAttachPerCaller, "max-attachments-per-caller", 256, "streams one caller (bearer token or client certificate) has attached to runs at once; one more is refused with RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS)")
 	fs.IntVar(&cfg.maxRunsPerCaller, "max-runs-per-caller", 0, "runs in progress at most of one caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP); more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off (default a quarter of --max-runs)")
 	fs.DurationVar(&cfg.startTimeout, "start-timeout", 30*time.Second, "how long a Run stream may stay open without its start message; then it ends DEADLINE_EXCEEDED")
 	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the stream is let go and the run goes on (under on_disconnect CANCEL the run ends FAILED, CLIENT_STALLED, with its transcript)")
@@ -459,9 +463,11 @@ func (d *daemon) close() error {
 // callerOf, anonymous ones too.
 func serviceLimits(cfg config) service.Config {
 	return service.Config{
-		MaxConcurrentRuns: cfg.maxRuns,
-		MaxRunsPerCaller:  cfg.maxRunsPerCaller,
-		Caller:            func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
+		MaxConcurrentRuns:       cfg.maxRuns,
+		MaxRunsPerCaller:        cfg.maxRunsPerCaller,
+		MaxAttachmentsPerRun:    cfg.maxAttachPerRun,
+		MaxAttachmentsPerCaller: cfg.maxAttachPerCaller,
+		Caller:                  func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
 		// Runs belong to a bearer token or client certificate; an anonymous caller's to
 		// whoever knows the run's id. A peer address vouches for nobody.
 		Identity: func(ctx context.Context) string { return limitKey(ctx, false) },

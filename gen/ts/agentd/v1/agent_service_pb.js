@@ -250,7 +250,9 @@ export const ToolApproval = /*@__PURE__*/
  * the reason is one of these status reasons; agentd sends no other reason,
  * and a new one is added here first:
  *   - INVALID_ARGUMENT — (INVALID_ARGUMENT) the start message is missing or
- *     has wrong fields, each named in BadRequest.
+ *     has wrong fields, each named in BadRequest: among them an id (run_id,
+ *     thread_id, request_id, client_key, a message's or a call's) longer
+ *     than 256 bytes or holding a NUL, and metadata past 16 KiB.
  *   - INVALID_UTF8 — (INVALID_ARGUMENT) a string field of the request is not
  *     valid UTF-8; BadRequest names it.
  *   - FIRST_MESSAGE_NOT_START — (INVALID_ARGUMENT) the first message of a Run
@@ -274,6 +276,9 @@ export const ToolApproval = /*@__PURE__*/
  *   - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
  *     runs in progress as the server allows one caller;
  *     ErrorInfo.metadata["limit"] holds that number.
+ *   - TOO_MANY_ATTACHMENTS — (RESOURCE_EXHAUSTED) the run has as many streams
+ *     attached as the server allows a run, or the caller as many as it allows
+ *     one caller; ErrorInfo.metadata["limit"] holds that number.
  *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed: the stream
  *     was detached from its run, or under ON_DISCONNECT_CANCEL the run ended;
  *     its run_finished may not have reached the client.

@@ -1187,6 +1187,8 @@ export declare type InputAck = Message<"agentd.v1.InputAck"> & {
    *   - RATE_LIMITED — the stream sent more client messages a second than the
    *     server allows (a client's first cancel is never refused).
    *   - INVALID_UTF8 — a string field of the message is not valid UTF-8.
+   *   - INVALID_ID — an id of the message (an approval's, a tool call's) is
+   *     longer than 256 bytes or holds a NUL.
    *   - ALREADY_STARTED — a start after the first message: one run per
    *     stream.
    *   - EMPTY_MESSAGE — the message has no kind, or one this server does not
