@@ -63,7 +63,8 @@ type Inbox struct {
 
 	mu         sync.Mutex
 	queued     []Steer
-	bytes      int // the size of queued
+	carried    int // steers a resumed run holds already (Carry): counted until the next take
+	bytes      int // the size of queued and carried
 	closed     bool
 	interrupts uint64                  // interrupting steers sent so far
 	cancel     context.CancelCauseFunc // the current step's, while one runs
@@ -81,8 +82,8 @@ func (in *Inbox) Send(s Steer) error {
 	switch {
 	case in.closed:
 		return ErrInboxClosed
-	case in.MaxSteers > 0 && len(in.queued) >= in.MaxSteers:
-		return &InboxFullError{Limit: LimitSteers, Max: in.MaxSteers, Want: len(in.queued) + 1}
+	case in.MaxSteers > 0 && len(in.queued)+in.carried >= in.MaxSteers:
+		return &InboxFullError{Limit: LimitSteers, Max: in.MaxSteers, Want: len(in.queued) + in.carried + 1}
 	case in.MaxBytes > 0 && in.bytes+size > in.MaxBytes:
 		return &InboxFullError{Limit: LimitBytes, Max: in.MaxBytes, Want: in.bytes + size}
 	}
@@ -95,6 +96,20 @@ func (in *Inbox) Send(s Steer) error {
 		}
 	}
 	return nil
+}
+
+// Carry counts steers the run holds already, not yet applied, against the bounds, as
+// if they were queued: a parked run's (Pending.Steers), which its resumed run applies at
+// its next step. Without it every stretch of a run that parks and wakes would take its
+// bounds' worth again. They count until the run's next step takes what is queued. Call
+// it before the inbox is shared.
+func (in *Inbox) Carry(steers []Steer) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, s := range steers {
+		in.carried++
+		in.bytes += steerSize(s.Message)
+	}
 }
 
 // steerSize is what a steer counts against Inbox.MaxBytes.
@@ -119,7 +134,7 @@ func (in *Inbox) take() ([]Steer, uint64) {
 
 func (in *Inbox) takeLocked() []Steer {
 	s := in.queued
-	in.queued, in.bytes = nil, 0
+	in.queued, in.carried, in.bytes = nil, 0, 0
 	return s
 }
 

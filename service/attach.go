@@ -199,6 +199,19 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	if err != nil {
 		return nil, err
 	}
+	if st := in.GetSteer(); st != nil {
+		// A steer larger than a run's whole queue is refused before it is stored: kept,
+		// a flood of them would hold the store past its bounds, only to be refused.
+		if n, limit := steerBytes(st), s.cfg.MaxQueuedSteerBytes; n > limit {
+			return &agentdv1.SendRunInputResponse{Ack: &agentdv1.InputAck{ClientKey: in.GetClientKey(),
+				Error: ackError(reasonSteerQueueFull, "the steer holds %d bytes, more than the %d this server holds for a run's steers", n, limit)}}, nil
+		}
+		// So is one past the run's steer rate, which the run would refuse as it came.
+		if ss := ref.ss; ss != nil && ss.steerLimit.Tokens() < 1 {
+			return &agentdv1.SendRunInputResponse{Ack: &agentdv1.InputAck{ClientKey: in.GetClientKey(),
+				Error: ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst())}}, nil
+		}
+	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err != nil {
 		return nil, statusError(codes.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
@@ -237,6 +250,16 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
 	}
 	return resp, err
+}
+
+// steerBytes is what st counts against a run's steer bytes, as the run's inbox counts
+// it: its text and media data.
+func steerBytes(st *agentdv1.Steer) int {
+	n := len(st.GetText())
+	for _, p := range st.GetMessage().GetParts() {
+		n += len(p.GetText()) + len(p.GetMedia().GetData())
+	}
+	return n
 }
 
 // keyReused refuses a client_key used for another input of the run.

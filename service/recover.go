@@ -292,7 +292,7 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 	ss.cancel(errors.New(serverStopped)) // until a stretch runs, input is refused
 	ss.owner, ss.seq, ss.stopAfter, ss.wakeCtx = rec.Owner, rec.LastSeq, func() bool { return false }, context.Background()
 	ss.lease = store.Lease{RunID: rec.ID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
-	ss.inbox = newInbox(&s.cfg, nil)
+	ss.inbox = newInbox(&s.cfg, nil, nil)
 	ss.ready = make(chan struct{})
 	if rec.Exclusive {
 		ss.threaded = &threadStart{id: rec.ThreadID, input: spec.GetMessages()}

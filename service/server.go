@@ -118,8 +118,11 @@ type Config struct {
 	SteerRate  float64
 	SteerBurst int
 	// MaxQueuedSteers and MaxQueuedSteerBytes bound the steers a run holds that it has
-	// not applied yet (while it waits on an approval, say); a steer past either is
-	// refused in its ack, naming the limit. 0 means 16 steers and 1 MiB.
+	// not applied yet (while it waits on an approval, say), across the stretches of a
+	// run that parks and wakes; a steer past either is refused in its ack, naming the
+	// limit. 0 means 16 steers and 1 MiB; more than 2 MiB is taken as 2 MiB, so that a
+	// parked run's steers fit its continuation. A SendRunInput steer larger than
+	// MaxQueuedSteerBytes is refused before it is stored.
 	MaxQueuedSteers     int
 	MaxQueuedSteerBytes int
 	// MessageRate and MessageBurst bound every client message of a Run stream after
@@ -239,6 +242,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueuedSteerBytes <= 0 {
 		cfg.MaxQueuedSteerBytes = 1 << 20
+	}
+	if cfg.MaxQueuedSteerBytes > maxContinuationSize/2 {
+		// A parked run's steers are in its continuation, which must fit its bound with
+		// the rest of the run's pending step: a park that failed for it lost the run.
+		cfg.MaxQueuedSteerBytes = maxContinuationSize / 2
 	}
 	if cfg.MessageRate <= 0 {
 		cfg.MessageRate = 50

@@ -287,7 +287,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pla
 		ss.historyMsgs = plan.historyMsgs
 	}
 	ss.journal = newJournal(s.olderFrames(ss.runID), s.gated)
-	ss.inbox = newInbox(&s.cfg, plan.steers)
+	ss.inbox = newInbox(&s.cfg, plan.steers, plan.req.Resume)
 	return ss
 }
 
@@ -317,10 +317,15 @@ func (s *Server) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID st
 // newInbox returns a stretch's inbox: the start's input, then the client's steers, within
 // the bounds, which are the client's steers' only. A woken run gets a new one: the
 // runtime closes a stretch's inbox as it returns.
-func newInbox(cfg *Config, steers []runtime.Steer) *runtime.Inbox {
+func newInbox(cfg *Config, steers []runtime.Steer, resume *runtime.Pending) *runtime.Inbox {
 	in := &runtime.Inbox{}
 	for _, st := range steers {
 		in.Send(st)
+	}
+	if resume != nil {
+		// A resumed run's steers, not applied yet, count against the bounds: else a run
+		// that parks and wakes would take the bounds' worth again each time.
+		in.Carry(resume.Steers)
 	}
 	in.MaxSteers, in.MaxBytes = cfg.MaxQueuedSteers, cfg.MaxQueuedSteerBytes
 	return in

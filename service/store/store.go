@@ -158,7 +158,7 @@ type Input struct {
 	// Digest tells a retry (the same input again) from a reuse of its key.
 	Digest []byte
 	// Request is the input, as the service encodes it: what the run's holder acts on
-	// when another replica took it.
+	// when another replica took it; empty once the input is answered.
 	Request []byte
 	// Order is set by PutInput: inputs of a run in the order they came.
 	Order int64
@@ -257,7 +257,9 @@ type Store interface {
 	// one and false. The run must exist (else ErrNotFound). A kept input gets the next
 	// Order of its run.
 	PutInput(ctx context.Context, in Input) (Input, bool, error)
-	// AnswerInput records the answer to the input of run and key.
+	// AnswerInput records the answer to the input of run and key, and lets go of its
+	// Request: an answered input is kept for its retries, which need only its Digest
+	// and Answer.
 	AnswerInput(ctx context.Context, runID, key string, answer []byte) error
 	// GetInput returns the input of run and key, or ErrNotFound.
 	GetInput(ctx context.Context, runID, key string) (Input, error)

@@ -839,10 +839,13 @@ func (*SendRunInputRequest_Cancel) isSendRunInputRequest_Input() {}
 type SendRunInputResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The input's ack, as every client attached to the run saw it: accepted,
-	// or why not. Its client_key is the request's.
+	// or why not. Its client_key is the request's. A steer larger than the
+	// server holds for a run's steers (STEER_QUEUE_FULL), or past the run's
+	// steer rate (STEER_RATE_LIMITED), is refused before it is stored or
+	// journaled: only this client sees that ack, and a retry is checked anew.
 	Ack *InputAck `protobuf:"bytes,1,opt,name=ack,proto3" json:"ack,omitempty"`
 	// seq of the ack in the run's journal: events the input causes come after
-	// it.
+	// it. 0 for an ack refused before it was journaled.
 	Seq           int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -439,8 +439,9 @@ func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byt
 	if !ok {
 		return store.ErrNotFound
 	}
-	n := int64(len(answer) - len(in.Answer))
-	in.Answer = slices.Clone(answer)
+	// An answered input's request is done with: a retry needs its digest and answer.
+	n := int64(len(answer) - len(in.Answer) - len(in.Request))
+	in.Answer, in.Request = slices.Clone(answer), nil
 	r.inputs[key] = in
 	// Counted once the input is kept: a finished run let go for it takes all of it.
 	s.grewLocked(r.rec.Owner, n)

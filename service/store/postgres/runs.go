@@ -182,7 +182,7 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 
 func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byte) error {
 	tag, err := s.pool.Exec(ctx, `WITH a AS (
-			UPDATE inputs SET answer = $3 WHERE run_id = $1 AND key = $2 RETURNING run_id
+			UPDATE inputs SET answer = $3, request = ''::bytea WHERE run_id = $1 AND key = $2 RETURNING run_id
 		)
 		SELECT run_id FROM a WHERE pg_notify($4, run_id) IS NOT NULL`, runID, key, answer, s.channel)
 	switch {

@@ -303,7 +303,7 @@ func (s *Store) PutInput(ctx context.Context, in store.Input) (store.Input, bool
 // AnswerInput implements [store.Store].
 func (s *Store) AnswerInput(ctx context.Context, runID, key string, answer []byte) error {
 	return s.change(ctx, "answer input", []string{runID}, func(tx *sql.Tx) error {
-		n, err := changed(tx.ExecContext(ctx, `UPDATE inputs SET answer = ? WHERE run_id = ? AND key = ?`, answer, runID, key))
+		n, err := changed(tx.ExecContext(ctx, `UPDATE inputs SET answer = ?, request = x'' WHERE run_id = ? AND key = ?`, answer, runID, key))
 		if err != nil {
 			return err
 		}

@@ -451,8 +451,10 @@ func testInputs(t *testing.T, s store.Store) {
 		t.Errorf("AnswerInput of an unknown key: %v, want ErrNotFound", err)
 	}
 	got, err = s.GetInput(ctx, "run_1", "k1")
-	if err != nil || string(got.Digest) != "d1" || string(got.Request) != "r1" || string(got.Answer) != "ack" || got.Order != first.Order {
-		t.Errorf("GetInput = %+v, %v; want k1 as put, answered ack", got, err)
+	// Answered, an input keeps what its retries need, not its request: refused inputs
+	// of megabytes each, kept whole, once held a store's memory past its bound.
+	if err != nil || string(got.Digest) != "d1" || len(got.Request) != 0 || string(got.Answer) != "ack" || got.Order != first.Order {
+		t.Errorf("GetInput = %+v, %v; want k1 as put, answered ack, its request let go", got, err)
 	}
 	for _, k := range [][2]string{{"run_1", "k_nope"}, {"run_nope", "k1"}} {
 		if _, err := s.GetInput(ctx, k[0], k[1]); !errors.Is(err, store.ErrNotFound) {

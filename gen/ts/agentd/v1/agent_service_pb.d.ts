@@ -384,7 +384,10 @@ export declare const SendRunInputRequestSchema: GenMessage<SendRunInputRequest>;
 export declare type SendRunInputResponse = Message<"agentd.v1.SendRunInputResponse"> & {
   /**
    * The input's ack, as every client attached to the run saw it: accepted,
-   * or why not. Its client_key is the request's.
+   * or why not. Its client_key is the request's. A steer larger than the
+   * server holds for a run's steers (STEER_QUEUE_FULL), or past the run's
+   * steer rate (STEER_RATE_LIMITED), is refused before it is stored or
+   * journaled: only this client sees that ack, and a retry is checked anew.
    *
    * @generated from field: agentd.v1.InputAck ack = 1;
    */
@@ -392,7 +395,7 @@ export declare type SendRunInputResponse = Message<"agentd.v1.SendRunInputRespon
 
   /**
    * seq of the ack in the run's journal: events the input causes come after
-   * it.
+   * it. 0 for an ack refused before it was journaled.
    *
    * @generated from field: int64 seq = 2;
    */

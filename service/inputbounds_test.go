@@ -1,0 +1,91 @@
+package service_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/store"
+	"github.com/agentd/agentd/service/store/memory"
+	"github.com/agentd/agentd/service/store/sqlite"
+)
+
+// steer sends a steer of text to run id with SendRunInput under key.
+func steer(t *testing.T, c agentdv1.AgentServiceClient, id, key, text string) (*agentdv1.SendRunInputResponse, error) {
+	t.Helper()
+	return c.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: id, ClientKey: key,
+		Input: &agentdv1.SendRunInputRequest_Steer{Steer: &agentdv1.Steer{Text: text}}})
+}
+
+// Steers sent to a parked run with SendRunInput, on every store: refused ones are not
+// kept (150 refused steers of 3.9 MiB once took 631 MB against a 64 MiB store bound),
+// the steer bound holds across the stretches the run parks and wakes in (14 steers of
+// 300 KB were once taken against 1 MiB, and the park after them failed, ending the run
+// with an empty continuation), and the run goes on to take its approval and finish:
+// on SQLite, a single replica once refused every later input as "not going on on this
+// server", the run parked until a restart.
+func TestSendRunInput_SteersToAParkedRunAreBounded(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			var st store.Store
+			var mem *memory.Store
+			switch name {
+			case "memory":
+				mem = memory.New(memory.Options{})
+				st = mem
+			case "sqlite":
+				s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "agentd.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				st = s
+			}
+			srv := askerServer(t, service.Config{Store: st, MaxQueuedSteerBytes: 1 << 20, SteerRate: 1000, SteerBurst: 1000})
+			runID, approvalID, _ := parkRun(t, srv)
+
+			big := strings.Repeat("x", 3900<<10)
+			for i := range 20 {
+				resp, err := steer(t, srv.Client, runID, fmt.Sprintf("big-%d", i), big)
+				if err != nil {
+					t.Fatalf("big steer %d: %v", i, err)
+				}
+				if resp.GetAck().GetAccepted() || resp.GetAck().GetError().GetReason() != "STEER_QUEUE_FULL" {
+					t.Fatalf("big steer %d: %v, want refused STEER_QUEUE_FULL", i, resp)
+				}
+			}
+			if mem != nil {
+				if n := mem.Bytes(); n > 4<<20 {
+					t.Errorf("the store holds %d MiB after 20 refused steers of 3.9 MiB, want them not kept", n>>20)
+				}
+			}
+
+			mid := strings.Repeat("y", 300<<10)
+			accepted := 0
+			for i := range 14 {
+				resp, err := steer(t, srv.Client, runID, fmt.Sprintf("mid-%d", i), mid)
+				if err != nil {
+					t.Fatalf("steer %d of 300 KiB: %v", i, err)
+				}
+				if resp.GetAck().GetAccepted() {
+					accepted++
+				}
+				// Let the run park again between steers: the bound holds across stretches.
+				waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_PARKED)
+			}
+			if accepted > 3 {
+				t.Errorf("%d steers of 300 KiB taken against a 1 MiB bound, want at most 3", accepted)
+			}
+
+			resp, err := srv.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: runID, ClientKey: "ok",
+				Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: approvalID, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}}})
+			if err != nil || !resp.GetAck().GetAccepted() {
+				t.Fatalf("the decision after the steers: %v, %v; want it taken", resp, err)
+			}
+			waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
+		})
+	}
+}
