@@ -56,6 +56,10 @@ type continuation struct {
 	ExpiresAt time.Time
 	// Grants are the run's grants of scope RUN.
 	Grants []*agentdv1.Grant
+	// Owner is the identity that started the run (Server.identity); empty for a run
+	// started anonymously and for a continuation sealed before it was recorded, which
+	// anyone may resume.
+	Owner string
 }
 
 // continuationCodec seals and opens continuations. It is safe for concurrent use.
@@ -185,6 +189,17 @@ func (ct *continuation) check(agent, threadID string, transcript transcriptDiges
 		return fmt.Errorf("%w: %s", errContinuationMismatch, strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// checkCaller reports whether who may resume ct: its run's owner, or anyone when it has
+// none. who is taken as seal took the owner, invalid UTF-8 replaced, so that an owner
+// whose name is not UTF-8 still resumes its own. The error wraps errContinuationMismatch
+// and does not name the owner, which is another caller's.
+func (ct *continuation) checkCaller(who string) error {
+	if ct.Owner == "" || ct.Owner == protoString(who) {
+		return nil
+	}
+	return fmt.Errorf("%w: the continuation belongs to another caller, the one that started its run; only that caller may resume it", errContinuationMismatch)
 }
 
 func (c *continuationCodec) mac(body []byte) []byte {

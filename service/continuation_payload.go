@@ -39,6 +39,7 @@ func encodePayload(ct *continuation) ([]byte, error) {
 		ExpiresAt:        exp,
 		Pending:          pending,
 		Grants:           ct.Grants,
+		Owner:            protoString(ct.Owner),
 	})
 }
 
@@ -69,6 +70,7 @@ func decodePayload(b []byte) (*continuation, error) {
 		ExpiresAt:     pc.GetExpiresAt().AsTime(),
 		Pending:       pending,
 		Grants:        pc.GetGrants(),
+		Owner:         pc.GetOwner(),
 	}, nil
 }
 

@@ -114,6 +114,7 @@ func TestContinuationRoundTrip(t *testing.T) {
 		in   continuation
 	}{
 		{"rich pending", continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest, Pending: richPending()}},
+		{"owner", continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest, Owner: "token:alice"}},
 		{"nil pending", continuation{Agent: "assistant", ThreadID: "thr_1", Digest: digest}},
 		{"pending without calls (parked before a model call)", continuation{Agent: "a", ThreadID: "t", Digest: digest, Pending: &runtime.Pending{Step: 3, Turn: 1, StepInTurn: 3, StepID: "step_3"}}},
 		{"empty names and digest", continuation{Pending: &runtime.Pending{}}},
@@ -246,7 +247,7 @@ func TestContinuationSealRefusesWhatOpenWouldRefuse(t *testing.T) {
 // transcript's pieces as agentd.v1 messages, then the MAC.
 func TestContinuationPayloadFormat(t *testing.T) {
 	b, err := newContinuationCodec(testKey, time.Hour, fixedClock(testT0)).seal(&continuation{
-		Agent: "assistant", ThreadID: "thr_1", Digest: []byte{1, 2, 3},
+		Agent: "assistant", ThreadID: "thr_1", Digest: []byte{1, 2, 3}, Owner: "token:alice",
 		Pending: &runtime.Pending{
 			Step: 2, Turn: 1, StepInTurn: 2, StepID: "step_2",
 			Message: runtime.Message{ID: "msg_a", Role: runtime.RoleAssistant, Parts: []runtime.Part{
@@ -273,7 +274,7 @@ func TestContinuationPayloadFormat(t *testing.T) {
 	call := &agentdv1.ToolCallPart{Id: "call_1", Name: "add", ArgumentsJson: `{"a":1}`, Executor: agentdv1.Executor_EXECUTOR_SERVER}
 	want := &continuationv1.Continuation{
 		Agent: "assistant", ThreadId: "thr_1", DigestVersion: 1, TranscriptDigest: []byte{1, 2, 3},
-		ExpiresAt: timestamppb.New(testT0.Add(time.Hour)),
+		ExpiresAt: timestamppb.New(testT0.Add(time.Hour)), Owner: "token:alice",
 		Pending: &continuationv1.Pending{
 			Step: 2, Turn: 1, StepInTurn: 2, StepId: "step_2",
 			Message: &agentdv1.Message{Id: "msg_a", Role: agentdv1.Role_ROLE_ASSISTANT, Parts: []*agentdv1.Part{
@@ -580,6 +581,54 @@ func legacyFixture(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A continuation resumes for its run's owner alone; one without an owner (a run started
+// anonymously, or a continuation sealed before owners were recorded, of either format)
+// resumes for anyone.
+func TestContinuationCheckCaller(t *testing.T) {
+	c := newContinuationCodec(testKey, time.Hour, fixedClock(testT0))
+	open := func(b []byte) *continuation {
+		t.Helper()
+		ct, err := c.open(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ct
+	}
+	seal := func(owner string) *continuation {
+		t.Helper()
+		b, err := c.seal(&continuation{Agent: "assistant", Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return open(b)
+	}
+	tests := []struct {
+		name string
+		ct   *continuation
+		who  string
+		ok   bool
+	}{
+		{"the owner", seal("token:alice"), "token:alice", true},
+		{"another caller", seal("token:alice"), "token:bob", false},
+		{"an anonymous caller", seal("token:alice"), "", false},
+		{"an owner whose name is not UTF-8", seal("cert:\xff"), "cert:\xff", true},
+		{"anonymous run", seal(""), "token:bob", true},
+		{"format 2 sealed without an owner", open(sealed(t)), "token:bob", true},
+		{"format 1", open(legacyFixture(t)), "token:bob", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.ct.checkCaller(tt.who)
+			if tt.ok != (err == nil) {
+				t.Fatalf("checkCaller(%q) = %v, want ok %t", tt.who, err, tt.ok)
+			}
+			if err != nil && (!errors.Is(err, errContinuationMismatch) || !strings.Contains(err.Error(), "another caller") || strings.Contains(err.Error(), "alice")) {
+				t.Errorf("checkCaller(%q) = %v, want a mismatch saying it is another caller's, without naming the owner", tt.who, err)
+			}
+		})
+	}
 }
 
 func TestContinuationFormat1StillOpensAndChecks(t *testing.T) {

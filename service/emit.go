@@ -218,7 +218,7 @@ func (ss *session) checkpoint() []byte {
 	ct := &continuation{
 		Agent: ss.entry.Name, ThreadID: ss.thread, Digest: ss.transcript.sum(),
 		Pending: &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1},
-		Grants:  ss.runGrants(),
+		Grants:  ss.runGrants(), Owner: ss.owner,
 	}
 	b, err := ss.srv.codec.seal(ct)
 	if err != nil {
@@ -238,7 +238,7 @@ func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 	digest, err := ss.history.digestWith(added)
 	var b []byte
 	if err == nil {
-		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: sc.Pending, Grants: ss.runGrants()})
+		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: sc.Pending, Grants: ss.runGrants(), Owner: ss.owner})
 	}
 	if err != nil {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
@@ -307,7 +307,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		// the digest is the history's and NewMessages', not the running transcript's.
 		digest, err := ss.history.digestWith(rf.NewMessages)
 		if err == nil {
-			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p, Grants: ss.runGrants()})
+			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p, Grants: ss.runGrants(), Owner: ss.owner})
 		}
 		if err != nil {
 			ss.srv.log.Error("sealing a continuation failed", "run_id", ss.runID, "error", err)

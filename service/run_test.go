@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -508,6 +509,73 @@ func TestContinuation_ResumesOnce(t *testing.T) {
 	}
 	if n := ran.Load(); n != 1 {
 		t.Errorf("the approved call ran %d times, want once", n)
+	}
+}
+
+// A continuation is bound to the caller that started its run: another caller's resume is
+// refused and changes nothing, so the run's owner still resumes it; a continuation of a
+// run started anonymously stays anyone's.
+func TestContinuation_BoundToTheCallerThatStartedTheRun(t *testing.T) {
+	var ran atomic.Int32
+	side := rt.Tool("side", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		ran.Add(1)
+		return runtime.Output{Text: "ok"}, nil
+	})
+	ask := runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}
+	srv := newTestServer(t, service.Config{Identity: threadIdentity},
+		scripted{name: "owned", model: &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{}`), rt.Say("done")}}, goTools: []runtime.Tool{side}, goPolicy: ask},
+		scripted{name: "anon", model: &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{}`), rt.Say("done")}}, goTools: []runtime.Tool{side}, goPolicy: ask})
+	c := srv.Client
+	as := func(who string) context.Context { return metadata.AppendToOutgoingContext(t.Context(), "x-who", who) }
+	park := func(ctx context.Context, agent string) *agentdv1.RunSpec {
+		t.Helper()
+		resp, err := c.ExecuteRun(ctx, &agentdv1.ExecuteRunRequest{Start: servicetest.Input(agent, "go")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fin := resp.GetResult()
+		if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT {
+			t.Fatalf("%s run finished %v", agent, fin)
+		}
+		return &agentdv1.RunSpec{
+			Agent: agent, Messages: fin.GetNewMessages(), Continuation: fin.GetContinuation(),
+			Decisions: []*agentdv1.ApprovalDecision{{ApprovalId: fin.GetPendingApprovals()[0].GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}},
+		}
+	}
+
+	resume := park(as("alice"), "owned")
+	for i := range 2 {
+		_, err := c.ExecuteRun(as("bob"), &agentdv1.ExecuteRunRequest{Start: resume})
+		code, reason, _ := errorInfo(err)
+		if code != codes.FailedPrecondition || reason != "CONTINUATION_MISMATCH" || !strings.Contains(status.Convert(err).Message(), "another caller") {
+			t.Fatalf("bob's resume %d of alice's continuation: %v, want FAILED_PRECONDITION CONTINUATION_MISMATCH saying it belongs to another caller", i+1, err)
+		}
+	}
+	if _, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: resume}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("an anonymous resume of alice's continuation: %v, want FAILED_PRECONDITION", err)
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the call ran %d times before its owner resumed it", n)
+	}
+	mine, err := c.ExecuteRun(as("alice"), &agentdv1.ExecuteRunRequest{Start: resume})
+	if err != nil {
+		t.Fatalf("alice's resume of her own continuation, after bob's: %v", err)
+	}
+	if r := mine.GetResult(); r.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Errorf("alice's resumed run finished %v", r)
+	}
+	again, err := c.ExecuteRun(as("alice"), &agentdv1.ExecuteRunRequest{Start: resume})
+	if err != nil || again.GetRunId() != mine.GetRunId() {
+		t.Errorf("alice's second resume = %v %v, want it attached to her run %s", again.GetRunId(), err, mine.GetRunId())
+	}
+
+	anon := park(t.Context(), "anon")
+	theirs, err := c.ExecuteRun(as("bob"), &agentdv1.ExecuteRunRequest{Start: anon})
+	if err != nil || theirs.GetResult().GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Errorf("bob's resume of an anonymous run's continuation: %v %v, want it completed", theirs.GetResult(), err)
+	}
+	if n := ran.Load(); n != 2 {
+		t.Errorf("the approved calls ran %d times, want twice", n)
 	}
 }
 

@@ -69,8 +69,8 @@ type Config struct {
 	// caller is anonymous.
 	Caller func(ctx context.Context) string
 	// Identity names who owns the runs an RPC starts, from its context: only that
-	// identity may attach to them or send them input, and a run of an empty identity
-	// is anyone's who knows its id. Nil means Caller.
+	// identity may attach to them, send them input or resume their continuations, and a
+	// run of an empty identity is anyone's who knows its id. Nil means Caller.
 	Identity func(ctx context.Context) string
 	// Store keeps runs, their journals and threads; nil means a memory store with its
 	// default bounds (memory.New), gone with the process. The Server does not close it.

@@ -165,6 +165,11 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		if ct, err = s.codec.open(spec.GetContinuation()); err != nil {
 			return nil, nil, continuationStatus(err)
 		}
+		// Checked before anything else of the start: another caller's resume must not
+		// take the run's id in the store, which would leave its owner a run it cannot see.
+		if err := ct.checkCaller(s.identity(ctx)); err != nil {
+			return nil, nil, continuationStatus(err)
+		}
 	}
 	spec, threaded, err := s.withThread(ctx, mode, spec, ct)
 	if err != nil {

@@ -471,9 +471,11 @@ type RunSpec struct {
 	// run reported, unchanged: the history the client sent then, followed by
 	// the new_messages of every run since. The run resumes with decisions and
 	// tool_results without calling the model first. A continuation is bound to
-	// its agent and thread; thread_id and agent may be left empty to take the
-	// continuation's. A forged, expired or mismatched continuation fails the RPC
-	// with FAILED_PRECONDITION. A continuation resumes once: a start that
+	// its agent and thread, and to the caller that started the run, when the
+	// server knows callers (tokens, client certificates); thread_id and agent
+	// may be left empty to take the continuation's. A forged, expired or
+	// mismatched continuation, or another caller's, fails the RPC with
+	// FAILED_PRECONDITION. A continuation resumes once: a start that
 	// resumes one a run resumed already (this server's store, or the one its
 	// replicas share, still keeping that run) attaches to that run instead,
 	// and an approved call does not run twice: a Run or StartRun stream reads

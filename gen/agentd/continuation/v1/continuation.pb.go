@@ -176,7 +176,13 @@ type Continuation struct {
 	Pending *Pending `protobuf:"bytes,6,opt,name=pending,proto3" json:"pending,omitempty"`
 	// The run's grants of scope RUN: the resumed run approves what they approve.
 	// Sealed with the rest, so a client cannot add one.
-	Grants        []*v1.Grant `protobuf:"bytes,7,rep,name=grants,proto3" json:"grants,omitempty"`
+	Grants []*v1.Grant `protobuf:"bytes,7,rep,name=grants,proto3" json:"grants,omitempty"`
+	// Identity of the caller that started the run, as the server names callers
+	// (its Identity, or else its Caller); empty for a run started anonymously.
+	// A resume by any other caller is refused, so that only the run's owner
+	// takes it up; a continuation without it (anonymous, or sealed before this
+	// field) is anyone's. A replica that ignores it lets anyone resume.
+	Owner         string `protobuf:"bytes,8,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +264,13 @@ func (x *Continuation) GetGrants() []*v1.Grant {
 		return x.Grants
 	}
 	return nil
+}
+
+func (x *Continuation) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // Pending is the step a run parked in, and everything needed to take it up.
@@ -841,7 +854,7 @@ var File_agentd_continuation_v1_continuation_proto protoreflect.FileDescriptor
 
 const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
-	")agentd/continuation/v1/continuation.proto\x12\x16agentd.continuation.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x16agentd/v1/events.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x02\n" +
+	")agentd/continuation/v1/continuation.proto\x12\x16agentd.continuation.v1\x1a\x1dagentd/v1/agent_service.proto\x1a\x16agentd/v1/events.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x02\n" +
 	"\fContinuation\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12%\n" +
@@ -850,7 +863,8 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
 	"\apending\x18\x06 \x01(\v2\x1f.agentd.continuation.v1.PendingR\apending\x12(\n" +
-	"\x06grants\x18\a \x03(\v2\x10.agentd.v1.GrantR\x06grants\"\x8c\x02\n" +
+	"\x06grants\x18\a \x03(\v2\x10.agentd.v1.GrantR\x06grants\x12\x14\n" +
+	"\x05owner\x18\b \x01(\tR\x05owner\"\x8c\x02\n" +
 	"\aPending\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x03R\x04turn\x12 \n" +

@@ -71,8 +71,8 @@ class AgentServiceStub(object):
     malformed, or was not signed with this server's key.
     - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
     - CONTINUATION_MISMATCH — (FAILED_PRECONDITION) the continuation belongs to
-    another agent or thread, or RunSpec.messages is not the transcript it
-    was issued with.
+    another agent, thread or caller, or RunSpec.messages is not the
+    transcript it was issued with.
     - TOO_MANY_RUNS — (RESOURCE_EXHAUSTED) the server runs as many runs as it
     allows: retry later or on another replica.
     - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
@@ -253,8 +253,8 @@ class AgentServiceServicer(object):
     malformed, or was not signed with this server's key.
     - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
     - CONTINUATION_MISMATCH — (FAILED_PRECONDITION) the continuation belongs to
-    another agent or thread, or RunSpec.messages is not the transcript it
-    was issued with.
+    another agent, thread or caller, or RunSpec.messages is not the
+    transcript it was issued with.
     - TOO_MANY_RUNS — (RESOURCE_EXHAUSTED) the server runs as many runs as it
     allows: retry later or on another replica.
     - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
@@ -535,8 +535,8 @@ class AgentService(object):
     malformed, or was not signed with this server's key.
     - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
     - CONTINUATION_MISMATCH — (FAILED_PRECONDITION) the continuation belongs to
-    another agent or thread, or RunSpec.messages is not the transcript it
-    was issued with.
+    another agent, thread or caller, or RunSpec.messages is not the
+    transcript it was issued with.
     - TOO_MANY_RUNS — (RESOURCE_EXHAUSTED) the server runs as many runs as it
     allows: retry later or on another replica.
     - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many

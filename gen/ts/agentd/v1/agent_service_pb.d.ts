@@ -1025,8 +1025,8 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  *     malformed, or was not signed with this server's key.
  *   - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
  *   - CONTINUATION_MISMATCH — (FAILED_PRECONDITION) the continuation belongs to
- *     another agent or thread, or RunSpec.messages is not the transcript it
- *     was issued with.
+ *     another agent, thread or caller, or RunSpec.messages is not the
+ *     transcript it was issued with.
  *   - TOO_MANY_RUNS — (RESOURCE_EXHAUSTED) the server runs as many runs as it
  *     allows: retry later or on another replica.
  *   - TOO_MANY_RUNS_FOR_CALLER — (RESOURCE_EXHAUSTED) the caller has as many
