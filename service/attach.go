@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -217,6 +218,11 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		return nil, statusError(codes.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
 	}
 	digest := sha256.Sum256(b)
+	release, err := s.inputs.hold(in.GetRunId(), len(b), s.cfg.MaxRunInputBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// The input is stored before it is acted on, and its answer after: a retry finds
 	// the answer however long after, the run finished or not.
 	kept, created, err := s.store.PutInput(ctx, store.Input{RunID: in.GetRunId(), Key: in.GetClientKey(), Digest: digest[:], Request: b})
@@ -250,6 +256,37 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
 	}
 	return resp, err
+}
+
+// runInputs counts the bytes of each run's SendRunInput inputs this server has taken
+// and not yet answered: each is stored whole until it is. It is safe for concurrent
+// use; a run with none takes no memory.
+type runInputs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// hold counts n bytes of input for run, unless that would pass limit; release uncounts
+// them.
+func (r *runInputs) hold(run string, n, limit int) (release func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n[run] > 0 && r.n[run]+n > limit {
+		return nil, statusError(codes.ResourceExhausted, reasonTooManyInputs,
+			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, r.n[run], n, limit),
+			map[string]string{"run_id": run, "limit": strconv.Itoa(limit)})
+	}
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[run] += n
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.n[run] -= n; r.n[run] <= 0 {
+			delete(r.n, run)
+		}
+	}, nil
 }
 
 // steerBytes is what st counts against a run's steer bytes, as the run's inbox counts

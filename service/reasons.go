@@ -21,6 +21,7 @@ const (
 	reasonTooManyRuns          = "TOO_MANY_RUNS"
 	reasonTooManyCallerRuns    = "TOO_MANY_RUNS_FOR_CALLER"
 	reasonTooManyAttachments   = "TOO_MANY_ATTACHMENTS"
+	reasonTooManyInputs        = "TOO_MANY_INPUTS"
 	reasonStreamBroken         = "STREAM_BROKEN"
 	reasonRunNotFound          = "RUN_NOT_FOUND"
 	reasonEventsExpired        = "EVENTS_EXPIRED"

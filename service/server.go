@@ -63,6 +63,12 @@ type Config struct {
 	// means 64 a run and 256 a caller; an anonymous caller has no per-caller limit.
 	MaxAttachmentsPerRun    int
 	MaxAttachmentsPerCaller int
+	// MaxRunInputBytes bounds the SendRunInput inputs of one run this server holds, as
+	// sent, from when they come until they are answered (each is stored whole until
+	// then): one past it is refused RESOURCE_EXHAUSTED (TOO_MANY_INPUTS) before it is
+	// stored. A single input is never refused for it: the message size bounds that. 0
+	// means 8 MiB.
+	MaxRunInputBytes int
 	// Caller names who makes an RPC, from its context: per-caller limits and per-caller
 	// state (Request.Caller, which tools such as save_note keep notes apart by) key on
 	// it. An empty name is anonymous: no per-caller limit applies to it. Nil means every
@@ -164,6 +170,7 @@ type Server struct {
 	runs      sync.WaitGroup // one per run in progress
 	callers   callerRuns     // runs in progress per caller
 	attachers callerRuns     // streams attached per caller
+	inputs    runInputs      // bytes of SendRunInput inputs not yet answered, per run
 
 	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
 	// admitMu is read-held while a run is counted in runs, and held while draining
@@ -215,6 +222,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 1024
+	}
+	if cfg.MaxRunInputBytes <= 0 {
+		cfg.MaxRunInputBytes = 8 << 20
 	}
 	if cfg.MaxAttachmentsPerRun <= 0 {
 		cfg.MaxAttachmentsPerRun = 64

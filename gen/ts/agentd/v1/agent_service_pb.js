@@ -279,6 +279,9 @@ export const ToolApproval = /*@__PURE__*/
  *   - TOO_MANY_ATTACHMENTS — (RESOURCE_EXHAUSTED) the run has as many streams
  *     attached as the server allows a run, or the caller as many as it allows
  *     one caller; ErrorInfo.metadata["limit"] holds that number.
+ *   - TOO_MANY_INPUTS — (RESOURCE_EXHAUSTED) SendRunInput: the run's inputs
+ *     not yet answered hold as many bytes as the server allows a run;
+ *     ErrorInfo.metadata["limit"] holds that number.
  *   - STREAM_BROKEN — (UNAVAILABLE) sending to the client failed: the stream
  *     was detached from its run, or under ON_DISCONNECT_CANCEL the run ended;
  *     its run_finished may not have reached the client.

@@ -1,0 +1,37 @@
+package service
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A run's inputs not yet answered are bounded in bytes: one past the bound is refused
+// before it is stored, a single input of any size is taken, other runs are apart, and
+// an answered input frees its bytes.
+func TestRunInputs_Bounded(t *testing.T) {
+	var r runInputs
+	const limit = 100
+	first, err := r.hold("a", 60, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.hold("a", 50, limit); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("past the bound: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	other, err := r.hold("b", 500, limit) // alone, any size: the message size bounds it
+	if err != nil {
+		t.Fatalf("another run's input: %v", err)
+	}
+	first()
+	again, err := r.hold("a", 50, limit)
+	if err != nil {
+		t.Fatalf("after the first was answered: %v", err)
+	}
+	again()
+	other()
+	if len(r.n) != 0 {
+		t.Errorf("runs with nothing held still counted: %v", r.n)
+	}
+}
