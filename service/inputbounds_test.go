@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
@@ -88,4 +93,40 @@ func TestSendRunInput_SteersToAParkedRunAreBounded(t *testing.T) {
 			waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
 		})
 	}
+}
+
+// Inputs sent at once to a run parked in a single replica's SQLite store all reach it:
+// each wakes the run or finds it woken, and none is told the run is going on elsewhere
+// (UNAVAILABLE, RUN_NOT_HERE), which left it parked until a restart.
+func TestSendRunInput_AtOnceToAParkedRunOnSQLite(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := askerServer(t, service.Config{Store: st, SteerRate: 1000, SteerBurst: 1000, ParkAfter: time.Millisecond})
+	runID, approvalID, _ := parkRun(t, srv)
+	text := strings.Repeat("z", 200<<10)
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			if _, err := steer(t, srv.Client, runID, fmt.Sprintf("at-once-%d", i), text); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if status.Code(err) == codes.Unavailable {
+			t.Errorf("a steer to the parked run: %v", err)
+		}
+	}
+	resp, err := srv.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: runID, ClientKey: "ok",
+		Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{ApprovalId: approvalID, Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED}}})
+	if err != nil || !resp.GetAck().GetAccepted() {
+		t.Fatalf("the decision after the steers: %v, %v; want it taken", resp, err)
+	}
+	waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
 }
