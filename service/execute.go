@@ -43,7 +43,11 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 				}
 				// Input waiting for the park goes on once run_finished is out (runToEnd),
 				// and is refused then: an answer acked now would be lost.
-				ss.srv.log.Error("parking the run in the store failed: it ends AWAITING_INPUT with its continuation", "run_id", ss.runID, "error", err)
+				if capped, ok := errors.AsType[*parkLimitError](err); ok {
+					ss.srv.log.Warn("the run did not park, as that would pass a cap on parked runs: it ends AWAITING_INPUT with its continuation", "run_id", ss.runID, "limit", capped.limit, "max", capped.max)
+				} else {
+					ss.srv.log.Error("parking the run in the store failed: it ends AWAITING_INPUT with its continuation", "run_id", ss.runID, "error", err)
+				}
 			}
 			rf = ss.finished(fin)
 			if err := ss.sendFinished(rf); err != nil {

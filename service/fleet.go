@@ -166,6 +166,7 @@ func (s *Server) letGo(ss *session) bool {
 		return false // moved already, or over: its end is in the store
 	}
 	ss.moved = true
+	ss.dropParkLocked() // whichever replica takes it up counts it
 	cancel := ss.cancel
 	p := ss.parked
 	var runStreams []*outbox

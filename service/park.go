@@ -183,6 +183,21 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 	if err != nil {
 		return err
 	}
+	// A run handed over on drain is let go of as soon as it parks, and refusing it would
+	// end it SHUTDOWN instead of going on elsewhere: no cap applies to it.
+	if !ss.handOver {
+		if err := s.holdPark(ss, int64(len(b)), false); err != nil {
+			return err
+		}
+	}
+	stored := false
+	defer func() {
+		if !stored {
+			ss.mu.Lock()
+			ss.dropParkLocked()
+			ss.mu.Unlock()
+		}
+	}()
 	if err := s.writer.flushRun(ss); err != nil {
 		return err
 	}
@@ -206,6 +221,7 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 	if err != nil {
 		return err
 	}
+	stored = true
 	ss.mu.Lock()
 	ss.toPark, ss.parkedNew, ss.parkedUsage = p, rf.GetNewMessages(), rf.GetUsage()
 	ss.mu.Unlock()
@@ -367,6 +383,7 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 		}
 	}
 	ss.parked = nil
+	ss.dropParkLocked()
 	if ct != nil {
 		// The continuation's, and those a run taken up found in its journal after it.
 		grants := slices.Clone(ct.Grants)
@@ -447,6 +464,7 @@ func (s *Server) expire(ss *session) {
 		return
 	}
 	ss.parked = nil
+	ss.dropParkLocked()
 	defer p.stop() // once mu is let go: the heartbeats take it
 	var cancelled []string
 	for _, a := range p.approvals {

@@ -117,6 +117,8 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 		ss.mu.Lock()
 		ss.parked = p
 		ss.mu.Unlock()
+		// Parked already: it counts against the caps, which refuse the next park instead.
+		s.holdPark(ss, int64(len(rec.Checkpoint)), true)
 		s.parkTimers(ss, p, max(s.cfg.ParkTimeout-s.now().Sub(p.at), 0))
 		return nil
 	}

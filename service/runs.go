@@ -48,6 +48,9 @@ func (s *Server) keep(ss *session) {
 
 // release forgets a live run that ended: the store has it.
 func (s *Server) release(ss *session) {
+	ss.mu.Lock()
+	ss.dropParkLocked() // a park its end overtook
+	ss.mu.Unlock()
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	if s.live[ss.runID] == ss {

@@ -103,6 +103,18 @@ type Config struct {
 	// ON_DISCONNECT_CONTINUE) waits for the input it needs before it ends EXPIRED; 0
 	// means 24 hours.
 	ParkTimeout time.Duration
+	// MaxParkedRuns and MaxParkedBytes bound the runs this server holds parked and the
+	// bytes of their checkpoints, which stay in the store (in memory with a memory store)
+	// for up to ParkTimeout; MaxParkedRunsPerCaller and MaxParkedBytesPerCaller bound one
+	// caller's share of them (see Caller; an anonymous caller has none). A run that would
+	// park past any of them ends AWAITING_INPUT instead, with the continuation its client
+	// resumes it from, as a run whose client went away did before runs parked. 0 means
+	// 4×MaxConcurrentRuns runs and 256 MiB, and a quarter of each per caller; negative
+	// means no limit.
+	MaxParkedRuns           int
+	MaxParkedRunsPerCaller  int
+	MaxParkedBytes          int64
+	MaxParkedBytesPerCaller int64
 	// StartTimeout bounds how long a Run stream may stay open without its start message;
 	// past it the stream ends DEADLINE_EXCEEDED. 0 means 30 seconds.
 	StartTimeout time.Duration
@@ -171,6 +183,8 @@ type Server struct {
 	callers   callerRuns     // runs in progress per caller
 	attachers callerRuns     // streams attached per caller
 	inputs    runInputs      // bytes of SendRunInput inputs not yet answered, per run
+	// parkedLoad counts the runs parked here and their checkpoints' bytes (parklimits.go).
+	parkedLoad parkedLoad
 
 	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
 	// admitMu is read-held while a run is counted in runs, and held while draining
@@ -326,6 +340,7 @@ func New(cfg Config) (*Server, error) {
 		live:   map[string]*session{},
 		kick:   make(chan struct{}, 1),
 	}
+	s.parkedLoad.limits = parkLimitsOf(&cfg)
 	_, volatile := cfg.Store.(*memory.Store)
 	s.gated = !volatile
 	if sh, ok := cfg.Store.(interface{ Shared() bool }); ok {

@@ -114,6 +114,7 @@ type session struct {
 	parking     bool                // a wait found nobody to answer: the run parks in the store
 	parkDone    chan struct{}       // closed when a park in progress is over, parked or not
 	parked      *parkedRun          // set while the run is parked
+	parkHold    *parkHold           // the park's place in Server.parkedLoad, from park to its end
 	// toPark, parkedNew and parkedUsage are a park prepared, which publishPark makes the
 	// run's once its stretch has unwound.
 	toPark      *parkedRun

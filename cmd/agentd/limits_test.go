@@ -564,6 +564,7 @@ func TestConfigLimitDefaults(t *testing.T) {
 		keepaliveMinTime: 5 * time.Second, keepaliveTime: time.Minute, keepaliveTimeout: 20 * time.Second,
 		maxConnIdle: 5 * time.Minute, maxConnAge: 0, maxConnAgeGrace: 0,
 		maxHealthWatches: 1024, maxHealthWatchesPeer: 64,
+		maxParkedRuns: 4096, maxParkedRunsPerCaller: 1024, maxParkedBytes: 256 << 20, maxParkedBytesPerCaller: 64 << 20,
 	}
 	if got := limitsOf(cfg); got != want {
 		t.Errorf("limits = %+v\nwant     %+v", got, want)
@@ -579,6 +580,8 @@ func limitsOf(cfg config) config {
 		keepaliveMinTime: cfg.keepaliveMinTime, keepaliveTime: cfg.keepaliveTime, keepaliveTimeout: cfg.keepaliveTimeout,
 		maxConnIdle: cfg.maxConnIdle, maxConnAge: cfg.maxConnAge, maxConnAgeGrace: cfg.maxConnAgeGrace,
 		maxHealthWatches: cfg.maxHealthWatches, maxHealthWatchesPeer: cfg.maxHealthWatchesPeer,
+		maxParkedRuns: cfg.maxParkedRuns, maxParkedRunsPerCaller: cfg.maxParkedRunsPerCaller,
+		maxParkedBytes: cfg.maxParkedBytes, maxParkedBytesPerCaller: cfg.maxParkedBytesPerCaller,
 	}
 }
 
@@ -590,6 +593,7 @@ func TestConfigLimitsFromFlagsAndEnvironment(t *testing.T) {
 		keepaliveMinTime: 30 * time.Second, keepaliveTime: 2 * time.Minute, keepaliveTimeout: 10 * time.Second,
 		maxConnIdle: time.Hour, maxConnAge: 6 * time.Hour, maxConnAgeGrace: time.Minute,
 		maxHealthWatches: 50, maxHealthWatchesPeer: 5,
+		maxParkedRuns: 300, maxParkedRunsPerCaller: 30, maxParkedBytes: 1 << 20, maxParkedBytesPerCaller: 1000,
 	}
 	args := []string{
 		"--max-runs=100", "--max-runs-per-caller=7", "--limit-by-peer-ip",
@@ -598,6 +602,7 @@ func TestConfigLimitsFromFlagsAndEnvironment(t *testing.T) {
 		"--keepalive-min-time=30s", "--keepalive-time=2m", "--keepalive-timeout=10s",
 		"--max-connection-idle=1h", "--max-connection-age=6h", "--max-connection-age-grace=1m",
 		"--max-health-watches=50", "--max-health-watches-per-peer=5",
+		"--max-parked-runs=300", "--max-parked-runs-per-caller=30", "--max-parked-bytes=1048576", "--max-parked-bytes-per-caller=1000",
 	}
 	vars := map[string]string{}
 	for _, a := range args {
@@ -649,6 +654,34 @@ func TestConfigRunsPerCallerDefault(t *testing.T) {
 	}
 }
 
+// The caps on parked runs default to 4 times --max-runs and 256 MiB, and a caller's
+// share to a quarter of each, however the total is set; set themselves (0 too) they are
+// taken as they are, and with the total off the share is off too unless it is set.
+func TestConfigParkedDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want [4]int64 // runs, runs per caller, bytes, bytes per caller
+	}{
+		{nil, nil, [4]int64{4096, 1024, 256 << 20, 64 << 20}},
+		{[]string{"--max-runs=64"}, nil, [4]int64{256, 64, 256 << 20, 64 << 20}},
+		{nil, map[string]string{"AGENTD_MAX_PARKED_RUNS": "10", "AGENTD_MAX_PARKED_BYTES": "4000"}, [4]int64{10, 2, 4000, 1000}},
+		{[]string{"--max-parked-runs=2"}, nil, [4]int64{2, 1, 256 << 20, 64 << 20}},
+		{[]string{"--max-parked-runs=0", "--max-parked-bytes=0"}, nil, [4]int64{0, 0, 0, 0}},
+		{[]string{"--max-parked-runs=0", "--max-parked-runs-per-caller=5"}, nil, [4]int64{0, 5, 256 << 20, 64 << 20}},
+		{[]string{"--max-parked-runs-per-caller=0", "--max-parked-bytes-per-caller=0"}, nil, [4]int64{4096, 0, 256 << 20, 0}},
+	} {
+		cfg, err := parseConfig(tc.args, env(tc.env), io.Discard)
+		if err != nil {
+			t.Errorf("parseConfig(%q, %v): %v", tc.args, tc.env, err)
+			continue
+		}
+		if got := [4]int64{int64(cfg.maxParkedRuns), int64(cfg.maxParkedRunsPerCaller), cfg.maxParkedBytes, cfg.maxParkedBytesPerCaller}; got != tc.want {
+			t.Errorf("parseConfig(%q, %v): parked caps %v, want %v", tc.args, tc.env, got, tc.want)
+		}
+	}
+}
+
 func TestConfigRejectsBadLimits(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -657,6 +690,10 @@ func TestConfigRejectsBadLimits(t *testing.T) {
 	}{
 		{args: []string{"--max-runs=0"}, want: "--max-runs (0) must be at least 1"},
 		{args: []string{"--max-runs-per-caller=-1"}, want: "--max-runs-per-caller (-1) must be at least 0"},
+		{args: []string{"--max-parked-runs=-1"}, want: "--max-parked-runs (-1) must be at least 0"},
+		{args: []string{"--max-parked-runs-per-caller=-2"}, want: "--max-parked-runs-per-caller (-2) must be at least 0"},
+		{args: []string{"--max-parked-bytes=-1"}, want: "--max-parked-bytes (-1) must be at least 0"},
+		{args: []string{"--max-parked-bytes-per-caller=-1"}, want: "--max-parked-bytes-per-caller (-1) must be at least 0"},
 		{args: []string{"--start-timeout=0s"}, want: "--start-timeout (0s) must be positive"},
 		{args: []string{"--stall-timeout=-1s"}, want: "--stall-timeout (-1s) must be positive"},
 		{args: []string{"--max-approval-timeout=0"}, want: "--max-approval-timeout (0s) must be positive"},
@@ -703,6 +740,18 @@ func TestServiceLimitsFromFlags(t *testing.T) {
 	sc := serviceLimits(cfg)
 	if sc.MaxConcurrentRuns != 40 || sc.MaxRunsPerCaller != 10 || sc.StartTimeout != 7*time.Second || sc.StallTimeout != 70*time.Second || sc.MaxApprovalTimeout != 7*time.Hour || sc.MaxTranscriptBytes != 1000 {
 		t.Errorf("service limits = %+v", sc)
+	}
+	if sc.MaxParkedRuns != 160 || sc.MaxParkedRunsPerCaller != 40 || sc.MaxParkedBytes != 256<<20 || sc.MaxParkedBytesPerCaller != 64<<20 {
+		t.Errorf("parked caps = %d, %d, %d, %d; want 160, 40, 256 MiB, 64 MiB", sc.MaxParkedRuns, sc.MaxParkedRunsPerCaller, sc.MaxParkedBytes, sc.MaxParkedBytesPerCaller)
+	}
+	// A flag's 0 turns its cap off, which service.Config says with a negative value: its
+	// 0 is the default.
+	off, err := parseConfig([]string{"--max-parked-runs=0", "--max-parked-bytes=0"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := serviceLimits(off); sc.MaxParkedRuns >= 0 || sc.MaxParkedRunsPerCaller >= 0 || sc.MaxParkedBytes >= 0 || sc.MaxParkedBytesPerCaller >= 0 {
+		t.Errorf("parked caps turned off = %d, %d, %d, %d; want every one negative", sc.MaxParkedRuns, sc.MaxParkedRunsPerCaller, sc.MaxParkedBytes, sc.MaxParkedBytesPerCaller)
 	}
 
 	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 9), Port: 4321}

@@ -99,6 +99,11 @@ type config struct {
 	startTimeout       time.Duration
 	stallTimeout       time.Duration
 	maxApprovalTimeout time.Duration
+	// Parked runs (service.Config's MaxParked fields); 0 turns a cap off.
+	maxParkedRuns           int
+	maxParkedRunsPerCaller  int
+	maxParkedBytes          int64
+	maxParkedBytesPerCaller int64
 
 	// Connections and streams (limits.go).
 	maxConnections       int
@@ -149,6 +154,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's `name` among those sharing a --store postgres:// database: the holder of the leases on its runs (default the host name and a random suffix)")
 	fs.DurationVar(&cfg.leaseTTL, "lease-ttl", 10*time.Second, "with a store on disk, how long a run's lease lasts unless renewed (every third of it): how long a run of a replica that died waits before another takes it up")
 	fs.DurationVar(&cfg.parkTimeout, "park-timeout", 24*time.Hour, "how long a run whose client went away waits, parked, for the input it needs (an approval, a client tool's result) before it ends EXPIRED")
+	fs.IntVar(&cfg.maxParkedRuns, "max-parked-runs", 0, "runs parked at most (their clients gone while they wait for an approval or a client tool's result); a run that would park past it ends AWAITING_INPUT with its continuation instead, for its client to resume; 0 turns the cap off (default 4 times --max-runs)")
+	fs.IntVar(&cfg.maxParkedRunsPerCaller, "max-parked-runs-per-caller", 0, "runs parked at most of one caller (as --max-runs-per-caller counts callers); past it the caller's run that would park ends AWAITING_INPUT with its continuation; 0 turns the cap off (default a quarter of --max-parked-runs)")
+	fs.Int64Var(&cfg.maxParkedBytes, "max-parked-bytes", 256<<20, "bytes of the parked runs' checkpoints (their transcripts) at most, which --store memory holds in memory for up to --park-timeout; a run that would park past it ends AWAITING_INPUT with its continuation; 0 turns the cap off")
+	fs.Int64Var(&cfg.maxParkedBytesPerCaller, "max-parked-bytes-per-caller", 0, "bytes of one caller's parked runs' checkpoints at most; past it the caller's run that would park ends AWAITING_INPUT with its continuation; 0 turns the cap off (default a quarter of --max-parked-bytes)")
 	fs.DurationVar(&cfg.runRetention, "run-retention", 24*time.Hour, "how long a finished run and its journal are kept for clients that attach to it")
 	fs.DurationVar(&cfg.threadRetention, "thread-retention", 30*24*time.Hour, "how long a thread no run adds to is kept")
 	fs.StringVar(&cfg.keyFile, "continuation-key-file", "", "`file` holding the key that signs continuations (or set AGENTD_CONTINUATION_KEY); every replica needs the same")
@@ -212,6 +221,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if !set["max-runs-per-caller"] {
 		cfg.maxRunsPerCaller = max(1, cfg.maxRuns/4)
+	}
+	// A parked run holds no slot of --max-runs, only memory (its checkpoint), so several
+	// times as many may wait as run; a caller's share is a quarter, as of runs. With the
+	// total off, so is the share unless it is set.
+	if !set["max-parked-runs"] {
+		cfg.maxParkedRuns = 4 * cfg.maxRuns
+	}
+	if !set["max-parked-runs-per-caller"] && cfg.maxParkedRuns > 0 {
+		cfg.maxParkedRunsPerCaller = max(1, cfg.maxParkedRuns/4)
+	}
+	if !set["max-parked-bytes-per-caller"] && cfg.maxParkedBytes > 0 {
+		cfg.maxParkedBytesPerCaller = max(1, cfg.maxParkedBytes/4)
 	}
 	errs = append(errs, cfg.checkLimits()...)
 	errs = append(errs, cfg.checkHTTP()...)
@@ -467,6 +488,11 @@ func serviceLimits(cfg config) service.Config {
 		MaxRunsPerCaller:        cfg.maxRunsPerCaller,
 		MaxAttachmentsPerRun:    cfg.maxAttachPerRun,
 		MaxAttachmentsPerCaller: cfg.maxAttachPerCaller,
+		// 0 turns a flag's cap off, and means the default in service.Config.
+		MaxParkedRuns:           int(parkedCap(int64(cfg.maxParkedRuns))),
+		MaxParkedRunsPerCaller:  int(parkedCap(int64(cfg.maxParkedRunsPerCaller))),
+		MaxParkedBytes:          parkedCap(cfg.maxParkedBytes),
+		MaxParkedBytesPerCaller: parkedCap(cfg.maxParkedBytesPerCaller),
 		Caller:                  func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
 		// Runs belong to a bearer token or client certificate; an anonymous caller's to
 		// whoever knows the run's id. A peer address vouches for nobody.
@@ -484,6 +510,15 @@ func serviceLimits(cfg config) service.Config {
 		StallTimeout:       cfg.stallTimeout,
 		MaxApprovalTimeout: cfg.maxApprovalTimeout,
 	}
+}
+
+// parkedCap is a --max-parked flag as service.Config takes it: 0 there means the
+// default, and no cap is negative.
+func parkedCap(v int64) int64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // parkAfter is --park-after as service.Config takes it: 0 there means the default, and
