@@ -68,6 +68,7 @@ func FuzzHTTPBody(f *testing.F) {
 	f.Add(uint8(3), false, []byte{0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3})
 	f.Add(uint8(4), false, []byte{0, 0, 0, 0})
 	f.Add(uint8(5), false, append(envelope(0, []byte(`{"start":{"input":"hi"}}`)), envelope(2, []byte(`{}`))...))
+	f.Add(uint8(5), false, append(envelope(0, []byte(`{"start":{"input":"hi"}}`)), 0, 0, 0, 0, 9, '{'))
 	h := fuzzHTTP(f)
 	f.Fuzz(func(t *testing.T, kind uint8, gzipped bool, body []byte) {
 		p := fuzzProtocols[int(kind)%len(fuzzProtocols)]
