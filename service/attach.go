@@ -242,7 +242,10 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		switch {
 		case ref.rec.Status == store.Finished:
 			return nil, finishedStatus(ref.rec.ID)
-		case s.shared:
+		case s.shared, ref.rec.Status == store.Parked:
+			// A run parked with no session here (a store of this process alone: one this
+			// server let go) is taken up as a replica sharing the store would take it:
+			// else it stayed parked, refused as going on elsewhere, until a restart.
 			return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
 		}
 		return nil, statusError(codes.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})

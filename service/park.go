@@ -315,8 +315,10 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	}
 	// The run is nobody's while parked: this server claims it before it runs it again.
 	rec, err := s.store.Claim(ctx, ss.runID, s.cfg.Replica, s.cfg.LeaseTTL, false)
-	if err == nil && rec.LastSeq != ss.journal.last.Load() {
-		err = store.ErrHeld // another replica ran it meanwhile: this server's is stale
+	if err == nil && s.shared && rec.LastSeq != ss.journal.last.Load() {
+		// Another replica ran it meanwhile: this server's is stale. Without replicas
+		// sharing the store there is no other: the journal here is the run's.
+		err = store.ErrHeld
 	}
 	if errors.Is(err, store.ErrHeld) || errors.Is(err, store.ErrFinished) {
 		// Another replica took it up, for an input that reached it.
