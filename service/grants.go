@@ -114,7 +114,10 @@ func (ss *session) grantDecision(ctx context.Context, req runtime.ApprovalReques
 		return runtime.Decision{}, false // the client's decision came first: it stands
 	}
 	g := ss.grantFor(ctx, req.Call)
-	if g == nil {
+	if g == nil || g.GetApprovalId() == req.ID {
+		// The grant this very approval's decision made, which came in before the
+		// approval was awaited (the client saw it asked): the decision stands, not its
+		// grant.
 		return runtime.Decision{}, false
 	}
 	ss.mu.Lock()
