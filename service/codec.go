@@ -61,6 +61,54 @@ type utf8Codec struct{ std encoding.CodecV2 }
 // declare it.
 const invalidUTF8Field protowire.Number = 19999
 
+// undecodableField is the unknown field of a RunRequest that a transcoder in front of
+// the service (agentd's HTTP listener, decoding a Connect or gRPC-Web client's JSON)
+// could not decode: it holds the decoder's error, the message is otherwise empty, and
+// the service refuses it as it refuses invalid UTF-8, in an ack while the run goes on
+// (INVALID_MESSAGE), or the stream when it is the first message. Refused by the
+// transcoder itself, mid-stream, the message ended the stream from the goroutine reading
+// its body while the handler wrote to it. A client that sends the field itself only has
+// its own message refused.
+const undecodableField protowire.Number = 19998
+
+// MarkUndecodable makes m, a RunRequest a transcoder could not decode from the client's
+// encoding, one the service refuses with why: it resets m and records why in its unknown
+// fields (undecodableField), which travel with it through the gRPC server.
+func MarkUndecodable(m *agentdv1.RunRequest, why string) {
+	proto.Reset(m)
+	b := protowire.AppendTag(nil, undecodableField, protowire.BytesType)
+	m.ProtoReflect().SetUnknown(protowire.AppendString(b, why))
+}
+
+// takeUndecodable removes the record MarkUndecodable left on m and returns why it was
+// made; ok is false for a message without one.
+func takeUndecodable(m *agentdv1.RunRequest) (why string, ok bool) {
+	r := m.ProtoReflect()
+	unknown := r.GetUnknown()
+	if len(unknown) == 0 {
+		return "", false
+	}
+	var kept protoreflect.RawFields
+	for b := unknown; len(b) > 0; {
+		num, typ, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return "", false
+		}
+		if num == undecodableField && typ == protowire.BytesType && !ok {
+			_, _, tn := protowire.ConsumeTag(b)
+			v, _ := protowire.ConsumeBytes(b[tn:n])
+			why, ok = string(v), true
+		} else {
+			kept = append(kept, b[:n]...)
+		}
+		b = b[n:]
+	}
+	if ok {
+		r.SetUnknown(kept)
+	}
+	return why, ok
+}
+
 // maxInvalidUTF8Fields bounds the fields named for one message; the rest are fixed all
 // the same.
 const maxInvalidUTF8Fields = 10

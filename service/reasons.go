@@ -72,4 +72,5 @@ const (
 	reasonAlreadyAttached   = "ALREADY_ATTACHED"
 	reasonWakeFailed        = "WAKE_FAILED"
 	reasonInvalidID         = "INVALID_ID"
+	reasonInvalidMessage    = "INVALID_MESSAGE"
 )

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service/store"
@@ -21,6 +22,9 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 			return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "start", Description: "the stream closed before its start message"}})
 		}
 		return err
+	}
+	if why, ok := takeUndecodable(first); ok {
+		return statusError(codes.InvalidArgument, reasonInvalidArgument, why, nil)
 	}
 	if fe := takeInvalidUTF8(first); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)

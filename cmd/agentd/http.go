@@ -30,6 +30,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/web/console"
 )
 
@@ -131,7 +133,15 @@ func rpcNeedsToken(gs *grpc.Server) func(path string) bool {
 type jsonCodec struct{ *vanguard.JSONCodec }
 
 func (c jsonCodec) Unmarshal(data []byte, msg proto.Message) error {
-	return invalidJSON(c.JSONCodec.Unmarshal(data, msg))
+	err := c.JSONCodec.Unmarshal(data, msg)
+	if rr, ok := msg.(*agentdv1.RunRequest); ok && err != nil {
+		// A Run stream's message: the service refuses it in an ack and the run goes on.
+		// Refused here, it would end the stream from the goroutine reading the body,
+		// racing the handler's writes (inside vanguard).
+		service.MarkUndecodable(rr, "invalid JSON message: "+err.Error())
+		return nil
+	}
+	return invalidJSON(err)
 }
 
 func (c jsonCodec) UnmarshalField(data []byte, msg proto.Message, field protoreflect.FieldDescriptor) error {

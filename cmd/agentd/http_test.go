@@ -19,6 +19,8 @@ import (
 
 	"connectrpc.com/connect"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/agentdtest"
@@ -623,5 +625,65 @@ func TestHTTPHostCheckOnEveryAddress(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("Host %s: %d %s, want %d", tc.host, resp.StatusCode, b, tc.want)
 		}
+	}
+}
+
+// breakingJSON is protojson, except that a RunRequest of client_seq 2 goes out as JSON
+// that does not decode: what a buggy or hostile client sends mid-stream.
+type breakingJSON struct{}
+
+func (breakingJSON) Name() string { return "json" }
+
+func (breakingJSON) Marshal(v any) ([]byte, error) {
+	if rr, ok := v.(*agentdv1.RunRequest); ok && rr.GetClientSeq() == 2 {
+		return []byte(`{"steer":`), nil
+	}
+	return protojson.Marshal(v.(proto.Message))
+}
+
+func (breakingJSON) Unmarshal(b []byte, v any) error {
+	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, v.(proto.Message))
+}
+
+// A Run stream's message that does not decode from JSON is refused in its ack
+// (INVALID_MESSAGE) and the run goes on: refused by the transcoder, it ended the stream
+// from the goroutine reading the body while the handler wrote to it, a data race on the
+// response's headers that could crash the process.
+func TestHTTPRunUndecodableMessageIsAnAck(t *testing.T) {
+	srv, base := startServeHTTP(t, []string{"--demo-delay=0"}, slog.New(slog.DiscardHandler))
+	client := connect.NewClient[agentdv1.RunRequest, agentdv1.RunResponse](h2cClient(), base+"/agentd.v1.AgentService/Run", connect.WithCodec(breakingJSON{}))
+	stream := client.CallBidiStream(srv.ctx)
+	defer stream.CloseResponse()
+	if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 1, Kind: &agentdv1.RunRequest_Start{Start: &agentdv1.RunSpec{Input: "save a note: buy milk"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var fin *agentdv1.RunFinished
+	var refused *agentdv1.InputAck
+	for fin == nil {
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatalf("Receive: %v", err)
+		}
+		ev := resp.GetEvent()
+		if ar := ev.GetApprovalRequested(); ar != nil {
+			if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Ping{Ping: &agentdv1.Ping{}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&agentdv1.RunRequest{ClientSeq: 3, Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+				ApprovalId: ar.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a := ev.GetInputAck(); a != nil && !a.GetAccepted() {
+			refused = a
+		}
+		fin = ev.GetRunFinished()
+	}
+	if refused.GetError().GetReason() != "INVALID_MESSAGE" || !strings.Contains(refused.GetError().GetMessage(), "invalid JSON") {
+		t.Errorf("the undecodable message was acked %v, want refused INVALID_MESSAGE saying the JSON is invalid", refused)
+	}
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Errorf("the run ended %v, want COMPLETED: the decision after the bad message is taken", fin.GetReason())
 	}
 }

@@ -69,6 +69,8 @@ func FuzzHTTPBody(f *testing.F) {
 	f.Add(uint8(4), false, []byte{0, 0, 0, 0})
 	f.Add(uint8(5), false, append(envelope(0, []byte(`{"start":{"input":"hi"}}`)), envelope(2, []byte(`{}`))...))
 	f.Add(uint8(5), false, append(envelope(0, []byte(`{"start":{"input":"hi"}}`)), 0, 0, 0, 0, 9, '{'))
+	f.Add(uint8(5), false, append(envelope(0, []byte(`{"start":{"input":"hi"}}`)), envelope(0, []byte(`{"steer":`))...))
+	f.Add(uint8(5), false, envelope(0, []byte(`{"start":`)))
 	h := fuzzHTTP(f)
 	f.Fuzz(func(t *testing.T, kind uint8, gzipped bool, body []byte) {
 		p := fuzzProtocols[int(kind)%len(fuzzProtocols)]

@@ -2374,6 +2374,8 @@ type InputAck struct {
 	//   - INVALID_UTF8 — a string field of the message is not valid UTF-8.
 	//   - INVALID_ID — an id of the message (an approval's, a tool call's) is
 	//     longer than 256 bytes or holds a NUL.
+	//   - INVALID_MESSAGE — the message does not decode from the client's
+	//     encoding (JSON over the HTTP listener); the error says why.
 	//   - ALREADY_STARTED — a start after the first message: one run per
 	//     stream.
 	//   - EMPTY_MESSAGE — the message has no kind, or one this server does not
