@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 )
@@ -74,7 +76,9 @@ func FuzzHTTPBody(f *testing.F) {
 	h := fuzzHTTP(f)
 	f.Fuzz(func(t *testing.T, kind uint8, gzipped bool, body []byte) {
 		p := fuzzProtocols[int(kind)%len(fuzzProtocols)]
-		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, p.path, bytes.NewReader(body))
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, p.path, bytes.NewReader(body))
 		req.Host = "localhost"
 		req.Header.Set("Content-Type", p.contentType)
 		if p.contentType == "application/proto" {
@@ -89,8 +93,13 @@ func FuzzHTTPBody(f *testing.F) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		rec := httptest.NewRecorder()
+		began := time.Now()
 		h.ServeHTTP(rec, req)
+		took := time.Since(began)
 		runtime.ReadMemStats(&after)
+		if took > 10*time.Second {
+			t.Errorf("a %d-byte body (%s, gzip %v) held its call %s: %q", len(body), p.contentType, gzipped, took, body)
+		}
 		if rec.Code == http.StatusForbidden || rec.Code == http.StatusUnsupportedMediaType {
 			t.Fatalf("%s: %d %s: the body never reached the transcoder", p.contentType, rec.Code, rec.Body)
 		}
