@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,6 +51,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migrat
 		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 			return fmt.Errorf("create schema %s: %w", schema, err)
 		}
+	} else if err := checkSearchPath(ctx, tx); err != nil {
+		return err
 	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
@@ -75,4 +78,23 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migrat
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// checkSearchPath refuses a connection whose search_path names no schema that exists
+// (a search_path in the store's URL with a typo, say): the tables would have nowhere to
+// go, and PostgreSQL's own error ("no schema has been selected to create in") names
+// neither the schema nor the fix.
+func checkSearchPath(ctx context.Context, tx pgx.Tx) error {
+	var current *string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil {
+		return fmt.Errorf("read the current schema: %w", err)
+	}
+	if current != nil {
+		return nil
+	}
+	var path string
+	if err := tx.QueryRow(ctx, `SHOW search_path`).Scan(&path); err != nil {
+		return fmt.Errorf("read search_path: %w", err)
+	}
+	return fmt.Errorf("the search_path (%s) names no schema that exists in this database: create it first (CREATE SCHEMA %s;), or name a schema that exists in search_path", path, strings.TrimSpace(strings.Split(path, ",")[0]))
 }

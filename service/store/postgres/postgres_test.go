@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -632,4 +633,25 @@ func BenchmarkAppendEvents(b *testing.B) {
 		calls++
 	}
 	b.ReportMetric(float64(calls*per)/b.Elapsed().Seconds(), "frames/s")
+}
+
+// A search_path that names no schema of the database fails Open naming the schema and
+// the fix, not with PostgreSQL's "no schema has been selected to create in".
+func TestOpenNamesAMissingSchema(t *testing.T) {
+	dsn, schema := pgtest.NewSchema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Skipf("AGENTD_TEST_POSTGRES is not a URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	s, err := postgres.Open(t.Context(), u.String())
+	if err == nil {
+		s.Close()
+		t.Fatal("Open with a search_path of no schema succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, schema) || !strings.Contains(msg, "CREATE SCHEMA "+schema) {
+		t.Errorf("Open: %v; want the error to name schema %s and how to create it", err, schema)
+	}
 }
