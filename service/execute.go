@@ -257,9 +257,18 @@ func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *o
 	} else {
 		defer o.abandon()
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(s.streamsCtx, func() { stop(context.Cause(s.streamsCtx)) })()
 	stall := s.cfg.StallTimeout
 	if o.flush(ctx, stall) {
 		return nil
+	}
+	if errors.Is(context.Cause(ctx), errShuttingDown) {
+		sent := o.cursor.Load()
+		return statusError(codes.Unavailable, reasonDraining,
+			fmt.Sprintf("the server is shutting down: attach again, to another replica, with after_seq %d", sent),
+			map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 	}
 	err := o.failed()
 	if errors.Is(err, errEventsExpired) {

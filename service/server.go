@@ -190,9 +190,13 @@ type Server struct {
 	// admitMu is read-held while a run is counted in runs, and held while draining
 	// starts: no run is counted once Drain has returned, so Shutdown's runs.Wait never
 	// races an Add (a WaitGroup must not be added to from zero while it is waited on).
-	admitMu     sync.RWMutex
-	drainOnce   sync.Once
-	drainCtx    context.Context // done when draining starts
+	admitMu   sync.RWMutex
+	drainOnce sync.Once
+	drainCtx  context.Context // done when draining starts
+	// streamsCtx is done once a shutdown's runs are over: the streams still attached
+	// then (to parked runs, or runs going on elsewhere) end (serveAttached).
+	streamsCtx  context.Context
+	endStreams  context.CancelCauseFunc
 	drainCancel context.CancelFunc
 	drainUntil  atomic.Int64 // unix nanos when running runs are shut down
 	stopRuns    context.Context
@@ -348,6 +352,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.writer = newJournalWriter(s, cfg.Store)
 	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
+	s.streamsCtx, s.endStreams = context.WithCancelCause(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
 	s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
 	s.startFleet()
@@ -410,6 +415,10 @@ func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
 	s.sweepMu.Unlock()
 	s.stopParked()
 	defer s.stopFleet()
+	// Once the runs are over, the streams still attached end too, a moment later (the
+	// streams of runs that just finished send their last events meanwhile): else the
+	// gRPC server's graceful stop waits for them until the process's timeout.
+	defer time.AfterFunc(attachedGrace, func() { s.endStreams(errShuttingDown) })
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()
@@ -434,6 +443,13 @@ func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// errShuttingDown ends the streams still attached when a shutdown's runs are over.
+var errShuttingDown = errors.New("the server is shutting down")
+
+// attachedGrace is how long after a shutdown's runs are over the streams still attached
+// are ended.
+const attachedGrace = 500 * time.Millisecond
 
 // callerRuns counts the runs in progress of each caller. It is safe for concurrent use;
 // callers with no run in progress take no memory.
