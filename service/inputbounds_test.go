@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -129,4 +130,34 @@ func TestSendRunInput_AtOnceToAParkedRunOnSQLite(t *testing.T) {
 		t.Fatalf("the decision after the steers: %v, %v; want it taken", resp, err)
 	}
 	waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
+}
+
+// sharedMemory is a memory store that says other replicas share it.
+type sharedMemory struct{ *memory.Store }
+
+func (sharedMemory) Shared() bool { return true }
+
+// A SendRunInput for a run another replica holds, which never answers it, ends in
+// bounded time UNAVAILABLE (INPUT_UNANSWERED), the input stored: it used to wait until
+// the client's own deadline, though the run's holder may well have acted on it.
+func TestSendRunInput_AnswersInBoundedTime(t *testing.T) {
+	st := sharedMemory{memory.New(memory.Options{})}
+	if err := st.CreateRun(t.Context(), store.Run{ID: "run_elsewhere", Holder: "ghost", Status: store.Running}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	srv := askerServer(t, service.Config{Store: st, Replica: "here", InputAnswerTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := srv.Client.SendRunInput(ctx, &agentdv1.SendRunInputRequest{RunId: "run_elsewhere", ClientKey: "k",
+		Input: &agentdv1.SendRunInputRequest_Steer{Steer: &agentdv1.Steer{Text: "hi"}}})
+	if code, reason, _ := errorInfo(err); code != codes.Unavailable || reason != "INPUT_UNANSWERED" {
+		t.Fatalf("SendRunInput: %v after %s, want UNAVAILABLE INPUT_UNANSWERED", err, time.Since(began))
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("the refusal took %s, want about the 300ms bound", took)
+	}
+	if in, err := st.GetInput(t.Context(), "run_elsewhere", "k"); err != nil || len(in.Request) == 0 {
+		t.Errorf("the input: %+v, %v; want it stored for the run's holder", in, err)
+	}
 }

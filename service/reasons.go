@@ -31,6 +31,7 @@ const (
 	reasonStoreUnavailable     = "STORE_UNAVAILABLE"
 	reasonRunElsewhere         = "RUN_NOT_HERE"
 	reasonRunMoved             = "RUN_MOVED"
+	reasonInputUnanswered      = "INPUT_UNANSWERED"
 	reasonGrantNotFound        = "GRANT_NOT_FOUND"
 	reasonScopeNotAllowed      = "SCOPE_NOT_ALLOWED"
 	reasonThreadNotFound       = "THREAD_NOT_FOUND"

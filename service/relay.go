@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -29,7 +30,15 @@ import (
 // no replica holds it.
 func (s *Server) relay(ctx context.Context, rec store.Run, key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
 	var finished time.Time // when the run was first seen finished
+	giveUp := time.Now().Add(s.cfg.InputAnswerTimeout)
 	for {
+		if time.Now().After(giveUp) {
+			// The input is stored: the run's holder acts on it when it can. The client
+			// learns so in bounded time, and a retry of the same key gets its answer.
+			return nil, statusError(codes.Unavailable, reasonInputUnanswered,
+				fmt.Sprintf("the input is stored, but the replica running the run did not answer it within %s: send it again with the same client_key", s.cfg.InputAnswerTimeout),
+				map[string]string{"run_id": rec.ID})
+		}
 		in, err := s.store.GetInput(ctx, rec.ID, key)
 		if err != nil {
 			return nil, storeStatus(err)

@@ -63,6 +63,11 @@ type Config struct {
 	// means 64 a run and 256 a caller; an anonymous caller has no per-caller limit.
 	MaxAttachmentsPerRun    int
 	MaxAttachmentsPerCaller int
+	// InputAnswerTimeout bounds how long a SendRunInput for a run another replica runs
+	// waits for that replica's answer: past it the call ends UNAVAILABLE
+	// (INPUT_UNANSWERED), the input stored for the run's holder, and a retry with the
+	// same client_key gets its answer. 0 means 15 seconds.
+	InputAnswerTimeout time.Duration
 	// MaxRunInputBytes bounds the SendRunInput inputs of one run this server holds, as
 	// sent, from when they come until they are answered (each is stored whole until
 	// then): one past it is refused RESOURCE_EXHAUSTED (TOO_MANY_INPUTS) before it is
@@ -240,6 +245,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 1024
+	}
+	if cfg.InputAnswerTimeout <= 0 {
+		cfg.InputAnswerTimeout = 15 * time.Second
 	}
 	if cfg.MaxRunInputBytes <= 0 {
 		cfg.MaxRunInputBytes = 8 << 20

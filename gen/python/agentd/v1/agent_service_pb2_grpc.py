@@ -107,6 +107,9 @@ class AgentServiceStub(object):
     - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
     finished and that this server does not run, with a store only this
     server uses (with one several replicas share, any replica takes it).
+    - INPUT_UNANSWERED — (UNAVAILABLE) SendRunInput: the input is stored, but
+    the replica running the run did not answer it within the server's
+    bound (15 s by default): send it again with the same client_key.
     - RUN_MOVED — (UNAVAILABLE) a Run stream's run is now run by another
     replica (this one lost its lease, or parked the run and another took it
     up): attach again, on any replica, with after_seq
@@ -292,6 +295,9 @@ class AgentServiceServicer(object):
     - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
     finished and that this server does not run, with a store only this
     server uses (with one several replicas share, any replica takes it).
+    - INPUT_UNANSWERED — (UNAVAILABLE) SendRunInput: the input is stored, but
+    the replica running the run did not answer it within the server's
+    bound (15 s by default): send it again with the same client_key.
     - RUN_MOVED — (UNAVAILABLE) a Run stream's run is now run by another
     replica (this one lost its lease, or parked the run and another took it
     up): attach again, on any replica, with after_seq
@@ -577,6 +583,9 @@ class AgentService(object):
     - RUN_NOT_HERE — (UNAVAILABLE) SendRunInput names a run that is not
     finished and that this server does not run, with a store only this
     server uses (with one several replicas share, any replica takes it).
+    - INPUT_UNANSWERED — (UNAVAILABLE) SendRunInput: the input is stored, but
+    the replica running the run did not answer it within the server's
+    bound (15 s by default): send it again with the same client_key.
     - RUN_MOVED — (UNAVAILABLE) a Run stream's run is now run by another
     replica (this one lost its lease, or parked the run and another took it
     up): attach again, on any replica, with after_seq
