@@ -34,7 +34,7 @@ func TestAdmitRefusesOnceDraining(t *testing.T) {
 	if n := s.ActiveRuns(); n != 0 {
 		t.Errorf("%d runs counted after a refused admission, want 0", n)
 	}
-	if !s.callers.admit("alice", 1) {
+	if !s.callers.add("alice", 1, 1) {
 		t.Error("the caller's slot was not given back")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -30,14 +29,14 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "after_seq", Description: "must not be negative"}})
 	}
 	caller := s.identity(ctx)
-	if caller != "" && !s.attachers.admit(caller, s.cfg.MaxAttachmentsPerCaller) {
+	if caller != "" && !s.attachers.add(caller, 1, s.cfg.MaxAttachmentsPerCaller) {
 		return nil, nil, tooManyAttachments(fmt.Sprintf("caller %s has %d streams attached to runs, as many as the server allows one caller: attach once one of them ends", caller, s.cfg.MaxAttachmentsPerCaller), s.cfg.MaxAttachmentsPerCaller)
 	}
 	defer func() {
 		if err != nil {
-			s.attachers.release(caller)
+			s.attachers.sub(caller, 1)
 		} else {
-			o.release = func() { s.attachers.release(caller) }
+			o.release = func() { s.attachers.sub(caller, 1) }
 		}
 	}()
 	ref, err := s.lookup(ctx, id)
@@ -218,7 +217,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		return nil, statusError(codes.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
 	}
 	digest := sha256.Sum256(b)
-	release, err := s.inputs.hold(in.GetRunId(), len(b), s.cfg.MaxRunInputBytes)
+	release, err := s.holdInput(in.GetRunId(), len(b), s.cfg.MaxRunInputBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -261,35 +260,16 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	return resp, err
 }
 
-// runInputs counts the bytes of each run's SendRunInput inputs this server has taken
-// and not yet answered: each is stored whole until it is. It is safe for concurrent
-// use; a run with none takes no memory.
-type runInputs struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// hold counts n bytes of input for run, unless that would pass limit; release uncounts
-// them.
-func (r *runInputs) hold(run string, n, limit int) (release func(), err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.n[run] > 0 && r.n[run]+n > limit {
+// holdInput counts n bytes of SendRunInput input for run until release: each input is
+// stored whole until it is answered, and a run's unanswered ones may hold at most limit
+// bytes on this server.
+func (s *Server) holdInput(run string, n, limit int) (release func(), err error) {
+	if !s.inputs.add(run, n, limit) {
 		return nil, statusError(codes.ResourceExhausted, reasonTooManyInputs,
-			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, r.n[run], n, limit),
+			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, s.inputs.held(run), n, limit),
 			map[string]string{"run_id": run, "limit": strconv.Itoa(limit)})
 	}
-	if r.n == nil {
-		r.n = map[string]int{}
-	}
-	r.n[run] += n
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.n[run] -= n; r.n[run] <= 0 {
-			delete(r.n, run)
-		}
-	}, nil
+	return func() { s.inputs.sub(run, n) }, nil
 }
 
 // steerBytes is what st counts against a run's steer bytes, as the run's inbox counts

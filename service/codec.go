@@ -83,30 +83,10 @@ func MarkUndecodable(m *agentdv1.RunRequest, why string) {
 // takeUndecodable removes the record MarkUndecodable left on m and returns why it was
 // made; ok is false for a message without one.
 func takeUndecodable(m *agentdv1.RunRequest) (why string, ok bool) {
-	r := m.ProtoReflect()
-	unknown := r.GetUnknown()
-	if len(unknown) == 0 {
-		return "", false
+	if whys := takeRecords(m, undecodableField); len(whys) > 0 {
+		return whys[0], true
 	}
-	var kept protoreflect.RawFields
-	for b := unknown; len(b) > 0; {
-		num, typ, n := protowire.ConsumeField(b)
-		if n < 0 {
-			return "", false
-		}
-		if num == undecodableField && typ == protowire.BytesType && !ok {
-			_, _, tn := protowire.ConsumeTag(b)
-			v, _ := protowire.ConsumeBytes(b[tn:n])
-			why, ok = string(v), true
-		} else {
-			kept = append(kept, b[:n]...)
-		}
-		b = b[n:]
-	}
-	if ok {
-		r.SetUnknown(kept)
-	}
-	return why, ok
+	return "", false
 }
 
 // maxInvalidUTF8Fields bounds the fields named for one message; the rest are fixed all
@@ -212,31 +192,37 @@ func sanitizeMessage(b []byte, m proto.Message) bool {
 // takeInvalidUTF8Paths removes the record of invalid UTF-8 the codec left on m and
 // returns the fields it names.
 func takeInvalidUTF8Paths(m proto.Message) []string {
+	return takeRecords(m, invalidUTF8Field)
+}
+
+// takeRecords removes from m's unknown fields every record of field num and returns
+// their values.
+func takeRecords(m proto.Message, num protowire.Number) []string {
 	r := m.ProtoReflect()
 	unknown := r.GetUnknown()
 	if len(unknown) == 0 {
 		return nil
 	}
-	var paths []string
+	var values []string
 	var kept protoreflect.RawFields
 	for b := unknown; len(b) > 0; {
-		num, typ, n := protowire.ConsumeField(b)
-		if n < 0 {
-			return paths // unknown fields are well-formed: proto.Unmarshal checked them
+		n, typ, l := protowire.ConsumeField(b)
+		if l < 0 {
+			return values // unknown fields are well-formed: proto.Unmarshal checked them
 		}
-		if num != invalidUTF8Field {
-			kept = append(kept, b[:n]...)
+		if n != num {
+			kept = append(kept, b[:l]...)
 		} else if typ == protowire.BytesType {
 			_, _, tn := protowire.ConsumeTag(b)
-			v, _ := protowire.ConsumeBytes(b[tn:n])
-			paths = append(paths, string(v))
+			v, _ := protowire.ConsumeBytes(b[tn:l])
+			values = append(values, string(v))
 		}
-		b = b[n:]
+		b = b[l:]
 	}
 	if len(kept) != len(unknown) {
 		r.SetUnknown(kept)
 	}
-	return paths
+	return values
 }
 
 // takeInvalidUTF8 removes the record of invalid UTF-8 the codec left on a client's

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Every id a client sends (run_id, thread_id, request_id, client_key, an approval's or
@@ -35,14 +35,14 @@ func isIDField(fd protoreflect.FieldDescriptor) bool {
 }
 
 func walkIDs(m protoreflect.Message, prefix string, depth int, fe *fieldErrors) {
-	if depth > protoRecursionLimit {
+	if depth > protowire.DefaultRecursionLimit {
 		return // proto.Unmarshal refused deeper messages
 	}
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		path := prefix + string(fd.Name())
 		switch {
 		case fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Struct" && !fd.IsList() && !fd.IsMap():
-			if n := proto.Size(v.Message().Interface().(*structpb.Struct)); n > maxMetadataBytes {
+			if n := proto.Size(v.Message().Interface()); n > maxMetadataBytes {
 				fe.add(path, "%d bytes, more than the %d allowed", n, maxMetadataBytes)
 			}
 		case fd.IsList() && fd.Message() != nil:
@@ -69,6 +69,3 @@ func checkID(path, id string, fe *fieldErrors) {
 		fe.add(path, "holds a NUL character, which no id may")
 	}
 }
-
-// protoRecursionLimit is how deep proto.Unmarshal lets messages nest.
-const protoRecursionLimit = 100

@@ -185,9 +185,9 @@ type Server struct {
 
 	active    atomic.Int64   // runs in progress
 	runs      sync.WaitGroup // one per run in progress
-	callers   callerRuns     // runs in progress per caller
-	attachers callerRuns     // streams attached per caller
-	inputs    runInputs      // bytes of SendRunInput inputs not yet answered, per run
+	callers   counts         // runs in progress per caller
+	attachers counts         // streams attached per caller
+	inputs    counts         // bytes of SendRunInput inputs not yet answered, per run
 	// parkedLoad counts the runs parked here and their checkpoints' bytes (parklimits.go).
 	parkedLoad parkedLoad
 
@@ -459,36 +459,45 @@ var errShuttingDown = errors.New("the server is shutting down")
 // are ended.
 const attachedGrace = 500 * time.Millisecond
 
-// callerRuns counts the runs in progress of each caller. It is safe for concurrent use;
-// callers with no run in progress take no memory.
-type callerRuns struct {
+// counts counts what each key holds: the runs in progress of a caller, the streams it
+// has attached, the bytes of a run's unanswered inputs. It is safe for concurrent use;
+// a key that holds nothing takes no memory, and an empty key is never counted.
+type counts struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-// admit counts a run of caller unless it has limit in progress already.
-func (c *callerRuns) admit(caller string, limit int) bool {
+// add counts n more for key, unless key holds something already and n more would pass
+// limit: one thing alone is always counted, however large.
+func (c *counts) add(key string, n, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n[caller] >= limit {
+	if c.n[key] > 0 && c.n[key]+n > limit {
 		return false
 	}
 	if c.n == nil {
 		c.n = map[string]int{}
 	}
-	c.n[caller]++
+	c.n[key] += n
 	return true
 }
 
-// release ends a run admit counted; an empty caller was not counted.
-func (c *callerRuns) release(caller string) {
-	if caller == "" {
+// held returns what key holds.
+func (c *counts) held(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+// sub uncounts n that add counted for key; an empty key was not counted.
+func (c *counts) sub(key string, n int) {
+	if key == "" {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n[caller]--; c.n[caller] <= 0 {
-		delete(c.n, caller)
+	if c.n[key] -= n; c.n[key] <= 0 {
+		delete(c.n, key)
 	}
 }
 

@@ -251,14 +251,14 @@ func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *continuation) (*Agent, err
 func (s *Server) admit(caller string) (string, error) {
 	counted := ""
 	if caller != "" && s.cfg.MaxRunsPerCaller > 0 {
-		if !s.callers.admit(caller, s.cfg.MaxRunsPerCaller) {
+		if !s.callers.add(caller, 1, s.cfg.MaxRunsPerCaller) {
 			return "", statusError(codes.ResourceExhausted, reasonTooManyCallerRuns, fmt.Sprintf("caller %s has %d runs in progress, as many as the server allows one caller: start this one when one of them ends", caller, s.cfg.MaxRunsPerCaller), map[string]string{"limit": strconv.Itoa(s.cfg.MaxRunsPerCaller)})
 		}
 		counted = caller
 	}
 	if n := s.active.Add(1); n > int64(s.cfg.MaxConcurrentRuns) {
 		s.active.Add(-1)
-		s.callers.release(counted)
+		s.callers.sub(counted, 1)
 		return "", statusError(codes.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
 	}
 	// Checked again where the run is counted: a start that passed the first check as
@@ -267,7 +267,7 @@ func (s *Server) admit(caller string) (string, error) {
 	defer s.admitMu.RUnlock()
 	if s.isDraining() {
 		s.active.Add(-1)
-		s.callers.release(counted)
+		s.callers.sub(counted, 1)
 		return "", drainingError()
 	}
 	s.runs.Add(1)
@@ -352,7 +352,7 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 
 // unadmit releases a run's place, which admit counted.
 func (s *Server) unadmit(caller string) {
-	s.callers.release(caller)
+	s.callers.sub(caller, 1)
 	s.active.Add(-1)
 	s.runs.Done()
 }
