@@ -21,11 +21,11 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/cors"
 	"connectrpc.com/vanguard"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	rscors "github.com/rs/cors"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -124,7 +124,8 @@ func rpcNeedsToken(gs *grpc.Server) func(path string) bool {
 		if _, known := info[svc]; !ok || !known {
 			return false // the console, or no RPC at all
 		}
-		return svc != healthpb.Health_ServiceDesc.ServiceName && !strings.HasPrefix(svc, "grpc.reflection.")
+		c := interceptors.CallMeta{Service: svc}
+		return !isHealth(c) && !isReflection(c)
 	}
 }
 

@@ -175,7 +175,8 @@ type httpCall struct {
 	ended    bool    // the handler returned: rc is not to be used
 	deadline bool    // a read deadline is set
 	held     int64   // gate bytes held for messages being transcoded
-	pending  []int64 // sizes of the messages handed on that gRPC has not taken, oldest first
+	pending  []int64 // what the messages handed on that gRPC has not taken count, oldest first
+	waiting  int64   // their sum
 	room     chan struct{}
 }
 
@@ -255,6 +256,7 @@ func (c *httpCall) received() {
 	defer c.mu.Unlock()
 	c.releaseLocked()
 	if len(c.pending) > 0 {
+		c.waiting -= c.pending[0]
 		c.pending = c.pending[1:]
 		if c.room != nil {
 			close(c.room)
@@ -263,17 +265,19 @@ func (c *httpCall) received() {
 	}
 }
 
+// minEnvelopeCost is what a message handed on counts at least against the read-ahead
+// bound: gRPC keeps each message it has not taken apart, so empty ones are not free.
+const minEnvelopeCost = 512
+
 // handOn waits until gRPC has taken enough of the call's earlier messages for one of n
 // bytes to wait beside them, within the message bound, and counts it.
 func (c *httpCall) handOn(n int64) error {
+	cost := max(n, minEnvelopeCost)
 	for {
 		c.mu.Lock()
-		var waiting int64
-		for _, p := range c.pending {
-			waiting += p
-		}
-		if len(c.pending) == 0 || waiting+n <= c.bodies.maxMessage {
-			c.pending = append(c.pending, n)
+		if len(c.pending) == 0 || c.waiting+cost <= c.bodies.maxMessage {
+			c.pending = append(c.pending, cost)
+			c.waiting += cost
 			c.mu.Unlock()
 			return nil
 		}
