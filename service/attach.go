@@ -60,6 +60,7 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 		}
 		o := newOutbox(ctx, s.storedJournal(ref.rec), after, []frame{f}, send, func(error) {})
 		o.id = id
+		o.startHeartbeats(s.cfg.HeartbeatInterval, ref.rec.ID, s.now)
 		return nil, o, nil
 	}
 	ss.mu.Lock()
@@ -92,6 +93,7 @@ func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send f
 	}
 	o := newOutbox(ctx, ss.journal, after, []frame{f}, send, func(error) {})
 	o.id = id
+	o.startHeartbeats(ss.srv.cfg.HeartbeatInterval, ss.runID, ss.srv.now)
 	ss.outs[o] = struct{}{}
 	return o, nil
 }

@@ -99,7 +99,7 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 	case !ss.journal.mergeDelta(kind, id, text):
 		// The journal's new open tail, marshaled when first taken (journal.openDelta).
 		pe := eventToProto(ev)
-		ss.stampLocked(pe, true)
+		ss.stampLocked(pe)
 		ss.journal.openDelta(pe, kind, id, text)
 		ss.srv.writer.mark(ss)
 	}
@@ -117,9 +117,9 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 func (ss *session) finishStep(e *runtime.StepFinished, pe *agentdv1.RunEvent) error {
 	b := ss.checkpoint()
 	ss.mu.Lock()
-	err := ss.sendLocked(pe, true)
+	err := ss.sendLocked(pe)
 	if err == nil && b != nil {
-		err = ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}}, true)
+		err = ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_Checkpoint{Checkpoint: &agentdv1.Checkpoint{Continuation: b, StepId: e.StepID}}})
 	}
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
@@ -339,5 +339,5 @@ func (ss *session) sendFinished(rf *agentdv1.RunFinished) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.ended, ss.result = true, rf
-	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 }

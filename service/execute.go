@@ -176,6 +176,7 @@ func (ss *session) attachStarter(ctx context.Context, send func(frame) error) *o
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	o := newOutbox(ctx, ss.journal, 0, nil, send, func(error) {})
+	o.startHeartbeats(ss.srv.cfg.HeartbeatInterval, ss.runID, ss.srv.now)
 	ss.outs[o] = struct{}{}
 	ss.primary = o
 	return o

@@ -378,6 +378,13 @@ func (j *journal) wakeLocked() {
 	j.changed = make(chan struct{})
 }
 
+// visibleSeq returns the seq of the last frame readers may read.
+func (j *journal) visibleSeq() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.visible()
+}
+
 // visible returns the seq of the last frame readers may read.
 func (j *journal) visible() int64 {
 	if j.gated {

@@ -6,6 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
 // errClientStalled is the cause of a run whose client read nothing for the stall timeout.
@@ -55,6 +59,10 @@ type outbox struct {
 	// sendingSince is when the send in progress started (unix nanoseconds), 0 when none
 	// is: how long the client has read nothing.
 	sendingSince atomic.Int64
+	// lastSend is when the last send started, or a heartbeat was queued (unix
+	// nanoseconds): how long the stream has been silent.
+	lastSend atomic.Int64
+	beat     *time.Timer // the heartbeat's, once startHeartbeats armed it
 }
 
 // newOutbox starts sending j's frames after seq after, behind side, on the stream of
@@ -62,8 +70,48 @@ type outbox struct {
 func newOutbox(ctx context.Context, j *journal, after int64, side []frame, send func(frame) error, onFail func(error)) *outbox {
 	o := &outbox{ctx: ctx, j: j, send: send, onFail: onFail, side: side, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
 	o.cursor.Store(after)
+	o.lastSend.Store(time.Now().UnixNano())
 	go o.run()
 	return o
+}
+
+// startHeartbeats has the outbox send a heartbeat naming the last seq it sent after
+// every interval the stream was silent with nothing to send, until it ends: whoever
+// runs the run, here, elsewhere or nobody for a while (a store that does not answer),
+// the client knows the stream is alive. It costs a timer that fires once an interval,
+// not one reset per frame. Called once, before any other goroutine may end the outbox.
+func (o *outbox) startHeartbeats(every time.Duration, runID string, now func() time.Time) {
+	var beat func()
+	beat = func() {
+		select {
+		case <-o.done:
+			return
+		default:
+		}
+		silent := time.Duration(time.Now().UnixNano() - o.lastSend.Load())
+		if silent >= every {
+			o.mu.Lock()
+			quiet := o.err == nil && !o.abandoned.Load() && len(o.side) == 0 &&
+				o.sendingSince.Load() == 0 && o.j.visibleSeq() <= o.cursor.Load()
+			o.mu.Unlock()
+			if quiet {
+				// Behind events the client has not read yet, a heartbeat says nothing.
+				f, err := marshalFrame(&agentdv1.RunEvent{RunId: runID, Time: timestamppb.New(now()),
+					Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: o.cursor.Load()}}})
+				if err == nil {
+					o.putSide(f)
+				}
+			}
+			o.lastSend.Store(time.Now().UnixNano())
+			silent = 0
+		}
+		o.mu.Lock()
+		o.beat.Reset(every - silent)
+		o.mu.Unlock()
+	}
+	o.mu.Lock()
+	o.beat = time.AfterFunc(every, beat)
+	o.mu.Unlock()
 }
 
 func signal(ch chan struct{}) {
@@ -86,13 +134,6 @@ func (o *outbox) putSide(f frame) {
 
 // behind returns how many journaled frames wait to be sent.
 func (o *outbox) behind() int64 { return o.j.last.Load() - o.cursor.Load() }
-
-// pending reports whether frames wait to be sent.
-func (o *outbox) pending() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.behind() > 0 || len(o.side) > 0 || o.sendingSince.Load() != 0
-}
 
 // wait blocks while the stream is outboxSize frames behind the journal: the client is
 // behind, and the run waits for it (backpressure). It returns when there is room, when
@@ -221,7 +262,9 @@ func (o *outbox) sendOne(f frame) bool {
 	if o.abandoned.Load() {
 		return false
 	}
-	o.sendingSince.Store(time.Now().UnixNano())
+	start := time.Now().UnixNano()
+	o.sendingSince.Store(start)
+	o.lastSend.Store(start)
 	err := o.send(f)
 	o.sendingSince.Store(0)
 	if err != nil {
@@ -233,7 +276,14 @@ func (o *outbox) sendOne(f frame) bool {
 
 // run sends the side frames and the journal's frames until the outbox ends.
 func (o *outbox) run() {
-	defer close(o.done)
+	defer func() {
+		close(o.done)
+		o.mu.Lock()
+		if o.beat != nil {
+			o.beat.Stop()
+		}
+		o.mu.Unlock()
+	}()
 	var batch []frame
 	for {
 		o.mu.Lock()

@@ -46,7 +46,7 @@ type parkedRun struct {
 	// approvalsDue wakes the run when its approvals expire (approval_timeout), so that
 	// they expire as they would have had it waited live; nil when none expires.
 	approvalsDue *time.Timer
-	// stopBeat stops the heartbeats to the streams attached while the run is parked.
+	// stopBeat stops journaling go_away for the parked run (keepAlive).
 	stopBeat func()
 	// mu guards the three timers, which parkTimers sets as stop may read them.
 	mu sync.Mutex
@@ -257,7 +257,7 @@ func (ss *session) publishPark() {
 }
 
 // parkTimers starts a parked run's timers: its end after left, its approvals' expiry,
-// heartbeats to the streams attached. A run woken in the meantime has them stopped.
+// go_away when the server drains. A run woken in the meantime has them stopped.
 func (s *Server) parkTimers(ss *session, p *parkedRun, left time.Duration) {
 	expiry := time.AfterFunc(left, func() { s.expire(ss) })
 	due := s.wakeWhenDue(ss, p.approvals)
@@ -377,7 +377,7 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 	ss.mu.Lock()
 	ss.approvalDue = map[string]time.Time{}
 	if p != nil {
-		defer p.stop() // once mu is let go: the heartbeats take it
+		defer p.stop() // once mu is let go: keepAlive's go_away takes it
 		for _, a := range p.approvals {
 			if exp := a.GetExpiresAt(); exp != nil {
 				ss.approvalDue[a.GetApprovalId()] = exp.AsTime()
@@ -467,20 +467,20 @@ func (s *Server) expire(ss *session) {
 	}
 	ss.parked = nil
 	ss.dropParkLocked()
-	defer p.stop() // once mu is let go: the heartbeats take it
+	defer p.stop() // once mu is let go: keepAlive's go_away takes it
 	var cancelled []string
 	for _, a := range p.approvals {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
 			ApprovalId: a.GetApprovalId(), ToolCallId: a.GetToolCallId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_EXPIRED,
 			DecidedBy: agentdv1.DecidedBy_DECIDED_BY_TIMEOUT, ArgumentsJson: a.GetArgumentsJson(), Reason: "the run stayed parked for the server's park timeout",
-		}}}, true)
+		}}})
 		cancelled = append(cancelled, a.GetToolCallId())
 	}
 	cancelled = append(cancelled, p.clientCalls...)
 	if len(cancelled) > 0 {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallsCancelled{ToolCallsCancelled: &agentdv1.ToolCallsCancelled{
 			ToolCallIds: cancelled, Reason: "the run stayed parked for the server's park timeout",
-		}}}, true)
+		}}})
 	}
 	rf := &agentdv1.RunFinished{
 		Reason: agentdv1.RunEndReason_RUN_END_REASON_EXPIRED,
@@ -489,7 +489,7 @@ func (s *Server) expire(ss *session) {
 		NewMessages: ss.priorNew, Usage: ss.priorUsage, Continuation: p.continuation,
 	}
 	ss.ended, ss.result, ss.status = true, rf, runStatus(rf.GetError())
-	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 	ss.mu.Unlock()
 	s.log.Info("parked run expired", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())
 	ss.journal.close()

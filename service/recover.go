@@ -101,7 +101,7 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 			// Its last step was its last: it ends as it would have, the model not asked
 			// again.
 			ss.mu.Lock()
-			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 			ss.mu.Unlock()
 			s.endedLeft(ss, rf)
 			return nil
@@ -500,18 +500,18 @@ func (l *leftOver) closeAll(ss *session, usage *agentdv1.Usage) {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ApprovalResolved{ApprovalResolved: &agentdv1.ApprovalResolved{
 			ApprovalId: a.GetApprovalId(), ToolCallId: a.GetToolCallId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_CANCELLED,
 			DecidedBy: agentdv1.DecidedBy_DECIDED_BY_RUN_END, Reason: serverStopped,
-		}}}, true)
+		}}})
 	}
 	l.closeBlocksLocked(ss)
 	if len(l.calls) > 0 {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolCallsCancelled{ToolCallsCancelled: &agentdv1.ToolCallsCancelled{
 			ToolCallIds: l.calls, Reason: serverStopped + "; whether a call that had started ran is not known",
-		}}}, true)
+		}}})
 	}
 	if l.step != "" {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepFinished{StepFinished: &agentdv1.StepFinished{
 			StepId: l.step, Usage: usage, Abandoned: true,
-		}}}, true)
+		}}})
 	}
 }
 
@@ -520,7 +520,7 @@ func (l *leftOver) closeBlocksLocked(ss *session) {
 	for _, b := range l.blocks {
 		ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_MessageFinished{MessageFinished: &agentdv1.MessageFinished{
 			MessageId: b.id, Role: b.role, Kind: b.kind, Partial: true, Abandoned: true,
-		}}}, true)
+		}}})
 	}
 }
 
@@ -578,7 +578,7 @@ func (l *leftOver) takeCalls(ss *session, p *runtime.Pending, entry *Agent) *par
 				why = "the call was " + strings.ToLower(strings.TrimPrefix(r.GetOutcome().String(), "APPROVAL_OUTCOME_")) + ": " + r.GetReason()
 			}
 			c.State, c.Result = runtime.CallDone, runtime.ErrorOutput(why)
-			ss.sendLocked(resultEvent(c), true)
+			ss.sendLocked(resultEvent(c))
 		case started != nil && client[c.Call.Name]:
 			c.State = runtime.CallReady // the client's result may still come
 			waits.clientCalls = append(waits.clientCalls, id)
@@ -586,7 +586,7 @@ func (l *leftOver) takeCalls(ss *session, p *runtime.Pending, entry *Agent) *par
 			c.State, c.Approved, c.Call.Arguments = runtime.CallReady, true, started.GetArgumentsJson()
 		case started != nil:
 			c.State, c.Result = runtime.CallDone, runtime.ErrorOutput(outcomeUnknown)
-			ss.sendLocked(resultEvent(c), true)
+			ss.sendLocked(resultEvent(c))
 		case asked[id] != nil:
 			c.State, c.ApprovalID, c.Reason = runtime.CallAwaitingApproval, asked[id].GetApprovalId(), asked[id].GetReason()
 			waits.approvals = append(waits.approvals, asked[id])
@@ -629,7 +629,7 @@ func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why stri
 	}
 	ss.mu.Lock()
 	ss.ended, ss.result = true, rf
-	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}}, true)
+	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 	ss.mu.Unlock()
 	ss.journal.close()
 	s.finishRun(ss)

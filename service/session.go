@@ -80,7 +80,6 @@ type session struct {
 
 	mu              sync.Mutex
 	seq             int64
-	lastSent        time.Time
 	ended           bool // run_finished is journaled: nothing more is acked
 	inputDone       bool // the starting client half-closed, or the RPC takes no input
 	inputDoneCh     chan struct{}
@@ -357,55 +356,39 @@ func (s *Server) unadmit(caller string) {
 	s.runs.Done()
 }
 
-// sendLocked stamps one event and journals it (numbered), or queues it on every attached
-// stream with nothing else to send (unnumbered: a heartbeat). It never blocks: the order
-// events are journaled in, under mu, is the order every stream sends them in. A delta the
-// journal may merge goes through sendDelta instead.
-func (ss *session) sendLocked(ev *agentdv1.RunEvent, numbered bool) error {
+// sendLocked stamps one event and journals it. It never blocks: the order events are
+// journaled in, under mu, is the order every stream sends them in. A delta the journal
+// may merge goes through sendDelta instead.
+func (ss *session) sendLocked(ev *agentdv1.RunEvent) error {
 	if ss.moved {
 		return errRunMoved // another replica runs it: this one adds nothing
 	}
-	ss.stampLocked(ev, numbered)
+	ss.stampLocked(ev)
 	f, err := marshalFrame(ev)
 	if err != nil {
 		// Nothing agentd builds fails to marshal: a fault, which ends the run.
 		ss.srv.log.Error("marshaling an event failed", "run_id", ss.runID, "error", err)
-		if numbered {
-			ss.seq--
-		}
+		ss.seq--
 		return err
-	}
-	if !numbered {
-		for o := range ss.outs {
-			// Behind events the client has not read yet, a heartbeat says nothing.
-			if !o.pending() {
-				o.putSide(f)
-			}
-		}
-		return nil
 	}
 	ss.journal.append(f)
 	ss.srv.writer.mark(ss)
 	return nil
 }
 
-// stampLocked gives ev its seq when numbered, the run's id and the time.
-func (ss *session) stampLocked(ev *agentdv1.RunEvent, numbered bool) {
-	now := ss.srv.now()
-	if numbered {
-		ss.seq++
-		ev.Seq = ss.seq
-	}
+// stampLocked gives ev the next seq, the run's id and the time.
+func (ss *session) stampLocked(ev *agentdv1.RunEvent) {
+	ss.seq++
+	ev.Seq = ss.seq
 	ev.RunId = ss.runID
-	ev.Time = timestamppb.New(now)
-	ss.lastSent = now
+	ev.Time = timestamppb.New(ss.srv.now())
 }
 
 // sendEvent journals one of the run's events. Called on the run's goroutine, it waits
 // while the stream that started the run is behind, which holds the model back.
 func (ss *session) sendEvent(ev *agentdv1.RunEvent) error {
 	ss.mu.Lock()
-	err := ss.sendLocked(ev, true)
+	err := ss.sendLocked(ev)
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
 	if err == nil && primary != nil {
@@ -446,7 +429,7 @@ func (ss *session) ackLocked(in input, refusal *agentdv1.RunError) int64 {
 		return r.seq
 	}
 	ack := &agentdv1.InputAck{ClientSeq: in.seq, ClientKey: in.key, AttachmentId: in.stream, Accepted: refusal == nil, Error: refusal}
-	if ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: ack}}, true) != nil {
+	if ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_InputAck{InputAck: ack}}) != nil {
 		return 0
 	}
 	if in.key != "" {
