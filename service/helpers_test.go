@@ -164,8 +164,17 @@ func errorInfo(err error) (codes.Code, string, *errdetails.BadRequest) {
 // gated is a model step that says text once gate is closed: it keeps a run going
 // until the test has seen what it waits for (an ack of a message sent late, say).
 func gated(gate <-chan struct{}, text string) rt.Step {
+	return gatedCalled(gate, nil, text)
+}
+
+// gatedCalled is gated, closing called (unless nil) once the model is called: what
+// the run's steers before that are taken into the call.
+func gatedCalled(gate <-chan struct{}, called chan<- struct{}, text string) rt.Step {
 	return rt.Step{Func: func(ctx context.Context, _ *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 		return func(yield func(runtime.ModelEvent, error) bool) {
+			if called != nil {
+				close(called)
+			}
 			select {
 			case <-gate:
 			case <-ctx.Done():

@@ -102,11 +102,12 @@ func TestThreads_ThreeRunsWithOnlyNewInput(t *testing.T) {
 // with on_busy STEER, steers its input into the active run and attaches to it; the
 // thread cannot be deleted while the run goes on.
 func TestThreads_OneActiveRun(t *testing.T) {
-	gate := make(chan struct{})
-	m := &rt.Model{Steps: []rt.Step{gated(gate, "first answer"), rt.Say("answer to both")}}
+	gate, called := make(chan struct{}), make(chan struct{})
+	m := &rt.Model{Steps: []rt.Step{gatedCalled(gate, called, "first answer"), rt.Say("answer to both")}}
 	srv := newTestServer(t, service.Config{}, scripted{name: "chat", model: m})
 	first := servicetest.Open(t, srv.Client, onThread("", "hello"))
 	started := first.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunStarted()
+	<-called // the steer below comes during the first model call, not before it
 	thread, active := started.GetThreadId(), started.GetRunId()
 
 	_, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: onThread(thread, "me too")})
