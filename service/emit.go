@@ -269,15 +269,13 @@ func (ss *session) storeCheckpoint(continuation []byte, usage *agentdv1.Usage, a
 	ss.mu.Unlock()
 	b, err := proto.Marshal(cp)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		err = ss.srv.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Running, Checkpoint: b})
-		cancel()
+		// Tried while the lease lasts, then the run is let go: its step's calls must not
+		// run unless a replica taking it up would know of them.
+		err = ss.srv.keepTrying(ss, func(ctx context.Context) error {
+			return ss.srv.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Running, Checkpoint: b})
+		})
 	}
-	if errors.Is(err, store.ErrFenced) {
-		ss.srv.lostRun(ss)
-		return
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrFenced) {
 		ss.srv.log.Warn("storing the run's checkpoint failed: were this process to stop, the run would go on from an older one", "run_id", ss.runID, "error", err)
 	}
 }

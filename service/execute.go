@@ -215,8 +215,11 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 	}
 	ss.detachOut(o)
 	sendErr := o.failed()
-	if errors.Is(sendErr, errRunMoved) {
+	switch {
+	case errors.Is(sendErr, errRunMoved):
 		return movedStatus(o.cursor.Load())
+	case errors.Is(sendErr, errStoreLost):
+		return storeLostStatus(o.cursor.Load())
 	}
 	if ss.detach {
 		ss.srv.log.Debug("the stream that started the run went away: the run goes on", "run_id", ss.runID, "error", sendErr)
@@ -286,6 +289,8 @@ func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent in
 	switch {
 	case errors.Is(sendErr, errRunMoved):
 		return movedStatus(sent)
+	case errors.Is(sendErr, errStoreLost):
+		return storeLostStatus(sent)
 	case sendErr != nil:
 		return sendStatus(sendErr)
 	case ctx.Err() != nil:
@@ -301,6 +306,14 @@ func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent in
 func movedStatus(sent int64) error {
 	return statusError(codes.Unavailable, reasonRunMoved,
 		fmt.Sprintf("another replica runs the run now: attach again, on any replica, with after_seq %d", sent),
+		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
+}
+
+// storeLostStatus ends a stream whose run this replica let go, its store having failed
+// the run for a lease, having sent it the events up to seq sent.
+func storeLostStatus(sent int64) error {
+	return statusError(codes.Unavailable, reasonStoreUnavailable,
+		fmt.Sprintf("this replica's store did not answer for a lease, so it let the run go; the run goes on from the store: attach again, on any replica, with after_seq %d", sent),
 		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 }
 

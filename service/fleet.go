@@ -134,7 +134,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 			// them now.
 			s.log.Error("no lease renewed for a whole lease: stopping the runs here", "runs", len(leases))
 			for _, ss := range held {
-				s.lostRun(ss)
+				s.storeLost(ss)
 			}
 			continue
 		}
@@ -147,19 +147,66 @@ func (s *Server) renewLoop(ctx context.Context) {
 	}
 }
 
+// keepTrying does one of a run's writes to the store (f, under a context bounded by
+// storeTimeout), trying it again, backing off, while the store fails to answer and the
+// run's lease lasts, as the journal writer does with its events. A fenced write lets
+// the run go to the replica holding it (lostRun); one the store has not taken for a
+// lease lets it go to whichever replica the store answers next (storeLost). A store
+// that keeps nothing across processes is tried once.
+func (s *Server) keepTrying(ss *session, f func(ctx context.Context) error) error {
+	began := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err := f(ctx)
+		cancel()
+		switch {
+		case err == nil || !s.gated:
+			return err
+		case errors.Is(err, store.ErrFenced):
+			s.lostRun(ss)
+			return err
+		case !storeTransient(err):
+			return err
+		}
+		ss.mu.Lock()
+		moved := ss.moved
+		ss.mu.Unlock()
+		failing := time.Since(began)
+		if moved {
+			return err
+		}
+		if failing >= s.cfg.LeaseTTL {
+			s.log.Error("the store did not answer for a lease: letting the run go", "run_id", ss.runID, "error", err)
+			s.storeLost(ss)
+			return err
+		}
+		time.Sleep(retryDelay(failing))
+	}
+}
+
 // lostRun stops a run another replica holds now (or whose lease this server can no
 // longer vouch for): it journals nothing more, and the streams attached to it follow
 // the run from the store wherever it goes on; Run streams, whose input the run here can
 // no longer take, end UNAVAILABLE (RUN_MOVED), to attach again.
 func (s *Server) lostRun(ss *session) {
-	if s.letGo(ss) {
+	if s.letGo(ss, errRunMoved) {
 		s.log.Warn("the run's lease was lost: it stops here, another replica runs it", "run_id", ss.runID)
 	}
 }
 
+// storeLost stops a run this server cannot keep, its store having failed it for a
+// lease: it journals nothing more, its lease runs out, and whichever replica the store
+// answers next takes it up from what the store has. Every stream attached to it ends
+// UNAVAILABLE (STORE_UNAVAILABLE) naming the last seq it sent, to attach again: one
+// that followed the run from a store that does not answer would wait in silence.
+func (s *Server) storeLost(ss *session) {
+	s.letGo(ss, errStoreLost)
+}
+
 // letGo stops running ss here, leaving it to the store and whichever replica holds it,
-// and reports whether it was running here.
-func (s *Server) letGo(ss *session) bool {
+// and reports whether it was running here. The streams attached to it end with why
+// (Run streams alone for errRunMoved: the others follow the run from the store).
+func (s *Server) letGo(ss *session, why error) bool {
 	ss.mu.Lock()
 	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil {
 		ss.mu.Unlock()
@@ -169,10 +216,10 @@ func (s *Server) letGo(ss *session) bool {
 	ss.dropParkLocked() // whichever replica takes it up counts it
 	cancel := ss.cancel
 	p := ss.parked
-	var runStreams []*outbox
+	var ended []*outbox
 	for o := range ss.outs {
-		if o.runs {
-			runStreams = append(runStreams, o)
+		if o.runs || why != errRunMoved {
+			ended = append(ended, o)
 		}
 	}
 	ss.mu.Unlock()
@@ -182,8 +229,8 @@ func (s *Server) letGo(ss *session) bool {
 		p.stop()
 	}
 	cancel(errRunMoved)
-	for _, o := range runStreams {
-		o.stop(errRunMoved)
+	for _, o := range ended {
+		o.stop(why)
 	}
 	return true
 }

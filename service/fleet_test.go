@@ -115,6 +115,12 @@ var fleetLease = time.Second
 
 func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...runtime.Tool) *fleet {
 	t.Helper()
+	return newFleetWith(t, nil, model, policy, tools...)
+}
+
+// newFleetWith is newFleet, with both replicas' configs changed by with (unless nil).
+func newFleetWith(t *testing.T, with func(*service.Config), model *rt.Model, policy runtime.Policy, tools ...runtime.Tool) *fleet {
+	t.Helper()
 	dsn, schema := pgtest.NewSchema(t)
 	r, err := runtime.New(runtime.Config{Name: "worker", Model: model, Tools: tools, Policy: policy, Logger: quietLog})
 	if err != nil {
@@ -137,7 +143,11 @@ func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...run
 	}
 	f.cutA, f.cutB = &cutStore{Store: open()}, &cutStore{Store: open()}
 	cfg := func(name string, st store.Store) service.Config {
-		return service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey, Logger: quietLog}
+		c := service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey, Logger: quietLog}
+		if with != nil {
+			with(&c)
+		}
+		return c
 	}
 	f.a = servicetest.NewServer(t, cfg("a", f.cutA))
 	f.b = servicetest.NewServer(t, cfg("b", f.cutB))

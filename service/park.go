@@ -201,8 +201,6 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 	if err := s.writer.flushRun(ss); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
 	// A parked run is held by no replica: whichever an input for it reaches takes it up,
 	// or, when its first approval expires or its park times out (WakeAt), any.
 	wakeAt := p.at.Add(s.cfg.ParkTimeout)
@@ -214,10 +212,9 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 	if ss.handOver {
 		wakeAt = p.at // drained: another replica takes it up at once
 	}
-	err = s.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Parked, Checkpoint: b, Release: true, WakeAt: wakeAt})
-	if errors.Is(err, store.ErrFenced) {
-		s.lostRun(ss)
-	}
+	err = s.keepTrying(ss, func(ctx context.Context) error {
+		return s.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Parked, Checkpoint: b, Release: true, WakeAt: wakeAt})
+	})
 	if err != nil {
 		return err
 	}
@@ -248,7 +245,7 @@ func (ss *session) publishPark() {
 	if s.shared {
 		// Nothing of it stays here: whichever replica an input for it reaches takes it
 		// up, and any does when it is due (WakeAt).
-		s.letGo(ss)
+		s.letGo(ss, errRunMoved)
 		s.log.Info("run parked in the shared store: it waits for a client with nothing running", "run_id", ss.runID, "approvals", len(p.approvals), "client_tool_calls", len(p.clientCalls), "handed_over", ss.handOver)
 		return
 	}

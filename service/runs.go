@@ -344,22 +344,30 @@ func rpcOf(m rpcMode) continuationv1.Rpc {
 // adds its messages to its thread before it frees the thread.
 func (s *Server) finishRun(ss *session) {
 	ss.mu.Lock()
-	moved, lease := ss.moved, ss.lease
+	moved := ss.moved
 	ss.mu.Unlock()
 	if moved {
 		return // its new holder finishes it
 	}
 	if err := s.writer.flushRun(ss); err != nil {
+		if errors.Is(err, errRunMoved) {
+			return // its new holder finishes it, from what the store has
+		}
 		s.log.Error("the run's last events could not be stored", "run_id", ss.runID, "error", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
 	if ss.threaded != nil && ss.result != nil {
-		if err := s.addToThread(ctx, ss); err != nil {
+		err := s.keepTrying(ss, func(ctx context.Context) error { return s.addToThread(ctx, ss) })
+		if err != nil {
 			s.log.Error("adding the run's messages to its thread failed", "run_id", ss.runID, "thread_id", ss.thread, "error", err)
+			if s.gated && (errors.Is(err, store.ErrFenced) || storeTransient(err)) {
+				return // let go: its new holder finishes it
+			}
 		}
 	}
-	if err := s.store.UpdateRun(ctx, lease, store.Update{Status: store.Finished}); err != nil {
+	err := s.keepTrying(ss, func(ctx context.Context) error {
+		return s.store.UpdateRun(ctx, ss.heldLease(), store.Update{Status: store.Finished})
+	})
+	if err != nil {
 		s.log.Error("recording the run's end in the store failed", "run_id", ss.runID, "error", err)
 	}
 }

@@ -96,6 +96,9 @@ type session struct {
 	usage           *agentdv1.Usage     // as of the last step finished
 	keyed           keyedInputs         // SendRunInput's inputs, by client_key
 	dirty           bool                // journaled frames wait for the journal writer
+	// storeFailing is when the store began to fail the run's writes, zero while it
+	// takes them; storeRetry when the journal writer tries again.
+	storeFailing, storeRetry time.Time
 	// threaded is the run's thread start (history THREAD); nil for history CLIENT.
 	threaded *threadStart
 

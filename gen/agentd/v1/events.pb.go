@@ -2715,9 +2715,11 @@ type RunError struct {
 	//     without saying why the model stopped.
 	//   - PARK_EXPIRED — (DEADLINE_EXCEEDED) the run waited, parked, for the
 	//     server's park timeout without the input it needed.
-	//   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store refused the
-	//     run's events, so the run ended rather than go on with events no
-	//     client could read again.
+	//   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store, one that keeps
+	//     runs in memory, refused the run's events, so the run ended rather than
+	//     go on with events no client could read again. A store on disk is
+	//     tried again instead, and a run it fails for a lease is let go to be
+	//     taken up again, not ended (AgentService's STORE_UNAVAILABLE status).
 	//   - INTERNAL — (INTERNAL) any other failure of the run.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human-readable text.

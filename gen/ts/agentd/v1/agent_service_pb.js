@@ -323,7 +323,13 @@ export const ToolApproval = /*@__PURE__*/
  *   - INVALID_PAGE_TOKEN — (INVALID_ARGUMENT) page_token is not one this
  *     server gave.
  *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store (where it keeps
- *     runs, journals and threads) failed: retry.
+ *     runs, journals and threads) failed: retry. A stream attached to a run
+ *     (Run, StartRun, AttachRun) ends with it when the store did not answer
+ *     this replica for a whole lease, so that it let the run go: the run goes
+ *     on from the store once it answers, on whichever replica takes it up;
+ *     attach again, on any replica, with after_seq
+ *     ErrorInfo.metadata["last_seq_sent"]. Until then, the stream gets
+ *     heartbeats, and no event the store does not have.
  *   - INTERNAL — (INTERNAL) a fault in agentd.
  *
  * Refusals that never reach the handlers carry no ErrorInfo: those of the

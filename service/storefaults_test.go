@@ -1,0 +1,179 @@
+package service_test
+
+import (
+	"context"
+	"iter"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
+)
+
+// sideEffectModel answers from the request alone, so that a replica taking a run up
+// gets the answers the first one would have: it calls side until a tool result is in
+// the transcript, then says done. Its first call waits for gate.
+func sideEffectModel(gate <-chan struct{}) *rt.Model {
+	var first atomic.Bool
+	step := rt.Step{Func: func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			if first.CompareAndSwap(false, true) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					yield(runtime.ModelEvent{}, ctx.Err())
+					return
+				}
+			}
+			answer := rt.Call(0, "side", `{"n":1}`)
+			for _, m := range req.Messages {
+				if m.Role == runtime.RoleTool {
+					answer = rt.Say("done", " after", " the", " side", " effect")
+				}
+			}
+			for _, ev := range answer.Events {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+	}}
+	return &rt.Model{Steps: []rt.Step{step, step, step, step, step, step}}
+}
+
+// countedTool is the side tool, counting its runs.
+func countedTool(ran *atomic.Int32) runtime.Tool {
+	return rt.Tool("side", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
+		ran.Add(1)
+		return runtime.Output{Text: "ok"}, nil
+	})
+}
+
+// A store that stops answering for less than a lease delays the run's events and loses
+// none: the replica tries its writes again, the tool waits until its start is stored,
+// the client's stream gets heartbeats meanwhile, then every event, and the run
+// completes where it began.
+func TestFleet_StoreHiccupDoesNotStrandTheClient(t *testing.T) {
+	var ran atomic.Int32
+	gate := make(chan struct{})
+	beat := 50 * time.Millisecond
+	f := newFleetWith(t, func(c *service.Config) { c.HeartbeatInterval = beat },
+		sideEffectModel(gate), runtime.Policy{}, countedTool(&ran))
+	rc, err := f.a.Client.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil })
+	f.cutA.cut.Store(true)
+	close(gate)
+	hiccup := fleetLease / 4
+	restored := time.AfterFunc(hiccup, func() { f.cutA.cut.Store(false) })
+	defer restored.Stop()
+	began := time.Now()
+	var beats int
+	for {
+		ev := s.Next()
+		if ev == nil {
+			break
+		}
+		if ev.GetHeartbeat() != nil && time.Since(began) < hiccup {
+			beats++
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the stream ended %v after:\n%s", err, servicetest.Render(s.Events()))
+	}
+	evs := s.Events()
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	if ran.Load() != 1 {
+		t.Errorf("the tool ran %d times, want once", ran.Load())
+	}
+	if beats == 0 {
+		t.Errorf("no heartbeat in the %s the store did not answer", hiccup)
+	}
+	if stored := readRun(t, f.b.Client, evs[0].GetRunId(), 0); !sameFrames(servicetest.Numbered(stored), servicetest.Numbered(evs)) {
+		t.Errorf("the journal differs from what the client read:\n%s", servicetest.Render(stored))
+	}
+}
+
+// A store that does not answer for longer than a lease: the replica lets the run go
+// and ends its streams UNAVAILABLE (STORE_UNAVAILABLE) naming the last seq each sent,
+// within a lease or two, rather than leave them waiting; the tool, whose start it never
+// stored, does not run there. Another replica takes the run up once its lease runs
+// out; the client attaches there after that seq, reads one sequence to the run's end,
+// and the tool has run once.
+func TestFleet_StoreOutageEndsTheStreamsNamingTheLastSeq(t *testing.T) {
+	var ran atomic.Int32
+	gate := make(chan struct{})
+	f := newFleetWith(t, func(c *service.Config) { c.HeartbeatInterval = 100 * time.Millisecond },
+		sideEffectModel(gate), runtime.Policy{}, countedTool(&ran))
+	rc, err := f.a.Client.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil }).GetRunId()
+	attached, attachEnd := watch(t, f.a.Client, runID, 0)
+
+	f.cutA.cut.Store(true)
+	defer f.cutA.cut.Store(false)
+	cut := time.Now()
+	close(gate)
+	for s.Next() != nil {
+	}
+	ended := time.Since(cut)
+	var last int64
+	for _, ev := range servicetest.Numbered(s.Events()) {
+		last = ev.GetSeq()
+	}
+	checkStoreLost(t, "the Run stream", s.Err(), last)
+	t.Logf("the Run stream ended %s after the store stopped answering", ended.Round(time.Millisecond))
+	if ended > 4*fleetLease {
+		t.Errorf("the Run stream ended %s after the cut, want within a lease or two (%s)", ended, fleetLease)
+	}
+	var attachLast int64
+	for _, ev := range servicetest.Numbered(<-attached) {
+		attachLast = ev.GetSeq()
+	}
+	checkStoreLost(t, "the AttachRun stream", <-attachEnd, attachLast)
+	if ran.Load() != 0 {
+		t.Fatalf("the tool ran %d times on the replica that could not store its start", ran.Load())
+	}
+
+	rest := readRun(t, f.b.Client, runID, last)
+	evs := append(servicetest.Numbered(s.Events()), servicetest.Numbered(rest)...)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	if ran.Load() != 1 {
+		t.Errorf("the tool ran %d times, want once", ran.Load())
+	}
+}
+
+// checkStoreLost checks that a stream ended UNAVAILABLE (STORE_UNAVAILABLE) naming
+// last, the last seq it got, as the one to attach again after.
+func checkStoreLost(t *testing.T, what string, err error, last int64) {
+	t.Helper()
+	code, reason, _ := errorInfo(err)
+	if code != codes.Unavailable || reason != "STORE_UNAVAILABLE" {
+		t.Fatalf("%s ended %v, want UNAVAILABLE (STORE_UNAVAILABLE)", what, err)
+	}
+	if got := metaOf(err)["last_seq_sent"]; got != strconv.FormatInt(last, 10) {
+		t.Errorf("%s: last_seq_sent %q, want %d, the last seq it got (%v)", what, got, last, status.Convert(err).Message())
+	}
+}
