@@ -235,8 +235,12 @@ func (s *Server) letGo(ss *session, why error) bool {
 	return true
 }
 
-// takeoverLoop takes up, every two seconds or so, the runs of the shared store that need
-// a replica and have none, as many as this server has room for.
+// takeoverLoop takes up, every second or so, the runs of the shared store that need a
+// replica and have none, as many as this server has room for: it claims them in
+// batches (store.ClaimNext), which replicas looking at once share rather than race
+// for, and takes each batch up in parallel. A full batch is followed by the next at
+// once, so that the runs of a replica that died all go on elsewhere within a few
+// seconds of its leases running out.
 func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 	for {
 		d := takeoverInterval/2 + rand.N(takeoverInterval)
@@ -247,58 +251,91 @@ func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.isDraining() {
-			continue
-		}
-		room := s.cfg.MaxConcurrentRuns - int(s.active.Load())
-		if room <= 0 {
-			continue
-		}
-		qctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		recs, err := s.store.Claimable(qctx, min(room, takeoverBatch))
-		cancel()
-		if err != nil {
-			s.log.Warn("looking for runs to take up failed", "error", err)
-			continue
-		}
-		for _, rec := range recs {
-			if _, err := s.takeUp(runCtx, rec.ID); err != nil && !errors.Is(err, store.ErrHeld) && !errors.Is(err, store.ErrFinished) {
-				s.log.Warn("taking up a run failed", "run_id", rec.ID, "error", err)
+		for !s.isDraining() && ctx.Err() == nil {
+			room := min(s.cfg.MaxConcurrentRuns-int(s.active.Load()), takeoverBatch)
+			if room <= 0 {
+				break
+			}
+			qctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			recs, err := s.store.ClaimNext(qctx, s.cfg.Replica, s.cfg.LeaseTTL, room)
+			cancel()
+			if err != nil {
+				s.log.Warn("looking for runs to take up failed", "error", err)
+				break
+			}
+			s.takeClaimed(runCtx, recs)
+			if len(recs) < room {
+				break
 			}
 		}
 	}
 }
 
-// takeoverInterval is the mean time between two looks for runs to take up; takeoverBatch
-// bounds the runs one look takes.
+// takeoverInterval is the mean time between two looks for runs to take up;
+// takeoverBatch bounds the runs one claim takes, and takeoverParallel how many of them
+// are taken up at once.
 const (
-	takeoverInterval = 2 * time.Second
+	takeoverInterval = time.Second
 	takeoverBatch    = 64
+	takeoverParallel = 16
 )
+
+// takeClaimed takes up runs this server has claimed, takeoverParallel at a time.
+func (s *Server) takeClaimed(ctx context.Context, recs []store.Run) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, takeoverParallel)
+	for _, rec := range recs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := s.taking(rec.ID, func() (*session, error) { return s.recoverClaimed(ctx, rec) })
+			if err != nil && !errors.Is(err, store.ErrFinished) {
+				s.log.Warn("taking up a run failed", "run_id", rec.ID, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// taking runs take, which takes up the run of id, unless the run is going on here
+// already: one take of a run at a time, those that come meanwhile sharing its outcome.
+func (s *Server) taking(id string, take func() (*session, error)) (*session, error) {
+	v, err, _ := s.takes.Do(id, func() (any, error) {
+		s.liveMu.Lock()
+		ss := s.live[id]
+		s.liveMu.Unlock()
+		if ss != nil {
+			return ss, nil
+		}
+		return take()
+	})
+	ss, _ := v.(*session)
+	return ss, err
+}
 
 // takeUp claims the run of id for this server and runs it here: a run left by a
 // replica that died goes on from its last checkpoint, a parked one is readied to wake.
 // It returns the run's session; store.ErrHeld when another replica holds it.
 func (s *Server) takeUp(ctx context.Context, id string) (*session, error) {
-	s.takeMu.Lock()
-	defer s.takeMu.Unlock()
-	s.liveMu.Lock()
-	ss := s.live[id]
-	s.liveMu.Unlock()
-	if ss != nil {
-		return ss, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	rec, err := s.store.Claim(cctx, id, s.cfg.Replica, s.cfg.LeaseTTL, false)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
+	return s.taking(id, func() (*session, error) {
+		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		rec, err := s.store.Claim(cctx, id, s.cfg.Replica, s.cfg.LeaseTTL, false)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		return s.recoverClaimed(ctx, rec)
+	})
+}
+
+// recoverClaimed runs here the run rec, which this server has just claimed.
+func (s *Server) recoverClaimed(ctx context.Context, rec store.Run) (*session, error) {
+	id := rec.ID
 	if err := s.recoverRun(ctx, rec); err != nil {
 		return nil, err
 	}
 	s.liveMu.Lock()
-	ss = s.live[id]
+	ss := s.live[id]
 	s.liveMu.Unlock()
 	if ss == nil {
 		return nil, store.ErrFinished // it ended as it was taken up

@@ -102,6 +102,13 @@ func (c *cutStore) Claimable(ctx context.Context, limit int) ([]store.Run, error
 	return c.Store.Claimable(ctx, limit)
 }
 
+func (c *cutStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.ClaimNext(ctx, holder, lease, limit)
+}
+
 // fleet is two replicas, a and b, sharing one PostgreSQL schema, each with its own
 // store (its own connections), serving the agent of model and tools.
 type fleet struct {
@@ -572,9 +579,9 @@ func (c *countingStore) Renew(ctx context.Context, held []store.Lease, lease tim
 	c.count("Renew")
 	return c.Store.Renew(ctx, held, lease)
 }
-func (c *countingStore) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
-	c.count("Claimable")
-	return c.Store.Claimable(ctx, limit)
+func (c *countingStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+	c.count("ClaimNext")
+	return c.Store.ClaimNext(ctx, holder, lease, limit)
 }
 func (c *countingStore) PendingInputs(ctx context.Context, ids []string) ([]store.Input, error) {
 	c.count("PendingInputs")
@@ -618,7 +625,7 @@ func TestFleet_StoreCallsPerStep(t *testing.T) {
 	}
 	after := cs.snapshot()
 	total, line := 0, ""
-	for _, m := range []string{"CreateRun", "UpdateRun", "AppendEvents", "GetRun", "ReadEvents", "EventBounds", "PendingInputs", "Renew", "Claimable"} {
+	for _, m := range []string{"CreateRun", "UpdateRun", "AppendEvents", "GetRun", "ReadEvents", "EventBounds", "PendingInputs", "Renew", "ClaimNext"} {
 		n := after[m] - before[m]
 		total += n
 		line += fmt.Sprintf(" %s %.2f", m, float64(n)/(2*runs))

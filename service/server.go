@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -224,7 +225,7 @@ type Server struct {
 	fleetStop    context.CancelFunc
 	fleetDone    sync.WaitGroup
 	takeoverOnce sync.Once
-	takeMu       sync.Mutex // held while a run is taken up
+	takes        singleflight.Group // runs being taken up, by id (takeUp)
 	nudges       nudges
 	pumpMu       sync.Mutex
 	pumping      map[string]bool // runs whose stored inputs are being acted on; true: look again

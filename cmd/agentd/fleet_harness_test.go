@@ -296,6 +296,8 @@ func (s *sseWriter) chunk(choices []any, usage any) {
 type ledger struct {
 	url        string
 	writeDelay func(task string) time.Duration
+	// halt, closed, ends the writes still waiting (nil: none is ended early).
+	halt chan struct{}
 
 	mu     sync.Mutex
 	writes []ledgerEntry
@@ -367,6 +369,8 @@ func (l *ledger) write(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-l.halt:
+		return nil, errors.New("the ledger is closing")
 	case <-t.C:
 	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("wrote task %s as entry %d", e.task, n)}}}, nil
@@ -486,11 +490,18 @@ func newFleet(t *testing.T, w *fleetWorld, name, dsn string, n int) *fleet {
 // start starts one more replica, with an id of its own.
 func (f *fleet) start() *replica {
 	f.t.Helper()
+	return f.startWith()
+}
+
+// startWith starts one more replica, with an id of its own and flags more.
+func (f *fleet) startWith(more ...string) *replica {
+	f.t.Helper()
 	f.mu.Lock()
 	id := fmt.Sprintf("%s-%d", f.name, len(f.all)+1)
 	f.mu.Unlock()
 	args := []string{"--config", f.w.agents, "--store", f.dsn, "--park-after", fleetParkAfter.String()}
-	p := startAgentd(f.t, append(args, replicaFlags(f.w.known, id)...), "OPENAI_API_KEY=sk-fleet-test")
+	args = append(append(args, replicaFlags(f.w.known, id)...), more...)
+	p := startAgentd(f.t, args, "OPENAI_API_KEY=sk-fleet-test")
 	r := &replica{id: id, p: p, client: agentdv1.NewAgentServiceClient(p.Dial(f.t))}
 	f.mu.Lock()
 	f.live = append(f.live, r)

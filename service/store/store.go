@@ -239,6 +239,12 @@ type Store interface {
 	// Running runs whose lease ran out or was released, and Parked runs whose WakeAt has
 	// come or that have an unanswered input; those waiting longest first.
 	Claimable(ctx context.Context, limit int) ([]Run, error)
+	// ClaimNext claims for holder, for lease, up to limit of the runs Claimable would
+	// return, in one go, and returns them claimed, those waiting longest first, each
+	// with its epoch raised. A run that another ClaimNext or Claim is taking at that
+	// moment is passed over rather than waited for, so that replicas claiming at once
+	// share the runs instead of racing for each.
+	ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]Run, error)
 
 	// AppendEvents journals batches of events, of one run or several, all or none:
 	// each batch must follow its run's LastSeq (else ErrSeq) and be written under a

@@ -261,6 +261,37 @@ func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
 	return out[:min(max(limit, 0), len(out))], nil
 }
 
+func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+	if holder == "" {
+		return nil, errNoHolder
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	var next []*run
+	for _, r := range s.runs {
+		if r.needsHolder(now) {
+			next = append(next, r)
+		}
+	}
+	slices.SortFunc(next, func(a, b *run) int {
+		return cmp.Or(a.rec.LeaseUntil.Compare(b.rec.LeaseUntil), cmp.Compare(a.rec.ID, b.rec.ID))
+	})
+	var out []store.Run
+	var ids []string
+	for _, r := range next[:min(max(limit, 0), len(next))] {
+		r.rec.Holder, r.rec.Epoch, r.rec.LeaseUntil = holder, r.rec.Epoch+1, now.Add(lease)
+		out = append(out, r.rec)
+		ids = append(ids, r.rec.ID)
+	}
+	if len(ids) > 0 {
+		s.hub.Notify(ids...)
+	}
+	return out, nil
+}
+
 // needsHolder reports whether r, held by none at now, needs a replica: it runs, or it
 // is parked and due to wake or has an input to act on.
 func (r *run) needsHolder(now time.Time) bool {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,13 +79,47 @@ func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Durati
 	return lost, nil
 }
 
+// claimNextSQL claims up to $1 of the runs that claimableSQL finds (among four times
+// as many, so that the runs other claims are taking do not leave it short), and
+// notifies them once. FOR UPDATE SKIP LOCKED passes over a run another claim has
+// locked, rather than wait for it and then find it held: replicas that claim at once
+// take different runs. A run is locked only where it is still claimable.
+var claimNextSQL = `WITH c AS (
+	SELECT id AS cid, lease_until AS was FROM runs
+	WHERE id IN (SELECT id FROM (` + strings.ReplaceAll(claimableIDs, "$1", "$6") + `) x)
+		AND status <> 3 AND (holder = '' OR lease_until < now())
+	ORDER BY lease_until, id LIMIT $1
+	FOR UPDATE SKIP LOCKED
+), r AS (
+	UPDATE runs SET holder = $2, epoch = epoch + 1, lease_until = now() + $3::interval
+	FROM c WHERE id = c.cid
+	RETURNING ` + runColumns + `, c.was
+), n AS (
+	SELECT pg_notify($4, CASE WHEN length(p) <= $5 THEN p ELSE '' END) FROM (SELECT string_agg(id, ',') AS p FROM r) x WHERE p IS NOT NULL
+)
+SELECT ` + runColumns + ` FROM r LEFT JOIN (SELECT count(*) FROM n) AS notified ON true ORDER BY was, id`
+
+// ClaimNext is one statement.
+func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+	if holder == "" {
+		return nil, errNoHolder
+	}
+	limit = max(limit, 0)
+	rows, err := s.pool.Query(ctx, claimNextSQL, limit, holder, lease, s.channel, maxPayload, 4*limit)
+	return collect(ctx, "claim runs", rows, err, scanRun)
+}
+
 // claimableSQL finds up to $1 runs that need a holder in the three partial indexes
 // that hold them, each read in the order wanted and no further than $1 rows. A run
 // held by none has a lease_until in the past, so lease_until <= now() bounds the
 // range of runs_running_lease. The runs come longest waiting first: by when their
 // lease ended, and a run due to wake has waited no less since it was due.
-const claimableSQL = `WITH c AS (
-	(SELECT id FROM runs
+const claimableSQL = `WITH c AS (` + claimableIDs + `)
+SELECT ` + runColumns + ` FROM runs JOIN c USING (id) ORDER BY lease_until, id LIMIT $1`
+
+// claimableIDs is the ids of claimableSQL: up to $1 of each kind (claimNextSQL asks
+// for four times as many).
+const claimableIDs = `(SELECT id FROM runs
 		WHERE status = 1 AND lease_until <= now() AND (holder = '' OR lease_until < now())
 		ORDER BY lease_until LIMIT $1)
 	UNION
@@ -95,9 +130,7 @@ const claimableSQL = `WITH c AS (
 	(SELECT r.id FROM runs r
 		WHERE r.status = 2 AND (r.holder = '' OR r.lease_until < now())
 			AND r.id IN (SELECT run_id FROM inputs WHERE answer IS NULL)
-		ORDER BY r.lease_until LIMIT $1)
-)
-SELECT ` + runColumns + ` FROM runs JOIN c USING (id) ORDER BY lease_until, id LIMIT $1`
+		ORDER BY r.lease_until LIMIT $1)`
 
 func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
 	rows, err := s.pool.Query(ctx, claimableSQL, max(limit, 0))

@@ -202,19 +202,67 @@ func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Durati
 	return lost, nil
 }
 
+// claimableIDs selects up to ?4 runs that need a holder at ?1, longest waiting first
+// (?2 and ?3 are the claim's, unused here).
+const claimableIDs = `SELECT r.id FROM runs r
+	WHERE r.status != 3 AND r.lease_until <= ?1 AND (r.holder = '' OR r.lease_until < ?1)
+		AND (r.status = 1 OR r.wake_at <= ?1
+			OR EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.answer IS NULL))
+	ORDER BY r.lease_until, r.id LIMIT ?4`
+
 // Claimable implements [store.Store]. A run held by none has a lease_until in the
 // past, so lease_until bounds the scan of runs_lease.
 func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
 	now := nanos(time.Now())
-	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs r
-		WHERE status != 3 AND lease_until <= ?1 AND (holder = '' OR lease_until < ?1)
-			AND (status = 1 OR wake_at <= ?1
-				OR EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.answer IS NULL))
-		ORDER BY lease_until, id LIMIT ?2`, now, max(limit, 0))
+	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE id IN (`+claimableIDs+`) ORDER BY lease_until, id`, now, "", 0, max(limit, 0))
 	if err != nil {
 		return nil, wrap(ctx, "claimable runs", err)
 	}
 	return collect(ctx, "claimable runs", rows, scanRun)
+}
+
+// ClaimNext implements [store.Store], in one transaction: SQLite writes one at a time,
+// so no other claim can take a run it chose.
+func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+	if holder == "" {
+		return nil, errNoHolder
+	}
+	now := time.Now()
+	var out []store.Run
+	err := s.write(ctx, "claim runs", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, claimableIDs, nanos(now), "", 0, max(limit, 0))
+		if err != nil {
+			return err
+		}
+		ids, err := collect(ctx, "claim runs", rows, func(sc scanner) (string, error) {
+			var id string
+			return id, sc.Scan(&id)
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			r, err := scanRun(tx.QueryRowContext(ctx, `UPDATE runs SET holder = ?2, epoch = epoch + 1, lease_until = ?3
+				WHERE id = ?1 RETURNING `+runColumns, id, holder, nanos(now.Add(lease))))
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(out))
+	for i, r := range out {
+		ids[i] = r.ID
+	}
+	if len(ids) > 0 {
+		s.hub.Notify(ids...)
+	}
+	return out, nil
 }
 
 // collect reads rows with scan, and closes them.

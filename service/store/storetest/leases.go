@@ -370,6 +370,90 @@ func testClaimable(t *testing.T, s store.Store) {
 	}
 }
 
+// ClaimNext claims what Claimable lists, longest waiting first, and no more than asked.
+func testClaimNext(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, id := range []string{"run_1", "run_2", "run_3"} {
+		mustCreate(t, s, newRun(id))
+		mustUpdate(t, s, leaseOf(id), store.Update{Status: store.Running, Release: true})
+	}
+	mustCreate(t, s, newRun("run_held"))
+	claim := func(limit int) []store.Run {
+		t.Helper()
+		runs, err := s.ClaimNext(ctx, "replica_b", lease, limit)
+		if err != nil {
+			t.Fatalf("ClaimNext(%d): %v", limit, err)
+		}
+		return runs
+	}
+	got := claim(2)
+	if len(got) != 2 || got[0].ID != "run_1" || got[1].ID != "run_2" {
+		t.Fatalf("ClaimNext(2) = %v, want run_1 and run_2", got)
+	}
+	for _, r := range got {
+		if r.Holder != "replica_b" || r.Epoch != 2 || string(r.Spec) != "spec of "+r.ID || !r.LeaseUntil.After(time.Now()) {
+			t.Errorf("ClaimNext returned %+v, want it held by replica_b at epoch 2 with its lease ahead", r)
+		}
+		// The claim is the holder's: its lease fences, the old one no longer does.
+		if err := s.UpdateRun(ctx, leaseOf(r.ID), store.Update{Status: store.Running}); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("UpdateRun(%s) under the old lease: %v, want ErrFenced", r.ID, err)
+		}
+		mustUpdate(t, s, store.Lease{RunID: r.ID, Holder: "replica_b", Epoch: r.Epoch}, store.Update{Status: store.Running})
+	}
+	if got := claim(10); len(got) != 1 || got[0].ID != "run_3" {
+		t.Errorf("ClaimNext(10) after = %v, want run_3 alone", got)
+	}
+	if got := claim(10); len(got) != 0 {
+		t.Errorf("ClaimNext with nothing left = %v", got)
+	}
+	if _, err := s.ClaimNext(ctx, "", lease, 1); err == nil {
+		t.Error("ClaimNext with no holder succeeded")
+	}
+}
+
+// Replicas that claim at once share the runs: each is claimed once.
+func testClaimNextRace(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const runs, replicas = 60, 4
+	for i := range runs {
+		id := fmt.Sprintf("run_%02d", i)
+		mustCreate(t, s, newRun(id))
+		mustUpdate(t, s, leaseOf(id), store.Update{Status: store.Running, Release: true})
+	}
+	var mu sync.Mutex
+	by := map[string][]string{}
+	var wg sync.WaitGroup
+	for r := range replicas {
+		name := fmt.Sprintf("replica_%d", r)
+		wg.Go(func() {
+			for {
+				got, err := s.ClaimNext(ctx, name, lease, 7)
+				if err != nil {
+					t.Errorf("ClaimNext by %s: %v", name, err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range got {
+					by[r.ID] = append(by[r.ID], name)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(by) != runs {
+		t.Errorf("%d runs claimed, want %d", len(by), runs)
+	}
+	for id, who := range by {
+		if len(who) != 1 {
+			t.Errorf("%s claimed by %v, want once", id, who)
+		}
+	}
+}
+
 func testPendingInputs(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	put := func(id, key string) store.Input {

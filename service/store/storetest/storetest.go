@@ -58,6 +58,8 @@ var cases = []struct {
 	{"ClaimRace", testClaimRace},
 	{"Renew", testRenew},
 	{"Claimable", testClaimable},
+	{"ClaimNext", testClaimNext},
+	{"ClaimNextRace", testClaimNextRace},
 	{"PendingInputs", testPendingInputs},
 	{"Watch", testWatch},
 }
