@@ -8,16 +8,20 @@
 // keeps the tables in a schema of their own.
 //
 // Every guarantee the interface makes across replicas rests on the database: the one
-// active run of a thread is a unique index, an append follows its run's last seq and
-// its lease's epoch by a conditional update that locks the run's row, a claim is one
-// conditional update, and timestamps, leases' included, come from the database's
-// clock, which every replica shares.
+// active run of a thread is a unique index, an append follows its journal's last row
+// under its lease's epoch, which it checks holding the run's row locked for share (a
+// claim, which updates the row, waits for it), a claim is one conditional update, and
+// timestamps, leases' included, come from the database's clock, which every replica
+// shares.
 //
 // Replicas hear of each other's changes by LISTEN/NOTIFY: a transaction that changes
 // runs sends one notification as it commits, naming them, on a channel of the schema
 // the tables are in; [Store.Watch] listens on a connection of its own.
 //
 // A run's journal keeps one row per appended batch, its frames in one bytea, so that a
-// batch costs one row whatever its size; reads slice batches at the seqs asked for.
+// batch costs one row whatever its size, and AppendEvents writes the batches of every
+// run it is given in one statement; reads slice batches at the seqs asked for. The
+// run's last seq is its journal's last row's: appending writes no new version of the
+// run's row.
 // Journals are kept whole until [Store.Sweep] removes their run.
 package postgres

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,106 +12,85 @@ import (
 	"github.com/agentd/agentd/service/store/internal/fence"
 )
 
-// appendSQL journals one batch: the update moves the run's last seq past the batch
-// only if the batch follows it and the lease ($2, $3) holds the run, and the insert
-// writes the batch's row only if the update did. The update locks the run's row until
-// the transaction ends, so appends to one run follow each other, and one that waited
-// re-reads the row before it decides; a claim waits for the append, and an append
-// after the claim finds the new epoch.
-const appendSQL = `WITH run AS (
-	UPDATE runs SET last_seq = $5 WHERE ` + heldBy + ` AND last_seq = $4 - 1 RETURNING id
+// appendSQL journals batches $1..$6 (run ids, holders, epochs, first seqs, last seqs,
+// frames), of one run or several, in one statement, all or none: it writes the rows of
+// the batches only if every one of them ($7) follows its run's journal (or the batch of
+// the same run before it) and is under the lease that holds its run, and then sends one
+// notification ($8) of the runs it wrote to (the empty payload when they are too many
+// to name in $9 bytes). It returns how many batches qualified and how many rows it
+// wrote.
+//
+// The run's row is locked FOR SHARE, not updated: appends write no new version of it,
+// so that a run streaming deltas does not fill the runs table with dead rows. The lock
+// is enough to fence: a claim's update of the epoch waits for the appends that hold it,
+// and an append that waited for a claim reads the run again and finds the new epoch.
+// The rows are locked in the order of their ids, as Renew locks them, so the two
+// cannot deadlock. A run's last seq is its journal's last row, found by a backward step
+// of the primary key.
+var appendSQL = `WITH l AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[])
+		WITH ORDINALITY AS l(id, holder, epoch, first, last, frames, i)
+), locked AS MATERIALIZED (
+	SELECT r.id, r.holder, r.epoch FROM runs r
+	WHERE r.id = ANY($1) AND r.holder <> '' AND r.status <> 3
+	ORDER BY r.id
+	FOR SHARE OF r
+), prev AS (
+	SELECT l.*, lag(l.last) OVER (PARTITION BY l.id ORDER BY l.i) AS before FROM l
+), ok AS MATERIALIZED (
+	SELECT p.* FROM prev p JOIN locked k ON k.id = p.id AND k.holder = p.holder AND k.epoch = p.epoch
+	WHERE p.first = 1 + coalesce(p.before, (` + lastSeqOf("p.id") + `))
 ), ins AS (
-	INSERT INTO run_events (run_id, first_seq, last_seq, frames) SELECT id, $4::bigint, $5::bigint, $6::bytea FROM run
+	INSERT INTO run_events (run_id, first_seq, last_seq, frames)
+	SELECT id, first, last, frames FROM ok WHERE last >= first AND (SELECT count(*) FROM ok) = $7
+	RETURNING run_id
 )
-SELECT id FROM run`
+SELECT (SELECT count(*) FROM ok), count(*), (
+	SELECT count(pg_notify($8, CASE WHEN length(x.p) <= $9 THEN x.p ELSE '' END))
+	FROM (SELECT string_agg(DISTINCT run_id, ',') AS p FROM ins) x WHERE x.p IS NOT NULL
+) FROM ins`
 
-// emptyAppendSQL checks that a batch with no frames follows its run under its lease,
-// as appendSQL would, and writes nothing: a row holds one frame at least.
-const emptyAppendSQL = `SELECT id FROM runs WHERE ` + heldBy + ` AND last_seq = $4 - 1 FOR NO KEY UPDATE`
+// lastSeqOf is the seq of the last event journaled of the run whose id is the SQL id
+// (0 with none): the last seq of the journal's last row, one step back on the primary
+// key.
+func lastSeqOf(id string) string {
+	return `coalesce((SELECT e.last_seq FROM run_events e WHERE e.run_id = ` + id + ` ORDER BY e.first_seq DESC LIMIT 1), 0)`
+}
 
-// AppendEvents sends one batch as one statement, that notifies its run: one round
-// trip. Several go as a transaction in one round trip (its statements pipelined, the
-// notification of all their runs last) and a second for the commit. A batch that
-// matches no row fails the call; then the runs are read again to tell why (fence,
-// sequence, finished). AppendEvents appends to the runs in the order of their ids, so
-// that two calls that append to the same runs lock their rows in the same order and
-// cannot deadlock.
+// AppendEvents is one statement, one round trip, whatever the number of batches. A
+// call that does not write them all reads the runs again to tell why (fence,
+// sequence, finished).
 func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	switch len(batches) {
-	case 0:
-		return nil
-	case 1:
-		sql, args := appendArgs(batches[0])
-		if len(batches[0].Frames) > 0 {
-			sql, args = sql+` WHERE pg_notify($7, id) IS NOT NULL`, append(args, s.channel)
-		}
-		tag, err := s.pool.Exec(ctx, sql, args...)
-		if err != nil {
-			return fail(ctx, "append events", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return s.appendError(ctx, batches)
-		}
+	if len(batches) == 0 {
 		return nil
 	}
-
-	order := make([]int, len(batches))
-	for i := range order {
-		order[i] = i
+	n := len(batches)
+	ids, holders := make([]string, n), make([]string, n)
+	epochs, firsts, lasts := make([]int64, n), make([]int64, n), make([]int64, n)
+	frames := make([][]byte, n)
+	for i, b := range batches {
+		ids[i], holders[i], epochs[i] = b.Lease.RunID, b.Lease.Holder, b.Lease.Epoch
+		firsts[i], lasts[i] = b.First, b.First+int64(len(b.Frames))-1
+		frames[i] = encodeFrames(b.Frames)
 	}
-	// A stable sort keeps the batches of one run in the order they follow each other.
-	slices.SortStableFunc(order, func(i, j int) int { return strings.Compare(batches[i].Lease.RunID, batches[j].Lease.RunID) })
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	var ids []string
-	for _, i := range order {
-		sql, args := appendArgs(batches[i])
-		b.Queue(sql, args...)
-		if id := batches[i].Lease.RunID; len(ids) == 0 || ids[len(ids)-1] != id {
-			ids = append(ids, id)
-		}
+	var matched, written, notified int64
+	err := s.pool.QueryRow(ctx, appendSQL, ids, holders, epochs, firsts, lasts, frames, n, s.channel, maxPayload).
+		Scan(&matched, &written, &notified)
+	if code, constraint := pgCode(err); code == uniqueViolation && constraint == "run_events_pkey" {
+		// An append under the same lease took the seqs first: nothing of this one was
+		// written.
+		return fmt.Errorf("%w: another append took the seqs", store.ErrSeq)
 	}
-	b.Queue(notifySQL, s.channel, payload(ids))
-	br := s.pool.SendBatch(ctx, b)
-	tx := br.Tx()
-	defer tx.Rollback(ctx)
-	// The results: the begin, a batch's each, the notification.
-	matched := true
-	for i := range b.Len() {
-		tag, err := br.Exec()
-		if err != nil {
-			br.Close()
-			return fail(ctx, "append events", err)
-		}
-		if i > 0 && i <= len(order) && tag.RowsAffected() == 0 {
-			matched = false
-		}
-	}
-	if err := br.Close(); err != nil {
+	if err != nil {
 		return fail(ctx, "append events", err)
 	}
-	if !matched {
-		// Nothing commits: the batches that matched are undone with the rest.
-		if err := tx.Rollback(ctx); err != nil {
-			return fail(ctx, "append events", err)
-		}
+	if matched != int64(n) {
 		return s.appendError(ctx, batches)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fail(ctx, "append events", err)
-	}
 	return nil
-}
-
-func appendArgs(b store.Events) (string, []any) {
-	l := b.Lease
-	if len(b.Frames) == 0 {
-		return emptyAppendSQL, []any{l.RunID, l.Holder, l.Epoch, b.First}
-	}
-	return appendSQL, []any{l.RunID, l.Holder, l.Epoch, b.First, b.First + int64(len(b.Frames)) - 1, encodeFrames(b.Frames)}
 }
 
 // appendError returns the error of batches, some of which matched no run. It reads
@@ -125,7 +102,7 @@ func (s *Store) appendError(ctx context.Context, batches []store.Events) error {
 	for i, b := range batches {
 		ids[i] = b.Lease.RunID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, status, holder, epoch, last_seq FROM runs WHERE id = ANY($1)`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT id, status, holder, epoch, `+lastSeqOf("runs.id")+` FROM runs WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return fail(ctx, "append events", err)
 	}
@@ -156,7 +133,7 @@ func (s *Store) appendError(ctx context.Context, batches []store.Events) error {
 // keeps, and the rows of the seqs in ($2, $3]. The rows start at the one that holds
 // seq $2+1, found by a backward step of the primary key, so that reading the end of a
 // long journal does not scan its beginning.
-const readEventsSQL = `SELECT r.last_seq, o.oldest, e.first_seq, e.last_seq, e.frames
+var readEventsSQL = `SELECT ` + lastSeqOf("r.id") + `, o.oldest, e.first_seq, e.last_seq, e.frames
 FROM runs r
 CROSS JOIN LATERAL (SELECT min(first_seq) AS oldest FROM run_events WHERE run_id = r.id) o
 LEFT JOIN LATERAL (
@@ -221,7 +198,7 @@ func keptFrom(oldest *int64, last int64) int64 {
 
 func (s *Store) EventBounds(ctx context.Context, id string) (oldest, last int64, err error) {
 	var first *int64
-	err = s.pool.QueryRow(ctx, `SELECT r.last_seq, (SELECT min(first_seq) FROM run_events WHERE run_id = r.id)
+	err = s.pool.QueryRow(ctx, `SELECT `+lastSeqOf("r.id")+`, (SELECT min(first_seq) FROM run_events WHERE run_id = r.id)
 		FROM runs r WHERE r.id = $1`, id).Scan(&last, &first)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

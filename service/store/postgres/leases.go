@@ -17,12 +17,12 @@ import (
 // claimSQL takes the run, and notifies it, in one statement. Of claims that race, the
 // first to update the row wins; the others wait for its lock, then find the row's
 // new holder and lease, which fail their condition.
-const claimSQL = `WITH r AS (
+var claimSQL = `WITH r AS (
 	UPDATE runs SET holder = $2, epoch = epoch + 1, lease_until = now() + $3::interval
 	WHERE id = $1 AND status <> 3 AND (holder = '' OR lease_until < now() OR holder = $2 OR $4)
 	RETURNING ` + runColumns + `
 )
-SELECT ` + runColumns + ` FROM r WHERE pg_notify($5, id) IS NOT NULL`
+SELECT ` + runFields + ` FROM r WHERE pg_notify($5, id) IS NOT NULL`
 
 // Claim is one round trip when it succeeds, and a second to tell why when it fails.
 func (s *Store) Claim(ctx context.Context, id, holder string, lease time.Duration, force bool) (store.Run, error) {
@@ -97,7 +97,7 @@ var claimNextSQL = `WITH c AS (
 ), n AS (
 	SELECT pg_notify($4, CASE WHEN length(p) <= $5 THEN p ELSE '' END) FROM (SELECT string_agg(id, ',') AS p FROM r) x WHERE p IS NOT NULL
 )
-SELECT ` + runColumns + ` FROM r LEFT JOIN (SELECT count(*) FROM n) AS notified ON true ORDER BY was, id`
+SELECT ` + runFields + ` FROM r LEFT JOIN (SELECT count(*) FROM n) AS notified ON true ORDER BY was, id`
 
 // ClaimNext is one statement.
 func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
@@ -114,7 +114,7 @@ func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duratio
 // held by none has a lease_until in the past, so lease_until <= now() bounds the
 // range of runs_running_lease. The runs come longest waiting first: by when their
 // lease ended, and a run due to wake has waited no less since it was due.
-const claimableSQL = `WITH c AS (` + claimableIDs + `)
+var claimableSQL = `WITH c AS (` + claimableIDs + `)
 SELECT ` + runColumns + ` FROM runs JOIN c USING (id) ORDER BY lease_until, id LIMIT $1`
 
 // claimableIDs is the ids of claimableSQL: up to $1 of each kind (claimNextSQL asks

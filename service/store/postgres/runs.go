@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,12 @@ import (
 	"github.com/agentd/agentd/service/store"
 )
 
-const runColumns = `id, thread_id, exclusive, owner, agent, request_id, status, spec, checkpoint, last_seq, created_at, finished_at,
+// runColumns are what scanRun reads, as a query over the runs table names them: a
+// run's last seq is its journal's (lastSeqOf). runFields are the same, by name, for a
+// query over a result that has them already.
+var runColumns = strings.Replace(runFields, "last_seq", lastSeqOf("runs.id")+" AS last_seq", 1)
+
+const runFields = `id, thread_id, exclusive, owner, agent, request_id, status, spec, checkpoint, last_seq, created_at, finished_at,
 	holder, epoch, lease_until, wake_at`
 
 func scanRun(row pgx.Row) (store.Run, error) {

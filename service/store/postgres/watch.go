@@ -32,18 +32,6 @@ func channelFor(schema string) string {
 	return prefix + hex.EncodeToString(sum[:16])
 }
 
-// payload is the payload that notifies the runs ids.
-func payload(ids []string) string {
-	p := strings.Join(ids, ",")
-	if len(p) > maxPayload {
-		return ""
-	}
-	return p
-}
-
-// notifySQL sends a transaction's one notification, of the runs $2 on channel $1.
-const notifySQL = `SELECT pg_notify($1, $2)`
-
 // The Watch of a store listens again after a lost connection, waiting between tries
 // from minRetry up to maxRetry.
 const (

@@ -17,16 +17,3 @@ func TestChannelFor(t *testing.T) {
 		t.Errorf("channels of two long schemas: %q and %q; want distinct, of 63 bytes at most", ca, cb)
 	}
 }
-
-func TestPayload(t *testing.T) {
-	if got := payload([]string{"run_1", "run_2"}); got != "run_1,run_2" {
-		t.Errorf("payload = %q", got)
-	}
-	long := make([]string, maxPayload/10+1)
-	for i := range long {
-		long[i] = "run_12345"
-	}
-	if got := payload(long); got != "" {
-		t.Errorf("payload of %d ids: %d bytes, want none (any run)", len(long), len(got))
-	}
-}
