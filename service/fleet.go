@@ -223,7 +223,7 @@ func (s *Server) letGo(ss *session, why error) bool {
 		}
 	}
 	ss.mu.Unlock()
-	ss.journal.follow(s.pollStore(ss.runID))
+	ss.journal.follow(s.follows.poll(ss.runID))
 	s.release(ss)
 	if p != nil {
 		p.stop()
@@ -361,6 +361,7 @@ func (s *Server) changed(ids []string) {
 	var runs []*session
 	if ids == nil {
 		s.nudges.wake(nil)
+		s.follows.changed(nil)
 		runs = s.liveRuns()
 	} else {
 		changed := make([]string, len(ids))
@@ -374,6 +375,7 @@ func (s *Server) changed(ids []string) {
 		}
 		s.liveMu.Unlock()
 		s.nudges.wake(changed)
+		s.follows.changed(changed)
 	}
 	if len(runs) > 0 {
 		s.kickPump(runs)

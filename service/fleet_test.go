@@ -114,7 +114,9 @@ func (c *cutStore) ClaimNext(ctx context.Context, holder string, lease time.Dura
 type fleet struct {
 	a, b       *servicetest.Server
 	cutA, cutB *cutStore
-	stores     []*postgres.Store
+	// countB counts the store calls of b.
+	countB *countingStore
+	stores []*postgres.Store
 }
 
 // fleetLease is the lease of newFleet's replicas.
@@ -148,7 +150,8 @@ func newFleetWith(t *testing.T, with func(*service.Config), model *rt.Model, pol
 		t.Cleanup(func() { st.Close() })
 		return st
 	}
-	f.cutA, f.cutB = &cutStore{Store: open()}, &cutStore{Store: open()}
+	f.countB = &countingStore{Store: open()}
+	f.cutA, f.cutB = &cutStore{Store: open()}, &cutStore{Store: f.countB}
 	cfg := func(name string, st store.Store) service.Config {
 		c := service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey, Logger: quietLog}
 		if with != nil {
@@ -590,6 +593,10 @@ func (c *countingStore) PendingInputs(ctx context.Context, ids []string) ([]stor
 func (c *countingStore) EventBounds(ctx context.Context, id string) (int64, int64, error) {
 	c.count("EventBounds")
 	return c.Store.EventBounds(ctx, id)
+}
+func (c *countingStore) ReadNewEvents(ctx context.Context, after map[string]int64, limit int) (map[string][][]byte, error) {
+	c.count("ReadNewEvents")
+	return c.Store.ReadNewEvents(ctx, after, limit)
 }
 func (c *countingStore) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {
 	c.count("ReadEvents")

@@ -94,11 +94,10 @@ type journal struct {
 	changed chan struct{}
 	older   older // nil when the store keeps nothing older
 	gated   bool
-	// poll, for a run going on elsewhere, refreshes last and closed from the store
-	// (pollStore); nil for a run this server runs.
+	// poll, for a run going on elsewhere, asks for the frames its holder adds (follows:
+	// they come by addFetched) once the readers have read all the journal has; nil for
+	// a run this server runs. Called with mu held.
 	poll func(j *journal)
-	// nudge, set by poll, is what changed is while the journal waits for the store.
-	nudge *nudge
 	// failed is why the store refused the run's frames; storedChanged is closed when
 	// stored or failed change, made when someone waits for it.
 	failed        error
@@ -368,14 +367,34 @@ func (j *journal) close() {
 }
 
 func (j *journal) wakeLocked() {
-	if j.nudge != nil {
-		// A journal following its run from the store waits on a nudge (pollStore).
-		j.nudge.fire()
-		j.nudge = nil
-	} else {
-		close(j.changed)
-	}
+	close(j.changed)
 	j.changed = make(chan struct{})
+}
+
+// addFetched adds to a journal that follows its run from the store the frames read
+// after seq after, those past its last, and wakes its readers, whatever it added. A
+// run_finished closes it.
+func (j *journal) addFetched(after int64, frames [][]byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i, f := range frames {
+		seq := after + 1 + int64(i)
+		if j.closed || seq <= j.last.Load() {
+			continue
+		}
+		if seq != j.last.Load()+1 {
+			break // a gap: the next read starts from the journal's last
+		}
+		j.frames = append(j.frames, f)
+		j.size += len(f)
+		j.last.Store(seq)
+		j.stored.Store(seq)
+		if isRunFinished(f) {
+			j.closed = true
+		}
+	}
+	j.trimLocked()
+	j.wakeLocked()
 }
 
 // visibleSeq returns the seq of the last frame readers may read.
@@ -399,12 +418,6 @@ func (j *journal) visible() int64 {
 // store keep gets errEventsExpired.
 func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (frames []frame, changed <-chan struct{}, done bool, err error) {
 	j.mu.Lock()
-	poll := j.poll
-	j.mu.Unlock()
-	if poll != nil {
-		poll(j)
-	}
-	j.mu.Lock()
 	if after+1 < j.first {
 		first, older := j.first, j.older
 		j.mu.Unlock()
@@ -423,7 +436,11 @@ func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (
 	defer j.mu.Unlock()
 	visible := j.visible()
 	if after >= visible {
-		return dst, j.changed, j.closed && after >= j.last.Load(), nil
+		done := j.closed && after >= j.last.Load()
+		if !done && j.poll != nil {
+			j.poll(j)
+		}
+		return dst, j.changed, done, nil
 	}
 	if visible == j.last.Load() && after+int64(max) >= visible {
 		j.sealLocked() // taken now: nothing merges into it any more

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -158,44 +157,9 @@ func (s *Server) storedJournal(rec store.Run) *journal {
 	j.stored.Store(rec.LastSeq)
 	j.closed = rec.Status == store.Finished
 	if !j.closed {
-		j.poll = s.pollStore(rec.ID)
+		j.poll = s.follows.poll(rec.ID)
 	}
 	return j
-}
-
-// storePollInterval is how often a stream attached to a run going on elsewhere looks
-// for its new events, when the store says nothing of them.
-const storePollInterval = time.Second
-
-// pollStore returns the poll of a journal that follows run id from the store: it looks
-// at most once per storePollInterval, sooner when the store says the run changed.
-func (s *Server) pollStore(id string) func(j *journal) {
-	var mu sync.Mutex // one look at a time, for all the streams reading the journal
-	var next time.Time
-	var last *nudge
-	return func(j *journal) {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Now().Before(next) && (last == nil || !last.woke.Load()) {
-			return // looked a moment ago, and the store said nothing since
-		}
-		next = time.Now().Add(storePollInterval)
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		defer cancel()
-		rec, err := s.store.GetRun(ctx, id)
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		if err == nil && rec.LastSeq >= j.last.Load() {
-			j.first = rec.LastSeq + 1
-			j.last.Store(rec.LastSeq)
-			j.stored.Store(rec.LastSeq)
-			j.closed = rec.Status == store.Finished
-		}
-		// The next read waits for the next poll, or for the store's word that the run
-		// changed, not for an append.
-		last = s.nudges.after(id, storePollInterval)
-		j.nudge, j.changed = last, last.ch
-	}
 }
 
 // attachedLocked is the attached event of a stream attaching to a live run.

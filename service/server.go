@@ -227,6 +227,7 @@ type Server struct {
 	takeoverOnce sync.Once
 	takes        singleflight.Group // runs being taken up, by id (takeUp)
 	nudges       nudges
+	follows      *follows // the reads of runs followed from the store (follow.go)
 	pumpMu       sync.Mutex
 	pumping      map[string]bool // runs whose stored inputs are being acted on; true: look again
 	kicked       map[*session]struct{}
@@ -360,6 +361,7 @@ func New(cfg Config) (*Server, error) {
 		s.shared = sh.Shared()
 	}
 	s.writer = newJournalWriter(s, cfg.Store)
+	s.follows = newFollows(s)
 	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
 	s.streamsCtx, s.endStreams = context.WithCancelCause(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())

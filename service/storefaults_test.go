@@ -2,8 +2,10 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,4 +178,79 @@ func checkStoreLost(t *testing.T, what string, err error, last int64) {
 	if got := metaOf(err)["last_seq_sent"]; got != strconv.FormatInt(last, 10) {
 		t.Errorf("%s: last_seq_sent %q, want %d, the last seq it got (%v)", what, got, last, status.Convert(err).Message())
 	}
+}
+
+// Streams following runs from a replica that does not run them cost that replica's
+// store little per event: with several runs streaming on a and two streams on b
+// attached to each, b's store calls are counted against the events its streams got.
+// Logged for the record, and bounded so that a change that adds calls per event shows.
+func TestFleet_FollowingCostsPerEvent(t *testing.T) {
+	const runs, followers, deltas = 4, 2, 60
+	gate := make(chan struct{})
+	step := rt.Step{Func: func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		return func(yield func(runtime.ModelEvent, error) bool) {
+			<-gate // until the streams are attached
+			for i := range deltas {
+				select {
+				case <-ctx.Done():
+					yield(runtime.ModelEvent{}, ctx.Err())
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				if !yield(rt.Text(fmt.Sprintf("word%d ", i)), nil) {
+					return
+				}
+			}
+			yield(rt.Finish(runtime.FinishStop), nil)
+		}
+	}}
+	steps := make([]rt.Step, runs)
+	for i := range steps {
+		steps[i] = step
+	}
+	f := newFleet(t, &rt.Model{Steps: steps}, runtime.Policy{})
+	var ids []string
+	for range runs {
+		rc, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rc.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, resp.GetEvent().GetRunId())
+	}
+	before := f.countB.snapshot()
+	var wg sync.WaitGroup
+	var events atomic.Int64
+	for _, id := range ids {
+		for range followers {
+			evs, _ := watch(t, f.b.Client, id, 0)
+			wg.Go(func() { events.Add(int64(len(servicetest.Numbered(<-evs)))) })
+		}
+	}
+	close(gate)
+	wg.Wait()
+	after := f.countB.snapshot()
+	calls := 0
+	for m, n := range after {
+		calls += n - before[m]
+	}
+	perEvent := float64(calls) / float64(events.Load())
+	t.Logf("b's store calls for %d runs followed by %d streams each (%d events read in all): %d, %.3f per event read: %v", runs, followers, events.Load(), calls, perEvent, diffCounts(before, after))
+	if perEvent > 1 {
+		t.Errorf("%.3f store calls per event a stream following a run read, want at most 1", perEvent)
+	}
+}
+
+// diffCounts is after less before, by method.
+func diffCounts(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for m, n := range after {
+		if d := n - before[m]; d != 0 {
+			out[m] = d
+		}
+	}
+	return out
 }

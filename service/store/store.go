@@ -255,6 +255,12 @@ type Store interface {
 	// at the journal's end, none past it. after below what the store keeps gets
 	// ErrExpired; an unknown run ErrNotFound.
 	ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error)
+	// ReadNewEvents is ReadEvents for many runs at once: for each run of after (its id,
+	// and the seq to read after) it returns up to limit of its frames after that seq, in
+	// order, so that a replica following many runs reads what they added in one go. A
+	// run with no frames after its seq, an unknown run, and one whose seq is below what
+	// the store keeps are left out.
+	ReadNewEvents(ctx context.Context, after map[string]int64, limit int) (map[string][][]byte, error)
 	// EventBounds returns the oldest seq the store keeps of a run's journal and its
 	// last (oldest is last+1 when it keeps none).
 	EventBounds(ctx context.Context, id string) (oldest, last int64, err error)

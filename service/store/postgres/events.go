@@ -196,6 +196,64 @@ func keptFrom(oldest *int64, last int64) int64 {
 	return *oldest
 }
 
+// readNewEventsSQL reads, for each run of $1 after its seq in $2, up to $3 of its rows
+// that hold seqs past it, starting at the row that holds the seq after it, found as
+// readEventsSQL finds it. Runs with none are left out.
+const readNewEventsSQL = `SELECT c.id, e.first_seq, e.last_seq, e.frames
+FROM unnest($1::text[], $2::bigint[]) AS c(id, after)
+CROSS JOIN LATERAL (
+	SELECT first_seq, last_seq, frames FROM run_events
+	WHERE run_id = c.id AND last_seq > c.after
+		AND first_seq >= coalesce((SELECT max(first_seq) FROM run_events WHERE run_id = c.id AND first_seq <= c.after + 1), 0)
+	ORDER BY first_seq LIMIT $3
+) e
+ORDER BY c.id, e.first_seq`
+
+// ReadNewEvents is one statement for all the runs. A run whose first row starts past
+// the seq after its cursor (the rows below it are gone) is left out, as its ReadEvents
+// would get ErrExpired.
+func (s *Store) ReadNewEvents(ctx context.Context, after map[string]int64, limit int) (map[string][][]byte, error) {
+	if len(after) == 0 || limit <= 0 {
+		return map[string][][]byte{}, ctx.Err()
+	}
+	ids, seqs := make([]string, 0, len(after)), make([]int64, 0, len(after))
+	for id, seq := range after {
+		ids, seqs = append(ids, id), append(seqs, max(seq, 0))
+	}
+	rows, err := s.pool.Query(ctx, readNewEventsSQL, ids, seqs, limit)
+	if err != nil {
+		return nil, fail(ctx, "read new events", err)
+	}
+	defer rows.Close()
+	out := map[string][][]byte{}
+	var (
+		id           string
+		first, until int64
+		buf          []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&id, &first, &until, &buf); err != nil {
+			return nil, fail(ctx, "read new events", err)
+		}
+		from := max(after[id], 0)
+		if len(out[id]) == 0 && first > from+1 {
+			continue // expired below the cursor
+		}
+		upTo := from + int64(limit)
+		fs, err := appendFrames(out[id], buf, first, until, from, upTo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: run %s, seq %d", err, id, first)
+		}
+		if len(fs) > 0 {
+			out[id] = fs
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail(ctx, "read new events", err)
+	}
+	return out, nil
+}
+
 func (s *Store) EventBounds(ctx context.Context, id string) (oldest, last int64, err error) {
 	var first *int64
 	err = s.pool.QueryRow(ctx, `SELECT `+lastSeqOf("r.id")+`, (SELECT min(first_seq) FROM run_events WHERE run_id = r.id)

@@ -43,6 +43,7 @@ var cases = []struct {
 	{"UpdateRun", testUpdateRun},
 	{"UnfinishedRuns", testUnfinishedRuns},
 	{"AppendAndRead", testAppendAndRead},
+	{"ReadNewEvents", testReadNewEvents},
 	{"AppendIsAllOrNothing", testAppendIsAllOrNothing},
 	{"AppendAfterFinish", testAppendAfterFinish},
 	{"ConcurrentAppends", testConcurrentAppends},
@@ -271,6 +272,44 @@ func testUnfinishedRuns(t *testing.T, s store.Store) {
 	}
 	if runs[1].Status != store.Parked || string(runs[1].Checkpoint) != "cp" || string(runs[1].Spec) != "spec of run_3" {
 		t.Errorf("the parked run came back as %+v", runs[1])
+	}
+}
+
+// ReadNewEvents reads several runs at once, each after its own seq, as ReadEvents
+// would read each.
+func testReadNewEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	all := frames(1, 40)
+	for _, id := range []string{"run_1", "run_2", "run_3"} {
+		mustCreate(t, s, newRun(id))
+	}
+	seq := 0
+	for _, n := range []int{3, 10, 27} {
+		mustAppend(t, s, "run_1", int64(seq+1), all[seq:seq+n])
+		seq += n
+	}
+	mustAppend(t, s, "run_2", 1, all[:5])
+	for _, limit := range []int{1, 4, 100} {
+		got, err := s.ReadNewEvents(ctx, map[string]int64{"run_1": 5, "run_2": 5, "run_3": 0, "run_nope": 0}, limit)
+		if err != nil {
+			t.Fatalf("ReadNewEvents(limit %d): %v", limit, err)
+		}
+		want := all[5:min(5+limit, 40)]
+		if len(got) != 1 || len(got["run_1"]) != len(want) {
+			t.Fatalf("ReadNewEvents(limit %d) = %d runs, run_1's %d frames; want run_1 alone, %d frames", limit, len(got), len(got["run_1"]), len(want))
+		}
+		for i, f := range got["run_1"] {
+			if !bytes.Equal(f, want[i]) {
+				t.Fatalf("ReadNewEvents(limit %d): run_1's frame %d = %q, want %q", limit, i, f, want[i])
+			}
+		}
+	}
+	got, err := s.ReadNewEvents(ctx, map[string]int64{"run_1": 39, "run_2": 0}, 10)
+	if err != nil || len(got) != 2 || string(got["run_1"][0]) != "frame 40" || len(got["run_2"]) != 5 || string(got["run_2"][4]) != "frame 5" {
+		t.Errorf("ReadNewEvents of two runs = %q, %v", got, err)
+	}
+	if got, err := s.ReadNewEvents(ctx, nil, 10); err != nil || len(got) != 0 {
+		t.Errorf("ReadNewEvents of no run = %q, %v", got, err)
 	}
 }
 
