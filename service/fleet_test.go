@@ -102,6 +102,27 @@ func (c *cutStore) Claimable(ctx context.Context, limit int) ([]store.Run, error
 	return c.Store.Claimable(ctx, limit)
 }
 
+func (c *cutStore) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if err := c.fail(); err != nil {
+		return store.Run{}, err
+	}
+	return c.Store.GetRun(ctx, id)
+}
+
+func (c *cutStore) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.ReadEvents(ctx, id, after, limit)
+}
+
+func (c *cutStore) ReadNewEvents(ctx context.Context, after map[string]int64, limit int) (map[string][][]byte, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.ReadNewEvents(ctx, after, limit)
+}
+
 func (c *cutStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
 	if err := c.fail(); err != nil {
 		return nil, err

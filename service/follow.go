@@ -99,7 +99,7 @@ func (f *follows) changed(ids []string) {
 
 // run reads the runs wanted until none is.
 func (f *follows) run() {
-	var last time.Time
+	var last, failing time.Time
 	failures := 0
 	for {
 		if wait := followGap - time.Since(last); wait > 0 {
@@ -148,17 +148,32 @@ func (f *follows) run() {
 		cancel()
 		if err != nil {
 			if failures++; failures == 1 {
+				failing = last
 				f.s.log.Warn("reading the runs followed from the store failed", "runs", len(due), "error", err)
 			}
-			// Tried again after a while; the journals wait on, their streams getting
-			// heartbeats.
+			// Tried again after a while, the journals waiting on, their streams getting
+			// heartbeats; past a lease, as a run this server holds would be let go, the
+			// streams end, to attach again where the store may answer.
+			giveUp := time.Since(failing) >= f.s.cfg.LeaseTTL
+			var lost []*journal
 			f.mu.Lock()
 			for id := range due {
-				if fr := f.runs[id]; fr != nil {
-					fr.read = time.Now().Add(min(time.Duration(failures)*followGap*10, time.Second) - storePollInterval)
+				fr := f.runs[id]
+				if fr == nil {
+					continue
+				}
+				fr.read = time.Now().Add(min(time.Duration(failures)*followGap*10, time.Second) - storePollInterval)
+				if giveUp {
+					for j := range fr.wanting {
+						lost = append(lost, j)
+					}
+					clear(fr.wanting)
 				}
 			}
 			f.mu.Unlock()
+			for _, j := range lost {
+				j.lose(errStoreLost)
+			}
 			continue
 		}
 		failures = 0

@@ -98,6 +98,10 @@ type journal struct {
 	// they come by addFetched) once the readers have read all the journal has; nil for
 	// a run this server runs. Called with mu held.
 	poll func(j *journal)
+	// lost, for a journal that follows its run from the store, is why its readers can
+	// read no more here once they have read what it has: the store has not answered for
+	// a lease (errStoreLost), so that they attach again, maybe where it answers.
+	lost error
 	// failed is why the store refused the run's frames; storedChanged is closed when
 	// stored or failed change, made when someone waits for it.
 	failed        error
@@ -371,6 +375,15 @@ func (j *journal) wakeLocked() {
 	j.changed = make(chan struct{})
 }
 
+// lose ends, with err, the reads of a journal that follows its run from the store, once
+// its readers have read what it has.
+func (j *journal) lose(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lost = err
+	j.wakeLocked()
+}
+
 // addFetched adds to a journal that follows its run from the store the frames read
 // after seq after, those past its last, and wakes its readers, whatever it added. A
 // run_finished closes it.
@@ -437,6 +450,9 @@ func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (
 	visible := j.visible()
 	if after >= visible {
 		done := j.closed && after >= j.last.Load()
+		if !done && j.lost != nil {
+			return dst, nil, false, j.lost
+		}
 		if !done && j.poll != nil {
 			j.poll(j)
 		}

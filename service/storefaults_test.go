@@ -254,3 +254,51 @@ func diffCounts(before, after map[string]int) map[string]int {
 	}
 	return out
 }
+
+// A stream following a run from a replica whose store stops answering ends, past a
+// lease, UNAVAILABLE (STORE_UNAVAILABLE) naming the last seq it sent, rather than wait
+// in silence: attached again to the replica running the run, it reads on to the end.
+func TestFleet_FollowerOfACutReplicaEnds(t *testing.T) {
+	gate := make(chan struct{})
+	model := &rt.Model{Steps: []rt.Step{gated(gate, "done")}}
+	f := newFleetWith(t, func(c *service.Config) { c.HeartbeatInterval = 100 * time.Millisecond }, model, runtime.Policy{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	runID := f.startOnA(ctx, t)
+	stream, err := f.b.Client.AttachRun(ctx, &agentdv1.AttachRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*agentdv1.RunEvent
+	for len(servicetest.Numbered(got)) == 0 { // attached, and following the run
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.GetEvent())
+	}
+	f.cutB.cut.Store(true)
+	defer f.cutB.cut.Store(false)
+	cut := time.Now()
+	var endErr error
+	for endErr == nil {
+		var resp *agentdv1.AttachRunResponse
+		if resp, endErr = stream.Recv(); endErr == nil {
+			got = append(got, resp.GetEvent())
+		}
+	}
+	ended := time.Since(cut)
+	var last int64
+	for _, ev := range servicetest.Numbered(got) {
+		last = ev.GetSeq()
+	}
+	checkStoreLost(t, "the AttachRun stream on b", endErr, last)
+	t.Logf("the stream on b ended %s after b's store stopped answering", ended.Round(time.Millisecond))
+	close(gate)
+	rest := readRun(t, f.a.Client, runID, last)
+	all := append(servicetest.Numbered(got), servicetest.Numbered(rest)...)
+	checkOneSequence(t, all)
+	if rf := all[len(all)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v", rf)
+	}
+}

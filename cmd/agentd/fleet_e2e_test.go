@@ -106,6 +106,28 @@ func TestFleetChaos(t *testing.T) {
 		next.Stop()
 	}
 
+	stats := checkFleetRuns(t, fl, w, all, runs)
+	if n, first := w.model.refused(); n > 0 {
+		t.Errorf("the model was sent %d requests it could not answer; the first:\n%s", n, first)
+	}
+	takeovers := takeoverTimes(all, fl.kills)
+	t.Logf("%d runs on %d replicas (%d at a time): %d completed in %s, %.1f runs/s; %d kills",
+		runs, replicas, inflight, stats.completed, elapsed.Round(time.Millisecond), float64(stats.completed)/elapsed.Seconds(), len(fl.kills))
+	if len(takeovers) > 0 {
+		t.Logf("takeover, from a kill to the next event of a run the killed replica owned (%d runs): p50 %s, p99 %s, max %s",
+			len(takeovers), percentile(takeovers, 50).Round(time.Millisecond), percentile(takeovers, 99).Round(time.Millisecond), percentile(takeovers, 100).Round(time.Millisecond))
+	}
+	t.Logf("%d reattachments in all; a Run start tried again for %d runs; %d decisions refused WAKE_FAILED and sent again; model requests: %d (%d tasks asked more than twice)",
+		stats.reattached, stats.restarted, stats.wakeFailed, stats.modelCalls, stats.modelRedone)
+	t.Logf("ledger_write: %d executions, %d outcomes unknown to the model (%d of them had run); ledger_read: %d executions, %d tasks read more than once",
+		stats.writes, stats.unknown, stats.unknownRan, stats.reads, stats.readAgain)
+}
+
+// checkFleetRuns reads every run's whole journal from one replica and checks it, and
+// what its client read, with chaosProblems; it reports the runs that fail, the worst
+// first, and returns the figures.
+func checkFleetRuns(t *testing.T, fl *fleet, w *fleetWorld, all []*fleetRun, runs int) chaosStats {
+	t.Helper()
 	// Every run's whole journal, from one replica, against what its client read.
 	journals := make([][]*agentdv1.RunEvent, len(all))
 	journalErrs := make([]error, len(all))
@@ -198,20 +220,7 @@ func TestFleetChaos(t *testing.T) {
 		}
 	}
 
-	if n, first := w.model.refused(); n > 0 {
-		t.Errorf("the model was sent %d requests it could not answer; the first:\n%s", n, first)
-	}
-	takeovers := takeoverTimes(all, fl.kills)
-	t.Logf("%d runs on %d replicas (%d at a time): %d completed in %s, %.1f runs/s; %d kills",
-		runs, replicas, inflight, stats.completed, elapsed.Round(time.Millisecond), float64(stats.completed)/elapsed.Seconds(), len(fl.kills))
-	if len(takeovers) > 0 {
-		t.Logf("takeover, from a kill to the next event of a run the killed replica owned (%d runs): p50 %s, p99 %s, max %s",
-			len(takeovers), percentile(takeovers, 50).Round(time.Millisecond), percentile(takeovers, 99).Round(time.Millisecond), percentile(takeovers, 100).Round(time.Millisecond))
-	}
-	t.Logf("%d reattachments in all; a Run start tried again for %d runs; %d decisions refused WAKE_FAILED and sent again; model requests: %d (%d tasks asked more than twice)",
-		stats.reattached, stats.restarted, stats.wakeFailed, stats.modelCalls, stats.modelRedone)
-	t.Logf("ledger_write: %d executions, %d outcomes unknown to the model (%d of them had run); ledger_read: %d executions, %d tasks read more than once",
-		stats.writes, stats.unknown, stats.unknownRan, stats.reads, stats.readAgain)
+	return stats
 }
 
 // chaosStats are the chaos test's figures.

@@ -590,6 +590,9 @@ type fleetRun struct {
 	last    int64                // the last seq read
 	finish  *agentdv1.RunFinished
 	streams int   // streams read: the start's and each attach
+	// quiet is the longest the client went without a word from the fleet: an event, a
+	// heartbeat, or a stream's end or refusal.
+	quiet time.Duration
 	starts  int   // Run streams opened to start the run
 	lastErr error // the last stream or start error
 	// answerer is set while the client reads the Run stream that started the run, on
@@ -702,8 +705,10 @@ func (f *follower) follow(ctx context.Context, task int) *fleetRun {
 		return fr
 	}
 	wait := backoff{}
+	heard := time.Now()
 	for {
 		ev, err := s.recv()
+		fr.quiet, heard = max(fr.quiet, time.Since(heard)), time.Now()
 		if err == nil {
 			if ev.GetSeq() == fr.last+1 {
 				wait.reset() // the run goes on: a stream that breaks now is tried again at once
