@@ -35,6 +35,10 @@ type cutStore struct {
 	// ackTrap, set, stores a run's events up to the first input_ack and cuts the store
 	// off before it answers: the write is in, the replica never hears so.
 	ackTrap atomic.Bool
+	// endTrap, set, cuts the store off at the next run's end recorded in it (UpdateRun
+	// Finished), which fails: the replica is lost once the run's end is journaled and
+	// its messages are on its thread.
+	endTrap atomic.Bool
 }
 
 var errCut = errors.New("cut off from the database")
@@ -72,7 +76,7 @@ func (c *cutStore) AppendEvents(ctx context.Context, b []store.Events) error {
 }
 
 func (c *cutStore) UpdateRun(ctx context.Context, l store.Lease, u store.Update) error {
-	if u.Checkpoint != nil && c.trap.Load() {
+	if u.Checkpoint != nil && c.trap.Load() || u.Status == store.Finished && c.endTrap.Load() {
 		c.cut.Store(true)
 	}
 	if err := c.fail(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -300,5 +301,44 @@ func TestFleet_FollowerOfACutReplicaEnds(t *testing.T) {
 	checkOneSequence(t, all)
 	if rf := all[len(all)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("run_finished = %v", rf)
+	}
+}
+
+// A replica lost after a run on a thread has journaled its end and added its messages
+// to the thread, but before recording the end: the replica that takes the run up ends
+// it, and the thread holds the run's messages once.
+func TestFleet_ThreadMessagesOnceWhenLostBeforeTheEnd(t *testing.T) {
+	f := newFleet(t, &rt.Model{Steps: []rt.Step{rt.Say("the answer")}}, runtime.Policy{})
+	f.cutA.endTrap.Store(true)
+	defer f.cutA.cut.Store(false)
+	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: &agentdv1.RunSpec{
+		Agent: "worker", Input: "a question", History: agentdv1.History_HISTORY_THREAD,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread := resp.GetEvent().GetRunStarted().GetThreadId()
+	var th *agentdv1.GetThreadResponse
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		th, err = f.b.Client.GetThread(t.Context(), &agentdv1.GetThreadRequest{ThreadId: thread})
+		if err == nil && th.GetThread().GetActiveRunId() == "" && th.GetThread().GetMessageCount() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the thread's run did not end within 20 s: %v, %v", th, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var texts []string
+	for _, m := range th.GetMessages() {
+		texts = append(texts, protoText(m))
+	}
+	if want := []string{"a question", "the answer"}; !slices.Equal(texts, want) {
+		t.Errorf("the thread's messages: %q, want %q", texts, want)
 	}
 }

@@ -289,7 +289,10 @@ type Store interface {
 	// retention removes them.
 	DeleteThread(ctx context.Context, id string) error
 	// AppendMessages adds messages to the end of a thread, in order, for the run l
-	// holds (else ErrFenced, and nothing is added).
+	// holds (else ErrFenced, and nothing is added). A run's messages are added once:
+	// when the thread's last message is the run's already, it adds nothing and returns
+	// nil (a replica that takes up a run whose end was journaled, but not recorded,
+	// adds them again).
 	AppendMessages(ctx context.Context, threadID string, l Lease, msgs [][]byte) error
 	// ThreadMessages returns up to limit of a thread's messages from index from on.
 	ThreadMessages(ctx context.Context, threadID string, from int64, limit int) ([]Message, error)

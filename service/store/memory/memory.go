@@ -628,6 +628,9 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lea
 	if t == nil {
 		return store.ErrNotFound
 	}
+	if len(t.msgs) > 0 && t.msgs[len(t.msgs)-1].RunID == l.RunID {
+		return nil // the run's messages are in already
+	}
 	var n int64
 	for _, m := range msgs {
 		t.msgs = append(t.msgs, store.Message{Index: int64(len(t.msgs)), RunID: l.RunID, Data: slices.Clone(m)})

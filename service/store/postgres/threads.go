@@ -81,20 +81,23 @@ func (s *Store) DeleteThread(ctx context.Context, id string) error {
 
 // appendMessagesSQL adds messages to a thread for the run a lease holds, in one
 // statement: it locks the run's row for share, so that no claim moves the run before
-// the messages commit, then counts the messages into their thread and inserts them at
-// the indexes that follow the thread's count before. The update locks the thread's
+// the messages commit, then, unless the thread's last message is the run's already,
+// counts the messages into their thread and inserts them at the indexes that follow
+// the thread's count before. The update locks the thread's
 // row, so a concurrent append waits, then re-reads the count and follows. It returns
 // whether the lease held the run and whether the thread was there.
 const appendMessagesSQL = `WITH run AS MATERIALIZED (
 	SELECT id FROM runs WHERE ` + heldBy + ` FOR SHARE
+), done AS MATERIALIZED (
+	SELECT coalesce((SELECT run_id FROM thread_messages WHERE thread_id = $4 ORDER BY idx DESC LIMIT 1), '') = $1 AS yes
 ), t AS (
 	UPDATE threads SET messages = messages + $5::bigint, bytes = bytes + $6::bigint, updated_at = now()
-	WHERE id = $4 AND EXISTS (SELECT FROM run) RETURNING messages - $5::bigint AS start
+	WHERE id = $4 AND EXISTS (SELECT FROM run) AND NOT (SELECT yes FROM done) RETURNING messages - $5::bigint AS start
 ), m AS (
 	INSERT INTO thread_messages (thread_id, idx, run_id, data)
 	SELECT $4::text, t.start + m.ord - 1, $1::text, m.data FROM t, unnest($7::bytea[]) WITH ORDINALITY AS m(data, ord)
 )
-SELECT EXISTS (SELECT FROM run), EXISTS (SELECT FROM t)`
+SELECT EXISTS (SELECT FROM run), EXISTS (SELECT FROM t) OR ((SELECT yes FROM done) AND EXISTS (SELECT FROM threads WHERE id = $4))`
 
 // AppendMessages with no messages still marks the thread updated, as an append does.
 func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lease, msgs [][]byte) error {

@@ -137,6 +137,14 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, l store.Lea
 		if err != nil || len(msgs) == 0 {
 			return err
 		}
+		var lastRun string
+		err = tx.QueryRowContext(ctx, `SELECT run_id FROM thread_messages WHERE thread_id = ? ORDER BY idx DESC LIMIT 1`, threadID).Scan(&lastRun)
+		switch {
+		case err == nil && lastRun == l.RunID:
+			return nil // the run's messages are in already
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO thread_messages (thread_id, idx, run_id, data) VALUES (?, ?, ?, ?)`)
 		if err != nil {
 			return err

@@ -556,6 +556,11 @@ func testThreads(t *testing.T, s store.Store) {
 	if err := s.AppendMessages(ctx, "thread_1", leaseOf("run_2"), [][]byte{[]byte("again")}); err != nil {
 		t.Fatal(err)
 	}
+	// A run's messages are added once: its append done again (by the replica that took
+	// it up) adds nothing.
+	if err := s.AppendMessages(ctx, "thread_1", leaseOf("run_2"), [][]byte{[]byte("again")}); err != nil {
+		t.Fatalf("AppendMessages of a run's messages again: %v", err)
+	}
 	got, _ = s.GetThread(ctx, "thread_1")
 	if got.Messages != 3 || got.Bytes != int64(len("hello")+len("hi there")+len("again")) || !got.UpdatedAt.After(created) {
 		t.Errorf("after appends: %+v", got)
