@@ -340,6 +340,11 @@ func (s *Server) recoverClaimed(ctx context.Context, rec store.Run) (*session, e
 	if ss == nil {
 		return nil, store.ErrFinished // it ended as it was taken up
 	}
+	if s.shared {
+		// Inputs stored for it while nobody held it (one may be why it was claimable)
+		// are acted on now, not at the next look.
+		s.kickPump([]*session{ss})
+	}
 	if rec.Status == store.Parked {
 		s.log.Info("parked run taken up", "run_id", id, "epoch", rec.Epoch)
 		ss.mu.Lock()
