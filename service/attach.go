@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -180,6 +181,8 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		fe.add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
 	case len(key) > maxClientKey:
 		fe.add("client_key", "at most %d bytes", maxClientKey)
+	case strings.HasPrefix(key, streamInputPrefix):
+		fe.add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", streamInputPrefix)
 	}
 	req := &agentdv1.RunRequest{}
 	switch k := in.GetInput().(type) {

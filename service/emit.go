@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -175,6 +176,13 @@ func (ss *session) observe(ev runtime.Event) {
 			ss.approvals[e.ApprovalID] = newAnswerSlot[runtime.Decision](e.ToolName, e.Arguments, len(ss.approvals))
 		}
 		ss.mu.Unlock()
+	case *runtime.SteerApplied:
+		// Applied or dropped, in the order the steers came.
+		ss.mu.Lock()
+		if len(ss.steers) > 0 {
+			ss.steers = ss.steers[1:]
+		}
+		ss.mu.Unlock()
 	case *runtime.ApprovalResolved:
 		// However the run resolved it (an interrupting steer cancels approvals it never
 		// asked the client about), the approval takes no decision from now on.
@@ -214,10 +222,11 @@ func resolvedWhy(e *runtime.ApprovalResolved) string {
 func (ss *session) checkpoint() []byte {
 	ss.mu.Lock()
 	st := ss.step
+	steers := slices.Clone(ss.steers)
 	ss.mu.Unlock()
 	ct := &continuation{
 		Agent: ss.entry.Name, ThreadID: ss.thread, Digest: ss.transcript.sum(),
-		Pending: &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1},
+		Pending: &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1, Steers: steers},
 		Grants:  ss.runGrants(), Owner: ss.owner,
 	}
 	b, err := ss.srv.codec.seal(ct)
@@ -236,9 +245,15 @@ func (ss *session) checkpoint() []byte {
 func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 	added := messagesToProto(sc.NewMessages)
 	digest, err := ss.history.digestWith(added)
+	// The steers that came since the step began wait for the next: the checkpoint
+	// carries them.
+	p := *sc.Pending
+	ss.mu.Lock()
+	p.Steers = slices.Clone(ss.steers)
+	ss.mu.Unlock()
 	var b []byte
 	if err == nil {
-		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: sc.Pending, Grants: ss.runGrants(), Owner: ss.owner})
+		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: &p, Grants: ss.runGrants(), Owner: ss.owner})
 	}
 	if err != nil {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)

@@ -3,10 +3,12 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,9 +16,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/store"
 )
 
 // recvStart reads a Run stream's first message, which must come within the start
@@ -99,6 +104,9 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 			ss.closeInput()
 			return
 		}
+		if ss.srv.gated && keptInput(req) {
+			ss.srv.keepStreamInput(ss.runID, o.id, req)
+		}
 		if !ss.handle(req, lim, o.id) {
 			// Over the stream's message rate: read nothing more until the bucket has a
 			// token again, so that a client flooding the stream is held back by flow
@@ -113,6 +121,52 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 			}
 			t.Stop()
 		}
+	}
+}
+
+// keptInput reports whether a Run stream's message is kept in a store on disk before it
+// is acted on: what a replica taking the run up acts on again, once its ack is in the
+// journal (ackedBefore).
+func keptInput(req *agentdv1.RunRequest) bool {
+	switch req.GetKind().(type) {
+	case *agentdv1.RunRequest_ApprovalDecision, *agentdv1.RunRequest_ToolResult, *agentdv1.RunRequest_Steer, *agentdv1.RunRequest_Cancel:
+		return true
+	}
+	return false
+}
+
+// streamInputPrefix begins the keys under which the inputs of Run streams are kept:
+// SendRunInput refuses client keys that begin with it.
+const streamInputPrefix = "~"
+
+// streamInputKey is the key a Run stream's input is kept under: its stream's
+// attachment_id (empty for the stream that started the run) and its client_seq, which
+// its ack names.
+func streamInputKey(attachment string, seq int64) string {
+	return streamInputPrefix + attachment + "/" + strconv.FormatInt(seq, 10)
+}
+
+// streamAnswer is the answer a Run stream's input is kept with: its ack is in the
+// journal, and nobody asks for it by its key; kept answered, no replica's look for
+// inputs to act on takes it.
+var streamAnswer = func() []byte {
+	b, _ := proto.Marshal(&continuationv1.InputAnswer{Message: "the input came on a Run stream: its ack is in the run's journal"})
+	return b
+}()
+
+// keepStreamInput keeps a Run stream's input in the store before the run acts on it,
+// so that a replica taking the run up after its ack was journaled acts on it too. A
+// store that fails leaves it unkept: the run acts on it all the same.
+func (s *Server) keepStreamInput(runID, attachment string, req *agentdv1.RunRequest) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err == nil {
+		digest := sha256.Sum256(b)
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_, _, err = s.store.PutInput(ctx, store.Input{RunID: runID, Key: streamInputKey(attachment, req.GetClientSeq()), Digest: digest[:], Request: b, Answer: streamAnswer})
+		cancel()
+	}
+	if err != nil {
+		s.log.Warn("keeping a Run stream's input failed: were this process lost once it is acked, the replica taking the run up would not act on it", "run_id", runID, "error", err)
 	}
 }
 
@@ -433,19 +487,25 @@ func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 		ss.ackLocked(in, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
 		return
 	}
-	// A token is spent only on a steer the inbox takes: one it refuses costs none.
+	// A token is spent only on a steer the inbox takes: one it refuses costs none. A
+	// steer acted on again, as a run is taken up, was counted when it came.
 	res := ss.steerLimit.Reserve()
-	if !res.OK() || res.Delay() > 0 {
+	if in.replay == nil && (!res.OK() || res.Delay() > 0) {
 		res.Cancel()
 		ss.ackLocked(in, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
 		return
 	}
 	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
-	if err := ss.inbox.Send(runtime.Steer{Seq: in.seq, Message: m, Interrupt: interrupt}); err != nil {
+	steer := runtime.Steer{Seq: in.seq, Message: m, Interrupt: interrupt}
+	if err := ss.inbox.Send(steer); err != nil {
 		res.Cancel()
+		if in.replay != nil {
+			ss.srv.log.Warn("a steer the run acked before it was taken up could not be queued again", "run_id", ss.runID, "error", err)
+		}
 		ss.ackLocked(in, steerRefusal(err))
 		return
 	}
+	ss.steers = append(ss.steers, steer)
 	ss.ackLocked(in, nil)
 }
 

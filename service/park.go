@@ -398,7 +398,7 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
 	ss.historyMsgs, ss.priorNew, ss.priorUsage, ss.newSoFar = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage(), nil
 	ss.preDecisions, ss.preResults, ss.preScopes = plan.preDecisions, plan.preResults, plan.preScopes
-	ss.inbox = newInbox(&s.cfg, plan.steers, plan.req.Resume)
+	ss.setInbox(&s.cfg, plan.steers, plan.req.Resume)
 	ss.done = make(chan struct{})
 	ss.woken = filter
 	if p != nil {

@@ -154,7 +154,7 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 	}
 	var acks []replayedInput
 	if left != nil && len(left.acks) > 0 {
-		acks = s.ackedBefore(ctx, ss, left.acks)
+		acks = s.ackedBefore(ctx, ss, left.acks, cp.GetSeq())
 	}
 	if len(acks) > 0 {
 		// The run waits for what the lost stretch was told, rather than park for want of
@@ -198,25 +198,39 @@ func (s *Server) storeUncut(ctx context.Context, ss *session, cp *continuationv1
 	return nil
 }
 
-// ackedBefore reads back from the store the inputs of SendRunInput that the lost
-// stretch of ss acked (acks): their client was told they were taken, and their effect
-// may not have been journaled before the process was lost (a decision acked, its
-// approval not yet resolved). Each key is known to the run from here on, answered with
-// the ack the lost stretch gave, so that a retry gets that ack and does not act again;
-// it returns the inputs to act on again (replayInputs). A steer is not: the journal does
-// not say whether it was applied. The ack is stored as the key's answer too, where the
-// lost stretch did not store it, for a retry that comes after the run has finished.
-func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput) []replayedInput {
+// ackedBefore reads back from the store the inputs that the lost stretch of ss acked
+// (acks): their client was told they were taken, and their effect may not have been
+// journaled before the process was lost (a decision acked, its approval not yet
+// resolved). It returns the inputs to act on again (replayInputs): every one but a
+// steer acked before the checkpoint the run goes on from (at seq from), which the
+// checkpoint's transcript, or the steers it carries, hold already. An input of
+// SendRunInput is known to the run from here on by its key, answered with the ack the
+// lost stretch gave, so that a retry gets that ack and does not act again; its ack is
+// stored as the key's answer too, where the lost stretch did not store it, for a retry
+// that comes after the run has finished. An input of a Run stream is read back from
+// where keepStreamInput kept it.
+func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput, from int64) []replayedInput {
 	var out []replayedInput
 	for _, a := range acks {
 		key := a.ack.GetClientKey()
+		stream := key == ""
+		if stream {
+			key = streamInputKey(a.ack.GetAttachmentId(), a.ack.GetClientSeq())
+		}
 		in, err := s.store.GetInput(ctx, ss.runID, key)
 		req := &agentdv1.RunRequest{}
 		if err == nil {
 			err = proto.Unmarshal(in.Request, req)
 		}
 		if err != nil {
-			s.log.Warn("reading back an input the run acked before it was taken up failed: it is not acted on again", "run_id", ss.runID, "client_key", key, "error", err)
+			s.log.Warn("reading back an input the run acked before it was taken up failed: it is not acted on again", "run_id", ss.runID, "client_key", a.ack.GetClientKey(), "client_seq", a.ack.GetClientSeq(), "error", err)
+			continue
+		}
+		again := req.GetSteer() == nil || a.seq > from
+		if stream {
+			if again {
+				out = append(out, replayedInput{input{seq: a.ack.GetClientSeq(), stream: a.ack.GetAttachmentId(), replay: &a}, req})
+			}
 			continue
 		}
 		var digest [sha256.Size]byte
@@ -230,7 +244,7 @@ func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput
 		if ss.keyed.byKey[key] == nil {
 			ss.keyed.begin(key, digest)
 			ss.keyed.answered(key, a.ack, a.seq)
-			if req.GetSteer() == nil {
+			if again {
 				out = append(out, replayedInput{input{key: key, replay: &a}, req})
 			}
 		}
@@ -294,7 +308,7 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 	ss.cancel(errors.New(serverStopped)) // until a stretch runs, input is refused
 	ss.owner, ss.seq, ss.stopAfter, ss.wakeCtx = rec.Owner, rec.LastSeq, func() bool { return false }, context.Background()
 	ss.lease = store.Lease{RunID: rec.ID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
-	ss.inbox = newInbox(&s.cfg, nil, nil)
+	ss.setInbox(&s.cfg, nil, nil)
 	ss.ready = make(chan struct{})
 	if rec.Exclusive {
 		ss.threaded = &threadStart{id: rec.ThreadID, input: spec.GetMessages()}
@@ -325,8 +339,10 @@ type leftOver struct {
 	cancelled map[string]string                         // call id → why
 	// seenCalls are the ids of every call the journal started after the checkpoint.
 	seenCalls []string
-	// acks are the inputs of SendRunInput the lost stretch acked, accepted: their
-	// effect (a decision's approval_resolved) may not have been journaled.
+	// acks are the inputs the lost stretch acked, accepted (of SendRunInput, and of Run
+	// streams, kept by keepStreamInput): their effect (a decision's approval_resolved, a
+	// steer entering the transcript) may not have been journaled, or may be past the
+	// checkpoint the run goes on from.
 	acks []ackedInput
 	// finished is the run's end, when the lost stretch journaled it.
 	finished *agentdv1.RunFinished
@@ -406,7 +422,7 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 			case *agentdv1.RunEvent_RunFinished:
 				l.finished = k.RunFinished
 			case *agentdv1.RunEvent_InputAck:
-				if a := k.InputAck; a.GetClientKey() != "" && a.GetAccepted() {
+				if a := k.InputAck; a.GetAccepted() && (a.GetClientKey() != "" || a.GetClientSeq() > 0) {
 					l.acks = append(l.acks, ackedInput{a, ev.GetSeq()})
 				}
 			case *agentdv1.RunEvent_ToolExecutionStarted:

@@ -88,6 +88,10 @@ type session struct {
 	approvals       map[string]*answerSlot[runtime.Decision]
 	clientCalls     map[string]*answerSlot[runtime.Output]
 	inbox           *runtime.Inbox // the stretch's steers: the start's input, then the client's
+	// steers are the steers the inbox took, or the run carried, that the run has not
+	// applied (nor dropped) yet, in the order it applies them: a checkpoint carries
+	// them, so that a replica taking the run up from it applies them still.
+	steers []runtime.Steer
 	steerLimit      *rate.Limiter
 	clientCancelled bool
 	preDecisions    map[string]runtime.Decision
@@ -295,7 +299,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pla
 		ss.historyMsgs = plan.historyMsgs
 	}
 	ss.journal = newJournal(s.olderFrames(ss.runID), s.gated)
-	ss.inbox = newInbox(&s.cfg, plan.steers, plan.req.Resume)
+	ss.setInbox(&s.cfg, plan.steers, plan.req.Resume)
 	return ss
 }
 
@@ -320,6 +324,17 @@ func (s *Server) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID st
 		close(ss.inputDoneCh)
 	}
 	return ss
+}
+
+// setInbox gives the session a stretch's inbox (newInbox), and the steers it has yet
+// to apply: the resumed run's carried ones first, as the runtime takes them.
+func (ss *session) setInbox(cfg *Config, steers []runtime.Steer, resume *runtime.Pending) {
+	ss.inbox = newInbox(cfg, steers, resume)
+	ss.steers = nil
+	if resume != nil {
+		ss.steers = append(ss.steers, resume.Steers...)
+	}
+	ss.steers = append(ss.steers, steers...)
 }
 
 // newInbox returns a stretch's inbox: the start's input, then the client's steers, within

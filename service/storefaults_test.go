@@ -342,3 +342,130 @@ func TestFleet_ThreadMessagesOnceWhenLostBeforeTheEnd(t *testing.T) {
 		t.Errorf("the thread's messages: %q, want %q", texts, want)
 	}
 }
+
+// userTexts are the texts of a model request's user messages.
+func userTexts(req *runtime.ModelRequest) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m.Role == runtime.RoleUser {
+			out = append(out, m.Text())
+		}
+	}
+	return out
+}
+
+// A decision sent on a Run stream, acked by a replica that is lost before it acts on
+// it: the replica that takes the run up acts on it, as it does a SendRunInput's. The
+// approval is asked once, the tool runs once.
+func TestFleet_StreamDecisionAckedThenReplicaLost(t *testing.T) {
+	var ran atomic.Int32
+	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("done")}}
+	f := newFleet(t, model, runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}, countedTool(&ran))
+	rc, err := f.a.Client.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	ev := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
+	runID, approval := ev.GetRunId(), ev.GetApprovalRequested()
+	f.cutA.ackTrap.Store(true)
+	defer f.cutA.cut.Store(false)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+		ApprovalId: approval.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
+	}}})
+	evs := readRun(t, f.b.Client, runID, 0)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	var asked, acks int
+	for _, ev := range evs {
+		if ev.GetApprovalRequested() != nil {
+			asked++
+		}
+		if ev.GetInputAck() != nil {
+			acks++
+		}
+		if r := ev.GetApprovalResolved(); r != nil && r.GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+			t.Errorf("approval_resolved %v, want it approved", r)
+		}
+	}
+	if asked != 1 || acks != 1 || ran.Load() != 1 {
+		t.Errorf("%d approvals asked, %d acks, the tool ran %d times; want one each:\n%s", asked, acks, ran.Load(), servicetest.Render(evs))
+	}
+}
+
+// A steer acked by a replica that is lost before the run applies it, on a Run stream or
+// by SendRunInput: the replica that takes the run up (here from its start: no step
+// ended) applies it, once.
+func TestFleet_SteerAckedThenReplicaLost(t *testing.T) {
+	for _, how := range []string{"Run stream", "SendRunInput"} {
+		t.Run(how, func(t *testing.T) {
+			// The first model call, on a, streams until its replica is gone; on b, the
+			// steer enters the transcript before the step done again, or after it,
+			// starting the next: once either way.
+			hang := rt.Step{Events: []runtime.ModelEvent{rt.Text("thinking")}, Block: true}
+			model := &rt.Model{Steps: []rt.Step{hang, rt.Say("done"), rt.Say("done, minding it")}}
+			f := newFleet(t, model, runtime.Policy{})
+			rc, err := f.a.Client.Run(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := servicetest.NewStream(t, rc)
+			s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+			runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil }).GetRunId()
+			f.cutA.ackTrap.Store(true)
+			defer f.cutA.cut.Store(false)
+			steer := &agentdv1.Steer{Text: "and mind the steer"}
+			if how == "Run stream" {
+				s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: steer}})
+			} else {
+				req := &agentdv1.SendRunInputRequest{RunId: runID, ClientKey: "steer-1", Input: &agentdv1.SendRunInputRequest_Steer{Steer: steer}}
+				if _, err := f.a.Client.SendRunInput(t.Context(), req); status.Code(err) != codes.Unavailable {
+					t.Fatalf("SendRunInput on a: %v, want UNAVAILABLE: a never heard the ack was stored", err)
+				}
+			}
+			evs := readRun(t, f.b.Client, runID, 0)
+			if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+			}
+			reqs := model.Requests()
+			if got, want := userTexts(reqs[len(reqs)-1]), []string{"go", "and mind the steer"}; !slices.Equal(got, want) {
+				t.Errorf("the model's last request had the user messages %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// A steer that came while a step's calls ran waits for the next step; the replica is
+// lost between journaling that step's end and storing its checkpoint. The replica that
+// takes the run up goes on from the step's end, where the journal's checkpoint carries
+// the steer, and applies it.
+func TestFleet_SteerWaitingAtACheckpointIsApplied(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan struct{})
+	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "slow", `{}`), rt.Say("done")}}
+	f := newFleet(t, model, runtime.Policy{}, gatedTool(gate, started))
+	rc, err := f.a.Client.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
+	<-started
+	seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "and mind the steer"}}})
+	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetInputAck().GetClientSeq() == seq })
+	f.cutA.trap.Store(true) // lost as the step's checkpoint is stored
+	defer f.cutA.cut.Store(false)
+	close(gate)
+	evs := readRun(t, f.b.Client, runID, 0)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+	reqs := model.Requests()
+	if got := userTexts(reqs[len(reqs)-1]); !slices.Equal(got, []string{"go", "and mind the steer"}) {
+		t.Errorf("the model's last request had the user messages %q, want the input and the steer", got)
+	}
+}

@@ -700,7 +700,8 @@ type SendRunInputRequest struct {
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The client's key for this input, unique per run: a retry with the same
 	// key (after a lost answer) is answered with the first one's ack, and acts
-	// once. Required, at most 128 bytes.
+	// once. Required, at most 128 bytes, not beginning with "~" (agentd keeps
+	// the inputs of Run streams under such keys).
 	ClientKey string `protobuf:"bytes,2,opt,name=client_key,json=clientKey,proto3" json:"client_key,omitempty"`
 	// The input.
 	//

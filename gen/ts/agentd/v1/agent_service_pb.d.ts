@@ -323,7 +323,8 @@ export declare type SendRunInputRequest = Message<"agentd.v1.SendRunInputRequest
   /**
    * The client's key for this input, unique per run: a retry with the same
    * key (after a lost answer) is answered with the first one's ack, and acts
-   * once. Required, at most 128 bytes.
+   * once. Required, at most 128 bytes, not beginning with "~" (agentd keeps
+   * the inputs of Run streams under such keys).
    *
    * @generated from field: string client_key = 2;
    */
