@@ -111,7 +111,9 @@ func (s *Server) renewLoop(ctx context.Context) {
 		var leases []store.Lease
 		for _, ss := range s.liveRuns() {
 			ss.mu.Lock()
-			l, running := ss.lease, ss.parked == nil && !ss.moved && !ss.ended && ss.lease.Epoch > 0
+			// A run that ended here is held until its end is stored (finishRun), and then
+			// let go of: its lease runs until then.
+			l, running := ss.lease, ss.parked == nil && !ss.moved && ss.lease.Epoch > 0
 			ss.mu.Unlock()
 			if running {
 				held[l.RunID] = ss
@@ -168,6 +170,7 @@ func (s *Server) keepTrying(ss *session, f func(ctx context.Context) error) erro
 		case !storeTransient(err):
 			return err
 		}
+		s.writeFailed.Store(time.Now().UnixNano())
 		ss.mu.Lock()
 		moved := ss.moved
 		ss.mu.Unlock()
@@ -208,7 +211,7 @@ func (s *Server) storeLost(ss *session) {
 // (Run streams alone for errRunMoved: the others follow the run from the store).
 func (s *Server) letGo(ss *session, why error) bool {
 	ss.mu.Lock()
-	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil {
+	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil && ss.journal.stored.Load() >= ss.journal.last.Load() {
 		ss.mu.Unlock()
 		return false // moved already, or over: its end is in the store
 	}
@@ -251,7 +254,7 @@ func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 			return
 		case <-t.C:
 		}
-		for !s.isDraining() && ctx.Err() == nil {
+		for !s.isDraining() && ctx.Err() == nil && !s.writesFailing() {
 			room := min(s.cfg.MaxConcurrentRuns-int(s.active.Load()), takeoverBatch)
 			if room <= 0 {
 				break
@@ -269,6 +272,14 @@ func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 			}
 		}
 	}
+}
+
+// writesFailing reports whether the store failed this server's last write of a run's,
+// within the last two leases: a replica that cannot store runs' events takes none up,
+// which it would only let go again, a lease later, with their clients' streams.
+func (s *Server) writesFailing() bool {
+	failed := s.writeFailed.Load()
+	return failed > s.writeDone.Load() && time.Since(time.Unix(0, failed)) < 2*s.cfg.LeaseTTL
 }
 
 // takeoverInterval is the mean time between two looks for runs to take up;

@@ -39,6 +39,9 @@ type cutStore struct {
 	// Finished), which fails: the replica is lost once the run's end is journaled and
 	// its messages are on its thread.
 	endTrap atomic.Bool
+	// appendCut, set, fails AppendEvents alone: the replica's events do not reach the
+	// store while the rest (its leases' renewals) does.
+	appendCut atomic.Bool
 }
 
 var errCut = errors.New("cut off from the database")
@@ -55,6 +58,9 @@ func (c *cutStore) fail() error {
 func (c *cutStore) AppendEvents(ctx context.Context, b []store.Events) error {
 	if err := c.fail(); err != nil {
 		return err
+	}
+	if c.appendCut.Load() {
+		return errCut
 	}
 	if c.ackTrap.Load() {
 		for _, e := range b {

@@ -353,6 +353,7 @@ func (j *journal) follow(poll func(*journal)) {
 	j.frames, j.size, j.open = nil, 0, nil
 	j.first = stored + 1
 	j.last.Store(stored)
+	j.closed = false // its end, journaled here and not stored, comes from the store
 	j.gated = false
 	j.failed = errRunMoved
 	j.poll = poll

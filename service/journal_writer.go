@@ -177,6 +177,7 @@ func (w *journalWriter) write(runs []*session) {
 func (w *journalWriter) written(ss *session, last int64, err error) {
 	switch {
 	case err == nil:
+		w.srv.writeDone.Store(time.Now().UnixNano())
 		ss.journal.storedUpTo(last)
 		ss.mu.Lock()
 		failing := ss.storeFailing
@@ -185,7 +186,9 @@ func (w *journalWriter) written(ss *session, last int64, err error) {
 		if !failing.IsZero() {
 			w.srv.log.Info("the store took the run's events again", "run_id", ss.runID, "after", time.Since(failing).Round(time.Millisecond).String())
 		}
-	case errors.Is(err, store.ErrFenced):
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrFinished):
+		// Another replica holds the run, or took it up and ended it: the streams follow
+		// it in the store.
 		w.srv.lostRun(ss)
 	case !w.srv.gated:
 		// Its clients saw its events as they came: the run ends, and says why.
@@ -204,6 +207,7 @@ func (w *journalWriter) written(ss *session, last int64, err error) {
 // go.
 func (w *journalWriter) failed(ss *session, err error) {
 	now := time.Now()
+	w.srv.writeFailed.Store(now.UnixNano())
 	ss.mu.Lock()
 	first := ss.storeFailing.IsZero()
 	if first {

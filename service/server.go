@@ -228,6 +228,9 @@ type Server struct {
 	takes        singleflight.Group // runs being taken up, by id (takeUp)
 	nudges       nudges
 	follows      *follows // the reads of runs followed from the store (follow.go)
+	// writeFailed and writeDone are when the store last failed, and last took, a write
+	// of a run's events (unix nanoseconds).
+	writeFailed, writeDone atomic.Int64
 	pumpMu       sync.Mutex
 	pumping      map[string]bool // runs whose stored inputs are being acted on; true: look again
 	kicked       map[*session]struct{}

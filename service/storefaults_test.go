@@ -469,3 +469,39 @@ func TestFleet_SteerWaitingAtACheckpointIsApplied(t *testing.T) {
 		t.Errorf("the model's last request had the user messages %q, want the input and the steer", got)
 	}
 }
+
+// A run that ends while its store does not take its events (its leases' renewals
+// still do): its end is journaled and never stored. Its replica holds the run all the
+// same, rather than leave its lease to run out while streams wait on it, then, past a
+// lease, lets it go and ends its streams naming the last seq they got; the replica
+// that takes the run up ends it, and the client reads its end there.
+func TestFleet_RunEndingWhileItsEventsAreNotStored(t *testing.T) {
+	gate := make(chan struct{})
+	// a may take the run up again once, before it knows its writes fail: each taker
+	// asks the model again.
+	model := &rt.Model{Steps: []rt.Step{gated(gate, "done"), rt.Say("done"), rt.Say("done"), rt.Say("done")}}
+	f := newFleet(t, model, runtime.Policy{})
+	rc, err := f.a.Client.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil }).GetRunId()
+	f.cutA.appendCut.Store(true)
+	defer f.cutA.appendCut.Store(false)
+	close(gate)
+	for s.Next() != nil {
+	}
+	var last int64
+	for _, ev := range servicetest.Numbered(s.Events()) {
+		last = ev.GetSeq()
+	}
+	checkStoreLost(t, "the Run stream", s.Err(), last)
+	rest := readRun(t, f.b.Client, runID, last)
+	evs := append(servicetest.Numbered(s.Events()), servicetest.Numbered(rest)...)
+	checkOneSequence(t, evs)
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v", rf)
+	}
+}
