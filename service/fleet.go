@@ -94,18 +94,25 @@ func (s *Server) stopFleet() {
 }
 
 // renewLoop renews the leases of the runs going on here every third of the lease, in
-// one round trip. A run whose lease is gone stops at once; so does every run when no
+// one round trip, and, with a store other replicas share, sends the replica's
+// heartbeat. A run whose lease is gone stops at once; so does every run when no
 // renewal succeeded for a whole lease (the store may have given them to another).
 func (s *Server) renewLoop(ctx context.Context) {
 	every := s.cfg.LeaseTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
 	renewed := time.Now()
+	if s.shared {
+		s.heartbeat(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if s.shared {
+			s.heartbeat(ctx)
 		}
 		held := map[string]*session{}
 		var leases []store.Lease
@@ -260,7 +267,7 @@ func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 				break
 			}
 			qctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			recs, err := s.store.ClaimNext(qctx, s.cfg.Replica, s.cfg.LeaseTTL, room)
+			recs, err := s.store.ClaimNext(qctx, s.cfg.Replica, s.cfg.LeaseTTL, room, s.wakeAfter())
 			cancel()
 			if err != nil {
 				s.log.Warn("looking for runs to take up failed", "error", err)
@@ -272,6 +279,42 @@ func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 			}
 		}
 	}
+}
+
+// wakeAfter is how long this server leaves a parked run that is due to others before
+// it claims it: a replica drained hands its runs over by parking them due at once, and
+// in a rolling restart the replica started last is the one least likely to be drained
+// next. The youngest replica alive and not draining claims them at once, the others
+// after deferWake (heartbeat).
+func (s *Server) wakeAfter() time.Duration {
+	return time.Duration(s.wakeDefer.Load())
+}
+
+// deferWake is how long a replica that is not the youngest leaves parked runs due to
+// the youngest.
+const deferWake = 2 * time.Second
+
+// heartbeat tells the store that this replica is alive (and whether it drains), and
+// learns from the replicas alive whether it is the youngest not draining (wakeAfter).
+func (s *Server) heartbeat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
+	defer cancel()
+	alive, err := s.store.Heartbeat(ctx, store.Replica{ID: s.cfg.Replica, StartedAt: s.started, Draining: s.isDraining()}, 2*s.cfg.LeaseTTL)
+	if err != nil {
+		s.log.Debug("the replica's heartbeat failed", "error", err)
+		return
+	}
+	youngest := ""
+	for _, r := range alive { // oldest first
+		if !r.Draining {
+			youngest = r.ID
+		}
+	}
+	d := deferWake
+	if youngest == s.cfg.Replica {
+		d = 0
+	}
+	s.wakeDefer.Store(int64(d))
 }
 
 // writesFailing reports whether the store failed this server's last write of a run's,

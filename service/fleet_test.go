@@ -133,11 +133,18 @@ func (c *cutStore) ReadNewEvents(ctx context.Context, after map[string]int64, li
 	return c.Store.ReadNewEvents(ctx, after, limit)
 }
 
-func (c *cutStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+func (c *cutStore) Heartbeat(ctx context.Context, r store.Replica, alive time.Duration) ([]store.Replica, error) {
 	if err := c.fail(); err != nil {
 		return nil, err
 	}
-	return c.Store.ClaimNext(ctx, holder, lease, limit)
+	return c.Store.Heartbeat(ctx, r, alive)
+}
+
+func (c *cutStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int, wakeAfter time.Duration) ([]store.Run, error) {
+	if err := c.fail(); err != nil {
+		return nil, err
+	}
+	return c.Store.ClaimNext(ctx, holder, lease, limit, wakeAfter)
 }
 
 // fleet is two replicas, a and b, sharing one PostgreSQL schema, each with its own
@@ -613,9 +620,9 @@ func (c *countingStore) Renew(ctx context.Context, held []store.Lease, lease tim
 	c.count("Renew")
 	return c.Store.Renew(ctx, held, lease)
 }
-func (c *countingStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+func (c *countingStore) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int, wakeAfter time.Duration) ([]store.Run, error) {
 	c.count("ClaimNext")
-	return c.Store.ClaimNext(ctx, holder, lease, limit)
+	return c.Store.ClaimNext(ctx, holder, lease, limit, wakeAfter)
 }
 func (c *countingStore) PendingInputs(ctx context.Context, ids []string) ([]store.Input, error) {
 	c.count("PendingInputs")

@@ -228,6 +228,10 @@ type Server struct {
 	takes        singleflight.Group // runs being taken up, by id (takeUp)
 	nudges       nudges
 	follows      *follows // the reads of runs followed from the store (follow.go)
+	// started is when the server was made: its age, against other replicas'
+	// (heartbeat); wakeDefer is wakeAfter's.
+	started   time.Time
+	wakeDefer atomic.Int64
 	// writeFailed and writeDone are when the store last failed, and last took, a write
 	// of a run's events (unix nanoseconds).
 	writeFailed, writeDone atomic.Int64
@@ -365,6 +369,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.writer = newJournalWriter(s, cfg.Store)
 	s.follows = newFollows(s)
+	s.started = time.Now()
+	s.wakeDefer.Store(int64(deferWake))
 	s.drainCtx, s.drainCancel = context.WithCancel(context.Background())
 	s.streamsCtx, s.endStreams = context.WithCancelCause(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())

@@ -166,6 +166,15 @@ type Input struct {
 	Answer []byte
 }
 
+// Replica is a replica of a fleet, as it said it was in its last Heartbeat.
+type Replica struct {
+	ID string
+	// StartedAt is when the replica started, by its own clock.
+	StartedAt time.Time
+	// Draining says the replica is shutting down: it takes no run up.
+	Draining bool
+}
+
 // Thread is a conversation the server keeps.
 type Thread struct {
 	ID    string
@@ -241,10 +250,17 @@ type Store interface {
 	Claimable(ctx context.Context, limit int) ([]Run, error)
 	// ClaimNext claims for holder, for lease, up to limit of the runs Claimable would
 	// return, in one go, and returns them claimed, those waiting longest first, each
-	// with its epoch raised. A run that another ClaimNext or Claim is taking at that
-	// moment is passed over rather than waited for, so that replicas claiming at once
-	// share the runs instead of racing for each.
-	ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]Run, error)
+	// with its epoch raised; a Parked run whose WakeAt has come (and that has no
+	// unanswered input) only once it has been due for wakeAfter, so that replicas may
+	// leave such runs to others for a moment. A run that another ClaimNext or Claim is
+	// taking at that moment is passed over rather than waited for, so that replicas
+	// claiming at once share the runs instead of racing for each.
+	ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int, wakeAfter time.Duration) ([]Run, error)
+
+	// Heartbeat records that replica r is alive now, as it says it is, and returns the
+	// replicas alive: those whose last Heartbeat came within alive (r included),
+	// oldest first. Replicas learn of each other this way alone.
+	Heartbeat(ctx context.Context, r Replica, alive time.Duration) ([]Replica, error)
 
 	// AppendEvents journals batches of events, of one run or several, all or none:
 	// each batch must follow its run's LastSeq (else ErrSeq) and be written under a

@@ -45,6 +45,8 @@ type Store struct {
 	grants  map[string]string // grant id → its thread id
 	bytes   int64             // what the runs and threads hold, counted as len of what they keep
 	owned   map[string]int64  // owner → its part of bytes; no entry for an owner of none
+	// replicas are the replicas that sent a Heartbeat, by id.
+	replicas map[string]seenReplica
 }
 
 type run struct {
@@ -261,7 +263,38 @@ func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
 	return out[:min(max(limit, 0), len(out))], nil
 }
 
-func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+func (s *Store) Heartbeat(ctx context.Context, r store.Replica, alive time.Duration) ([]store.Replica, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	if s.replicas == nil {
+		s.replicas = map[string]seenReplica{}
+	}
+	s.replicas[r.ID] = seenReplica{r, now}
+	var out []store.Replica
+	for id, sr := range s.replicas {
+		switch {
+		case now.Sub(sr.at) <= alive:
+			out = append(out, sr.Replica)
+		case now.Sub(sr.at) > time.Hour:
+			delete(s.replicas, id)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Replica) int {
+		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// seenReplica is a replica and when its last Heartbeat came.
+type seenReplica struct {
+	store.Replica
+	at time.Time
+}
+
+func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int, wakeAfter time.Duration) ([]store.Run, error) {
 	if holder == "" {
 		return nil, errNoHolder
 	}
@@ -272,7 +305,7 @@ func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duratio
 	now := s.opts.Now()
 	var next []*run
 	for _, r := range s.runs {
-		if r.needsHolder(now) {
+		if r.needsHolder(now) && (r.hasInput() || r.rec.Status != store.Parked || !r.rec.WakeAt.After(now.Add(-wakeAfter))) {
 			next = append(next, r)
 		}
 	}
@@ -290,6 +323,16 @@ func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duratio
 		s.hub.Notify(ids...)
 	}
 	return out, nil
+}
+
+// hasInput reports whether r has an unanswered input.
+func (r *run) hasInput() bool {
+	for _, in := range r.inputs {
+		if in.Answer == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // needsHolder reports whether r, held by none at now, needs a replica: it runs, or it

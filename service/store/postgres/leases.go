@@ -79,6 +79,29 @@ func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Durati
 	return lost, nil
 }
 
+// heartbeatSQL records replica $1 (started $2, draining $3) as seen now, forgets the
+// replicas not seen for an hour, and returns those seen within $4, the replica itself
+// among them (the statement's snapshot does not see its own upsert).
+const heartbeatSQL = `WITH up AS (
+	INSERT INTO replicas (id, started_at, seen_at, draining) VALUES ($1, $2, now(), $3)
+	ON CONFLICT (id) DO UPDATE SET started_at = $2, seen_at = now(), draining = $3
+), gone AS (
+	DELETE FROM replicas WHERE seen_at < now() - interval '1 hour' AND id <> $1
+)
+SELECT id, started_at, draining FROM replicas WHERE seen_at >= now() - $4::interval AND id <> $1
+UNION ALL SELECT $1, $2, $3
+ORDER BY 2, 1`
+
+// Heartbeat is one statement.
+func (s *Store) Heartbeat(ctx context.Context, r store.Replica, alive time.Duration) ([]store.Replica, error) {
+	rows, err := s.pool.Query(ctx, heartbeatSQL, r.ID, r.StartedAt, r.Draining, alive)
+	return collect(ctx, "heartbeat", rows, err, func(row pgx.Row) (store.Replica, error) {
+		var rp store.Replica
+		err := row.Scan(&rp.ID, &rp.StartedAt, &rp.Draining)
+		return rp, err
+	})
+}
+
 // claimNextSQL claims up to $1 of the runs that claimableSQL finds (among four times
 // as many, so that the runs other claims are taking do not leave it short), and
 // notifies them once. FOR UPDATE SKIP LOCKED passes over a run another claim has
@@ -86,7 +109,7 @@ func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Durati
 // take different runs. A run is locked only where it is still claimable.
 var claimNextSQL = `WITH c AS (
 	SELECT id AS cid, lease_until AS was FROM runs
-	WHERE id IN (SELECT id FROM (` + strings.ReplaceAll(claimableIDs, "$1", "$6") + `) x)
+	WHERE id IN (SELECT id FROM (` + strings.ReplaceAll(strings.ReplaceAll(claimableIDs, "$1", "$6"), "wake_at <= now()", "wake_at <= now() - $7::interval") + `) x)
 		AND status <> 3 AND (holder = '' OR lease_until < now())
 	ORDER BY lease_until, id LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -100,12 +123,12 @@ var claimNextSQL = `WITH c AS (
 SELECT ` + runFields + ` FROM r LEFT JOIN (SELECT count(*) FROM n) AS notified ON true ORDER BY was, id`
 
 // ClaimNext is one statement.
-func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int, wakeAfter time.Duration) ([]store.Run, error) {
 	if holder == "" {
 		return nil, errNoHolder
 	}
 	limit = max(limit, 0)
-	rows, err := s.pool.Query(ctx, claimNextSQL, limit, holder, lease, s.channel, maxPayload, 4*limit)
+	rows, err := s.pool.Query(ctx, claimNextSQL, limit, holder, lease, s.channel, maxPayload, 4*limit, max(wakeAfter, 0))
 	return collect(ctx, "claim runs", rows, err, scanRun)
 }
 

@@ -202,11 +202,11 @@ func (s *Store) Renew(ctx context.Context, held []store.Lease, lease time.Durati
 	return lost, nil
 }
 
-// claimableIDs selects up to ?4 runs that need a holder at ?1, longest waiting first
-// (?2 and ?3 are the claim's, unused here).
+// claimableIDs selects up to ?4 runs that need a holder at ?1, longest waiting first:
+// a parked run due to wake only once due at ?2 (?3 is unused).
 const claimableIDs = `SELECT r.id FROM runs r
 	WHERE r.status != 3 AND r.lease_until <= ?1 AND (r.holder = '' OR r.lease_until < ?1)
-		AND (r.status = 1 OR r.wake_at <= ?1
+		AND (r.status = 1 OR r.wake_at <= ?2
 			OR EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.answer IS NULL))
 	ORDER BY r.lease_until, r.id LIMIT ?4`
 
@@ -215,23 +215,51 @@ const claimableIDs = `SELECT r.id FROM runs r
 func (s *Store) Claimable(ctx context.Context, limit int) ([]store.Run, error) {
 	now := nanos(time.Now())
 	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs
-		WHERE id IN (`+claimableIDs+`) ORDER BY lease_until, id`, now, "", 0, max(limit, 0))
+		WHERE id IN (`+claimableIDs+`) ORDER BY lease_until, id`, now, now, 0, max(limit, 0))
 	if err != nil {
 		return nil, wrap(ctx, "claimable runs", err)
 	}
 	return collect(ctx, "claimable runs", rows, scanRun)
 }
 
+// Heartbeat implements [store.Store], in one transaction.
+func (s *Store) Heartbeat(ctx context.Context, r store.Replica, alive time.Duration) ([]store.Replica, error) {
+	now := time.Now()
+	var out []store.Replica
+	err := s.write(ctx, "heartbeat", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replicas (id, started_at, seen_at, draining) VALUES (?1, ?2, ?3, ?4)
+			ON CONFLICT (id) DO UPDATE SET started_at = ?2, seen_at = ?3, draining = ?4`, r.ID, nanos(r.StartedAt), nanos(now), r.Draining); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replicas WHERE seen_at < ?`, nanos(now.Add(-time.Hour))); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, started_at, draining FROM replicas WHERE seen_at >= ? ORDER BY started_at, id`, nanos(now.Add(-alive)))
+		if err != nil {
+			return err
+		}
+		out, err = collect(ctx, "heartbeat", rows, func(sc scanner) (store.Replica, error) {
+			var rp store.Replica
+			var started int64
+			err := sc.Scan(&rp.ID, &started, &rp.Draining)
+			rp.StartedAt = time.Unix(0, started)
+			return rp, err
+		})
+		return err
+	})
+	return out, err
+}
+
 // ClaimNext implements [store.Store], in one transaction: SQLite writes one at a time,
 // so no other claim can take a run it chose.
-func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int) ([]store.Run, error) {
+func (s *Store) ClaimNext(ctx context.Context, holder string, lease time.Duration, limit int, wakeAfter time.Duration) ([]store.Run, error) {
 	if holder == "" {
 		return nil, errNoHolder
 	}
 	now := time.Now()
 	var out []store.Run
 	err := s.write(ctx, "claim runs", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, claimableIDs, nanos(now), "", 0, max(limit, 0))
+		rows, err := tx.QueryContext(ctx, claimableIDs, nanos(now), nanos(now.Add(-wakeAfter)), 0, max(limit, 0))
 		if err != nil {
 			return err
 		}

@@ -380,7 +380,7 @@ func testClaimNext(t *testing.T, s store.Store) {
 	mustCreate(t, s, newRun("run_held"))
 	claim := func(limit int) []store.Run {
 		t.Helper()
-		runs, err := s.ClaimNext(ctx, "replica_b", lease, limit)
+		runs, err := s.ClaimNext(ctx, "replica_b", lease, limit, 0)
 		if err != nil {
 			t.Fatalf("ClaimNext(%d): %v", limit, err)
 		}
@@ -406,8 +406,65 @@ func testClaimNext(t *testing.T, s store.Store) {
 	if got := claim(10); len(got) != 0 {
 		t.Errorf("ClaimNext with nothing left = %v", got)
 	}
-	if _, err := s.ClaimNext(ctx, "", lease, 1); err == nil {
+	if _, err := s.ClaimNext(ctx, "", lease, 1, 0); err == nil {
 		t.Error("ClaimNext with no holder succeeded")
+	}
+}
+
+// ClaimNext leaves a parked run due to wake until it has been due for wakeAfter,
+// unless an input waits for it.
+func testClaimNextWakeAfter(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	due := time.Now().Add(-time.Minute)
+	for id, at := range map[string]time.Time{"run_due": due, "run_input": due.Add(time.Hour)} {
+		mustCreate(t, s, newRun(id))
+		mustUpdate(t, s, leaseOf(id), store.Update{Status: store.Parked, Release: true, WakeAt: at})
+	}
+	if _, _, err := s.PutInput(ctx, store.Input{RunID: "run_input", Key: "k", Request: []byte("input")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ClaimNext(ctx, "replica_b", lease, 10, time.Hour)
+	if err != nil || len(got) != 1 || got[0].ID != "run_input" {
+		t.Fatalf("ClaimNext(wake after an hour) = %v, %v; want run_input alone", got, err)
+	}
+	got, err = s.ClaimNext(ctx, "replica_b", lease, 10, time.Second)
+	if err != nil || len(got) != 1 || got[0].ID != "run_due" {
+		t.Fatalf("ClaimNext(wake after a second) = %v, %v; want run_due, due a minute ago", got, err)
+	}
+}
+
+// Heartbeat returns the replicas alive, oldest first, as each last said it was.
+func testHeartbeat(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+	beat := func(id string, started time.Time, draining bool) []store.Replica {
+		t.Helper()
+		got, err := s.Heartbeat(ctx, store.Replica{ID: id, StartedAt: started, Draining: draining}, time.Minute)
+		if err != nil {
+			t.Fatalf("Heartbeat(%s): %v", id, err)
+		}
+		return got
+	}
+	ids := func(rs []store.Replica) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%s:%v", r.ID, r.Draining))
+			if r.ID == "replica_old" && !r.StartedAt.Equal(t0) {
+				t.Errorf("replica_old started at %v, want %v", r.StartedAt, t0)
+			}
+		}
+		return out
+	}
+	if got := ids(beat("replica_new", t0.Add(time.Minute), false)); !slices.Equal(got, []string{"replica_new:false"}) {
+		t.Errorf("the first Heartbeat = %v", got)
+	}
+	beat("replica_old", t0, false)
+	if got := ids(beat("replica_new", t0.Add(time.Minute), true)); !slices.Equal(got, []string{"replica_old:false", "replica_new:true"}) {
+		t.Errorf("Heartbeat of two replicas = %v, want the older first, as each last said it was", got)
+	}
+	got, err := s.Heartbeat(ctx, store.Replica{ID: "replica_new", StartedAt: t0.Add(time.Minute)}, 0)
+	if err != nil || len(got) != 1 || got[0].ID != "replica_new" {
+		t.Errorf("Heartbeat of those seen just now = %v, %v; want the replica itself", got, err)
 	}
 }
 
@@ -427,7 +484,7 @@ func testClaimNextRace(t *testing.T, s store.Store) {
 		name := fmt.Sprintf("replica_%d", r)
 		wg.Go(func() {
 			for {
-				got, err := s.ClaimNext(ctx, name, lease, 7)
+				got, err := s.ClaimNext(ctx, name, lease, 7, 0)
 				if err != nil {
 					t.Errorf("ClaimNext by %s: %v", name, err)
 					return

@@ -61,6 +61,8 @@ var cases = []struct {
 	{"Claimable", testClaimable},
 	{"ClaimNext", testClaimNext},
 	{"ClaimNextRace", testClaimNextRace},
+	{"ClaimNextWakeAfter", testClaimNextWakeAfter},
+	{"Heartbeat", testHeartbeat},
 	{"PendingInputs", testPendingInputs},
 	{"Watch", testWatch},
 }
