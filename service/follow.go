@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
 )
 
 // Streams attached here to a run going on elsewhere (another replica holds it, or it
@@ -206,6 +205,5 @@ func (f *follows) run() {
 // isRunFinished reports whether f is the frame of run_finished, which ends a journal.
 func isRunFinished(f []byte) bool {
 	ev, err := eventOf(f)
-	return err == nil && ev.GetKind() != nil && ev.GetRunFinished() != nil
+	return err == nil && ev.GetRunFinished() != nil
 }
-

@@ -235,10 +235,11 @@ type Server struct {
 	// writeFailed and writeDone are when the store last failed, and last took, a write
 	// of a run's events (unix nanoseconds).
 	writeFailed, writeDone atomic.Int64
-	pumpMu       sync.Mutex
-	pumping      map[string]bool // runs whose stored inputs are being acted on; true: look again
-	kicked       map[*session]struct{}
-	kick         chan struct{}
+
+	pumpMu  sync.Mutex
+	pumping map[string]bool // runs whose stored inputs are being acted on; true: look again
+	kicked  map[*session]struct{}
+	kick    chan struct{}
 }
 
 // New returns a Server. Its one required field is cfg.Agents.

@@ -78,20 +78,20 @@ type session struct {
 	result  *agentdv1.RunFinished
 	status  error // the status the RPC that started the run ends with, once done
 
-	mu              sync.Mutex
-	seq             int64
-	ended           bool // run_finished is journaled: nothing more is acked
-	inputDone       bool // the starting client half-closed, or the RPC takes no input
-	inputDoneCh     chan struct{}
-	primary         *outbox              // the starting stream's, while it stays attached
-	outs            map[*outbox]struct{} // every attached stream's, primary included
-	approvals       map[string]*answerSlot[runtime.Decision]
-	clientCalls     map[string]*answerSlot[runtime.Output]
-	inbox           *runtime.Inbox // the stretch's steers: the start's input, then the client's
+	mu          sync.Mutex
+	seq         int64
+	ended       bool // run_finished is journaled: nothing more is acked
+	inputDone   bool // the starting client half-closed, or the RPC takes no input
+	inputDoneCh chan struct{}
+	primary     *outbox              // the starting stream's, while it stays attached
+	outs        map[*outbox]struct{} // every attached stream's, primary included
+	approvals   map[string]*answerSlot[runtime.Decision]
+	clientCalls map[string]*answerSlot[runtime.Output]
+	inbox       *runtime.Inbox // the stretch's steers: the start's input, then the client's
 	// steers are the steers the inbox took, or the run carried, that the run has not
 	// applied (nor dropped) yet, in the order it applies them: a checkpoint carries
 	// them, so that a replica taking the run up from it applies them still.
-	steers []runtime.Steer
+	steers          []runtime.Steer
 	steerLimit      *rate.Limiter
 	clientCancelled bool
 	preDecisions    map[string]runtime.Decision

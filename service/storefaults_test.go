@@ -52,6 +52,34 @@ func sideEffectModel(gate <-chan struct{}) *rt.Model {
 	return &rt.Model{Steps: []rt.Step{step, step, step, step, step, step}}
 }
 
+// runOnA opens a Run stream on replica a and starts the worker on "go" on it.
+func (f *fleet) runOnA(t *testing.T) *servicetest.Stream {
+	t.Helper()
+	rc, err := f.a.Client.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	return s
+}
+
+// checkDone checks that evs number 1..n without a gap or a repeat and end with the run
+// completed.
+func checkDone(t *testing.T, evs []*agentdv1.RunEvent) {
+	t.Helper()
+	checkOneSequence(t, evs)
+	checkEnded(t, evs)
+}
+
+// checkEnded checks that evs end with the run completed.
+func checkEnded(t *testing.T, evs []*agentdv1.RunEvent) {
+	t.Helper()
+	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
+	}
+}
+
 // countedTool is the side tool, counting its runs.
 func countedTool(ran *atomic.Int32) runtime.Tool {
 	return rt.Tool("side", func(context.Context, runtime.ToolCall) (runtime.Output, error) {
@@ -70,12 +98,7 @@ func TestFleet_StoreHiccupDoesNotStrandTheClient(t *testing.T) {
 	beat := 50 * time.Millisecond
 	f := newFleetWith(t, func(c *service.Config) { c.HeartbeatInterval = beat },
 		sideEffectModel(gate), runtime.Policy{}, countedTool(&ran))
-	rc, err := f.a.Client.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := servicetest.NewStream(t, rc)
-	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	s := f.runOnA(t)
 	s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil })
 	f.cutA.cut.Store(true)
 	close(gate)
@@ -97,10 +120,7 @@ func TestFleet_StoreHiccupDoesNotStrandTheClient(t *testing.T) {
 		t.Fatalf("the stream ended %v after:\n%s", err, servicetest.Render(s.Events()))
 	}
 	evs := s.Events()
-	checkOneSequence(t, evs)
-	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
-	}
+	checkDone(t, evs)
 	if ran.Load() != 1 {
 		t.Errorf("the tool ran %d times, want once", ran.Load())
 	}
@@ -123,12 +143,7 @@ func TestFleet_StoreOutageEndsTheStreamsNamingTheLastSeq(t *testing.T) {
 	gate := make(chan struct{})
 	f := newFleetWith(t, func(c *service.Config) { c.HeartbeatInterval = 100 * time.Millisecond },
 		sideEffectModel(gate), runtime.Policy{}, countedTool(&ran))
-	rc, err := f.a.Client.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := servicetest.NewStream(t, rc)
-	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	s := f.runOnA(t)
 	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil }).GetRunId()
 	attached, attachEnd := watch(t, f.a.Client, runID, 0)
 
@@ -159,10 +174,7 @@ func TestFleet_StoreOutageEndsTheStreamsNamingTheLastSeq(t *testing.T) {
 
 	rest := readRun(t, f.b.Client, runID, last)
 	evs := append(servicetest.Numbered(s.Events()), servicetest.Numbered(rest)...)
-	checkOneSequence(t, evs)
-	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
-	}
+	checkDone(t, evs)
 	if ran.Load() != 1 {
 		t.Errorf("the tool ran %d times, want once", ran.Load())
 	}
@@ -298,10 +310,7 @@ func TestFleet_FollowerOfACutReplicaEnds(t *testing.T) {
 	close(gate)
 	rest := readRun(t, f.a.Client, runID, last)
 	all := append(servicetest.Numbered(got), servicetest.Numbered(rest)...)
-	checkOneSequence(t, all)
-	if rf := all[len(all)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run_finished = %v", rf)
-	}
+	checkDone(t, all)
 }
 
 // A replica lost after a run on a thread has journaled its end and added its messages
@@ -361,12 +370,7 @@ func TestFleet_StreamDecisionAckedThenReplicaLost(t *testing.T) {
 	var ran atomic.Int32
 	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{"n":1}`), rt.Say("done")}}
 	f := newFleet(t, model, runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}, countedTool(&ran))
-	rc, err := f.a.Client.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := servicetest.NewStream(t, rc)
-	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	s := f.runOnA(t)
 	ev := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
 	runID, approval := ev.GetRunId(), ev.GetApprovalRequested()
 	f.cutA.ackTrap.Store(true)
@@ -375,10 +379,7 @@ func TestFleet_StreamDecisionAckedThenReplicaLost(t *testing.T) {
 		ApprovalId: approval.GetApprovalId(), Outcome: agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED,
 	}}})
 	evs := readRun(t, f.b.Client, runID, 0)
-	checkOneSequence(t, evs)
-	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
-	}
+	checkDone(t, evs)
 	var asked, acks int
 	for _, ev := range evs {
 		if ev.GetApprovalRequested() != nil {
@@ -408,12 +409,7 @@ func TestFleet_SteerAckedThenReplicaLost(t *testing.T) {
 			hang := rt.Step{Events: []runtime.ModelEvent{rt.Text("thinking")}, Block: true}
 			model := &rt.Model{Steps: []rt.Step{hang, rt.Say("done"), rt.Say("done, minding it")}}
 			f := newFleet(t, model, runtime.Policy{})
-			rc, err := f.a.Client.Run(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := servicetest.NewStream(t, rc)
-			s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+			s := f.runOnA(t)
 			runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetTextDelta() != nil }).GetRunId()
 			f.cutA.ackTrap.Store(true)
 			defer f.cutA.cut.Store(false)
@@ -427,9 +423,7 @@ func TestFleet_SteerAckedThenReplicaLost(t *testing.T) {
 				}
 			}
 			evs := readRun(t, f.b.Client, runID, 0)
-			if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-				t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
-			}
+			checkEnded(t, evs)
 			reqs := model.Requests()
 			if got, want := userTexts(reqs[len(reqs)-1]), []string{"go", "and mind the steer"}; !slices.Equal(got, want) {
 				t.Errorf("the model's last request had the user messages %q, want %q", got, want)
@@ -446,12 +440,7 @@ func TestFleet_SteerWaitingAtACheckpointIsApplied(t *testing.T) {
 	gate, started := make(chan struct{}), make(chan struct{})
 	model := &rt.Model{Steps: []rt.Step{rt.Call(0, "slow", `{}`), rt.Say("done")}}
 	f := newFleet(t, model, runtime.Policy{}, gatedTool(gate, started))
-	rc, err := f.a.Client.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := servicetest.NewStream(t, rc)
-	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	s := f.runOnA(t)
 	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
 	<-started
 	seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "and mind the steer"}}})
@@ -460,10 +449,7 @@ func TestFleet_SteerWaitingAtACheckpointIsApplied(t *testing.T) {
 	defer f.cutA.cut.Store(false)
 	close(gate)
 	evs := readRun(t, f.b.Client, runID, 0)
-	checkOneSequence(t, evs)
-	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run_finished = %v\n%s", rf, servicetest.Render(evs))
-	}
+	checkDone(t, evs)
 	reqs := model.Requests()
 	if got := userTexts(reqs[len(reqs)-1]); !slices.Equal(got, []string{"go", "and mind the steer"}) {
 		t.Errorf("the model's last request had the user messages %q, want the input and the steer", got)
@@ -481,12 +467,7 @@ func TestFleet_RunEndingWhileItsEventsAreNotStored(t *testing.T) {
 	// asks the model again.
 	model := &rt.Model{Steps: []rt.Step{gated(gate, "done"), rt.Say("done"), rt.Say("done"), rt.Say("done")}}
 	f := newFleet(t, model, runtime.Policy{})
-	rc, err := f.a.Client.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := servicetest.NewStream(t, rc)
-	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("worker", "go")}})
+	s := f.runOnA(t)
 	runID := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil }).GetRunId()
 	f.cutA.appendCut.Store(true)
 	defer f.cutA.appendCut.Store(false)
@@ -500,8 +481,5 @@ func TestFleet_RunEndingWhileItsEventsAreNotStored(t *testing.T) {
 	checkStoreLost(t, "the Run stream", s.Err(), last)
 	rest := readRun(t, f.b.Client, runID, last)
 	evs := append(servicetest.Numbered(s.Events()), servicetest.Numbered(rest)...)
-	checkOneSequence(t, evs)
-	if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
-		t.Fatalf("run_finished = %v", rf)
-	}
+	checkDone(t, evs)
 }

@@ -590,11 +590,11 @@ type fleetRun struct {
 	last    int64                // the last seq read
 	finish  *agentdv1.RunFinished
 	streams int   // streams read: the start's and each attach
+	starts  int   // Run streams opened to start the run
+	lastErr error // the last stream or start error
 	// quiet is the longest the client went without a word from the fleet: an event, a
 	// heartbeat, or a stream's end or refusal.
 	quiet time.Duration
-	starts  int   // Run streams opened to start the run
-	lastErr error // the last stream or start error
 	// answerer is set while the client reads the Run stream that started the run, on
 	// which it could answer: the run then waits on its owner for a decision, rather
 	// than park.

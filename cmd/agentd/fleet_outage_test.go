@@ -172,4 +172,3 @@ func (p *pgProxy) closeAll() {
 		c.Close()
 	}
 }
-

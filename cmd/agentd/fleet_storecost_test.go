@@ -139,5 +139,3 @@ func readStoreCounters(t *testing.T, db *pgx.Conn, schema string, statements boo
 	}
 	return c
 }
-
-

@@ -176,4 +176,3 @@ func lastSeqs(t *testing.T, db *pgx.Conn, ids []string) map[string]int64 {
 	}
 	return out
 }
-

@@ -340,3 +340,20 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// ReadEach is ReadNewEvents for a store whose reads cost no round trip (in process):
+// read, its ReadEvents, for each run of after, in turn.
+func ReadEach(ctx context.Context, after map[string]int64, limit int, read func(ctx context.Context, id string, after int64, limit int) ([][]byte, error)) (map[string][][]byte, error) {
+	out := map[string][][]byte{}
+	for id, seq := range after {
+		fs, err := read(ctx, id, seq, limit)
+		switch {
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrExpired):
+		case err != nil:
+			return nil, err
+		case len(fs) > 0:
+			out[id] = fs
+		}
+	}
+	return out, nil
+}

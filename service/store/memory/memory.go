@@ -439,18 +439,7 @@ func (r *run) frame(i int) []byte {
 }
 
 func (s *Store) ReadNewEvents(ctx context.Context, after map[string]int64, limit int) (map[string][][]byte, error) {
-	out := map[string][][]byte{}
-	for id, seq := range after {
-		fs, err := s.ReadEvents(ctx, id, seq, limit)
-		switch {
-		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrExpired):
-		case err != nil:
-			return nil, err
-		case len(fs) > 0:
-			out[id] = fs
-		}
-	}
-	return out, nil
+	return store.ReadEach(ctx, after, limit, s.ReadEvents)
 }
 
 func (s *Store) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {

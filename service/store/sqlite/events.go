@@ -54,24 +54,13 @@ func (s *Store) AppendEvents(ctx context.Context, batches []store.Events) error 
 	})
 }
 
-// ReadEvents implements [store.Store].
 // ReadNewEvents implements [store.Store], one run after another: SQLite is in process,
 // and a round trip costs nothing.
 func (s *Store) ReadNewEvents(ctx context.Context, after map[string]int64, limit int) (map[string][][]byte, error) {
-	out := map[string][][]byte{}
-	for id, seq := range after {
-		fs, err := s.ReadEvents(ctx, id, seq, limit)
-		switch {
-		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrExpired):
-		case err != nil:
-			return nil, err
-		case len(fs) > 0:
-			out[id] = fs
-		}
-	}
-	return out, nil
+	return store.ReadEach(ctx, after, limit, s.ReadEvents)
 }
 
+// ReadEvents implements [store.Store].
 func (s *Store) ReadEvents(ctx context.Context, id string, after int64, limit int) ([][]byte, error) {
 	// No seq is below 1, so an after below 0 asks for what after 0 does.
 	after = max(after, 0)
