@@ -644,3 +644,30 @@ func TestOpenNamesAMissingSchema(t *testing.T) {
 		t.Errorf("Open: %v; want the error to name schema %s and how to create it", err, schema)
 	}
 }
+
+// Appending a run's events writes no new version of the run's row: at a provider's pace
+// every event is an append, and a version each would fill the runs table with dead
+// rows. The row's ctid (where its version lies) stays as it was across appends.
+func TestAppendsLeaveTheRunsRowAlone(t *testing.T) {
+	ctx := t.Context()
+	dsn, schema := pgtest.NewSchema(t)
+	s := open(t, dsn, schema)
+	conn := connect(t, dsn, schema)
+	must(t, s.CreateRun(ctx, store.Run{ID: "run_1", Holder: "replica"}, lease))
+	version := func() string {
+		t.Helper()
+		var ctid, xmin string
+		must(t, conn.QueryRow(ctx, `SELECT ctid::text, xmin::text FROM runs WHERE id = 'run_1'`).Scan(&ctid, &xmin))
+		return ctid + "/" + xmin
+	}
+	before := version()
+	for i := range 20 {
+		must(t, s.AppendEvents(ctx, []store.Events{{Lease: held("run_1"), First: int64(i + 1), Frames: frames(i+1, 1)}}))
+	}
+	if after := version(); after != before {
+		t.Errorf("the run's row moved from version %s to %s over 20 appends", before, after)
+	}
+	if r, err := s.GetRun(ctx, "run_1"); err != nil || r.LastSeq != 20 {
+		t.Errorf("GetRun = last seq %d, %v; want 20", r.LastSeq, err)
+	}
+}
