@@ -445,6 +445,16 @@ func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (
 		case err != nil:
 			return dst, nil, false, err
 		}
+		if end := after + int64(len(fs)); end == first-1 && isRunFinished(fs[len(fs)-1]) {
+			// A journal following its run from the store, made as the run's end was
+			// stored and before its record said so: the end is its last frame.
+			j.mu.Lock()
+			if end == j.last.Load() && !j.closed {
+				j.closed = true
+				j.wakeLocked()
+			}
+			j.mu.Unlock()
+		}
 		return append(dst, fs...), nil, false, nil
 	}
 	defer j.mu.Unlock()

@@ -483,3 +483,37 @@ func TestFleet_RunEndingWhileItsEventsAreNotStored(t *testing.T) {
 	evs := append(servicetest.Numbered(s.Events()), servicetest.Numbered(rest)...)
 	checkDone(t, evs)
 }
+
+// A stream attached, on another replica, to a run whose end is journaled but not yet
+// recorded (its replica lost as it was about to record it) reads to run_finished and
+// ends, as for any run that ended.
+func TestFleet_AttachToARunWhoseEndIsNotRecorded(t *testing.T) {
+	f := newFleet(t, &rt.Model{Steps: []rt.Step{rt.Say("done"), rt.Say("done")}}, runtime.Policy{})
+	f.cutA.endTrap.Store(true)
+	defer f.cutA.cut.Store(false)
+	stream, err := f.a.Client.StartRun(t.Context(), &agentdv1.StartRunRequest{Start: servicetest.Input("worker", "go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runID string
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("StartRun on a ended %v before run_finished", err)
+		}
+		runID = resp.GetEvent().GetRunId()
+		if resp.GetEvent().GetRunFinished() != nil {
+			break // stored: a's stream sends only what the store has
+		}
+	}
+	evs, end := watch(t, f.b.Client, runID, 0)
+	select {
+	case got := <-evs:
+		if err := <-end; err != nil {
+			t.Fatalf("the AttachRun stream on b ended %v", err)
+		}
+		checkDone(t, servicetest.Numbered(got))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the AttachRun stream on b did not end within 20 s of the run's end")
+	}
+}

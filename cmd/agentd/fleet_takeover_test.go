@@ -120,7 +120,7 @@ func TestFleetMassTakeover(t *testing.T) {
 			defer cancel()
 			evs, err := readJournal(ctx, reader, id)
 			if err != nil {
-				t.Errorf("task %d, run %s: reading its journal: %v", i+1, id, err)
+				t.Errorf("task %d, run %s: reading its journal: %v\nthe events read:\n%s\nwhat the replicas logged about it:\n%s", i+1, id, err, renderEvents(evs), fl.logLines(id, 20))
 				return
 			}
 			if rf := evs[len(evs)-1].GetRunFinished(); rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
