@@ -169,6 +169,9 @@ func (s *Server) keepTrying(ss *session, f func(ctx context.Context) error) erro
 		err := f(ctx)
 		cancel()
 		switch {
+		case err == nil && s.gated:
+			s.writeDone.Store(time.Now().UnixNano())
+			return nil
 		case err == nil || !s.gated:
 			return err
 		case errors.Is(err, store.ErrFenced):

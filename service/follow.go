@@ -154,6 +154,10 @@ func (f *follows) run() {
 			// heartbeats; past a lease, as a run this server holds would be let go, the
 			// streams end, to attach again where the store may answer.
 			giveUp := time.Since(failing) >= f.s.cfg.LeaseTTL
+			// A run is read again storePollInterval after it was read: set as read that
+			// long before the retry is due, backing off to a second.
+			retry := min(time.Duration(failures)*followGap*10, time.Second)
+			asRead := time.Now().Add(retry - storePollInterval)
 			var lost []*journal
 			f.mu.Lock()
 			for id := range due {
@@ -161,7 +165,7 @@ func (f *follows) run() {
 				if fr == nil {
 					continue
 				}
-				fr.read = time.Now().Add(min(time.Duration(failures)*followGap*10, time.Second) - storePollInterval)
+				fr.read = asRead
 				if giveUp {
 					for j := range fr.wanting {
 						lost = append(lost, j)

@@ -104,7 +104,9 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 			ss.closeInput()
 			return
 		}
-		if ss.srv.gated && keptInput(req) {
+		if ss.srv.gated && wakes(req) {
+			// What a run acts on is kept before it is acted on, so that a replica taking
+			// the run up after its ack was journaled acts on it too (ackedBefore).
 			ss.srv.keepStreamInput(ss.runID, o.id, req)
 		}
 		if !ss.handle(req, lim, o.id) {
@@ -122,17 +124,6 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 			t.Stop()
 		}
 	}
-}
-
-// keptInput reports whether a Run stream's message is kept in a store on disk before it
-// is acted on: what a replica taking the run up acts on again, once its ack is in the
-// journal (ackedBefore).
-func keptInput(req *agentdv1.RunRequest) bool {
-	switch req.GetKind().(type) {
-	case *agentdv1.RunRequest_ApprovalDecision, *agentdv1.RunRequest_ToolResult, *agentdv1.RunRequest_Steer, *agentdv1.RunRequest_Cancel:
-		return true
-	}
-	return false
 }
 
 // streamInputPrefix begins the keys under which the inputs of Run streams are kept:

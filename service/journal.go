@@ -391,6 +391,7 @@ func (j *journal) lose(err error) {
 func (j *journal) addFetched(after int64, frames [][]byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	added := false
 	for i, f := range frames {
 		seq := after + 1 + int64(i)
 		if j.closed || seq <= j.last.Load() {
@@ -403,9 +404,12 @@ func (j *journal) addFetched(after int64, frames [][]byte) {
 		j.size += len(f)
 		j.last.Store(seq)
 		j.stored.Store(seq)
-		if isRunFinished(f) {
-			j.closed = true
-		}
+		added = true
+	}
+	// run_finished is a run's last event: only the last frame added can be it, and
+	// only that one is decoded.
+	if added && isRunFinished(j.frames[len(j.frames)-1]) {
+		j.closed = true
 	}
 	j.trimLocked()
 	j.wakeLocked()

@@ -122,8 +122,9 @@ func (w *journalWriter) retryNow() {
 // (it does not answer), they are tried again later together.
 func (w *journalWriter) write(runs []*session) {
 	type pending struct {
-		ss   *session
-		last int64
+		ss      *session
+		last    int64
+		failing bool // the run's last write failed
 	}
 	var batches []store.Events
 	var ps []pending
@@ -144,7 +145,7 @@ func (w *journalWriter) write(runs []*session) {
 			continue
 		}
 		ss.dirty = false
-		lease, moved := ss.lease, ss.moved
+		lease, moved, failing := ss.lease, ss.moved, !ss.storeFailing.IsZero()
 		var first int64
 		var frames []frame
 		if !moved {
@@ -155,37 +156,45 @@ func (w *journalWriter) write(runs []*session) {
 			continue
 		}
 		batches = append(batches, store.Events{Lease: lease, First: first, Frames: asBytes(frames)})
-		ps = append(ps, pending{ss, first + int64(len(frames)) - 1})
+		ps = append(ps, pending{ss, first + int64(len(frames)) - 1, failing})
 	}
 	w.later(deferred, next)
 	if len(batches) == 0 {
 		return
 	}
 	err := w.append(batches)
+	if err == nil {
+		w.srv.writeDone.Store(time.Now().UnixNano())
+	}
 	if err != nil && len(ps) > 1 && !storeTransient(err) {
 		for i, p := range ps {
-			w.written(p.ss, p.last, w.append(batches[i:i+1]))
+			err := w.append(batches[i : i+1])
+			if err == nil {
+				w.srv.writeDone.Store(time.Now().UnixNano())
+			}
+			w.written(p.ss, p.last, p.failing, err)
 		}
 		return
 	}
 	for _, p := range ps {
-		w.written(p.ss, p.last, err)
+		w.written(p.ss, p.last, p.failing, err)
 	}
 }
 
-// written records how writing ss's frames up to seq last went.
-func (w *journalWriter) written(ss *session, last int64, err error) {
+// written records how writing ss's frames up to seq last went; failing says the run's
+// write before this one failed.
+func (w *journalWriter) written(ss *session, last int64, failing bool, err error) {
 	switch {
 	case err == nil:
-		w.srv.writeDone.Store(time.Now().UnixNano())
 		ss.journal.storedUpTo(last)
+		if !failing {
+			return // the common case: nothing to reset, no lock to take
+		}
 		ss.mu.Lock()
-		failing := ss.storeFailing
+		since := ss.storeFailing
 		ss.storeFailing, ss.storeRetry = time.Time{}, time.Time{}
 		ss.mu.Unlock()
-		if !failing.IsZero() {
-			w.srv.log.Info("the store took the run's events again", "run_id", ss.runID, "after", time.Since(failing).Round(time.Millisecond).String())
-		}
+		w.srv.log.Info("the store took the run's events again", "run_id", ss.runID, "after", time.Since(since).Round(time.Millisecond).String())
 	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrFinished):
 		// Another replica holds the run, or took it up and ended it: the streams follow
 		// it in the store.

@@ -525,11 +525,16 @@ func (f *fleet) pickOther(avoid string) *replica {
 	return others[rand.N(len(others))]
 }
 
-// kill kills r with SIGKILL, once no client can pick it any more.
-func (f *fleet) kill(r *replica) {
+// retire takes r out of the replicas clients pick.
+func (f *fleet) retire(r *replica) {
 	f.mu.Lock()
 	f.live = slices.DeleteFunc(f.live, func(l *replica) bool { return l == r })
 	f.mu.Unlock()
+}
+
+// kill kills r with SIGKILL, once no client can pick it any more.
+func (f *fleet) kill(r *replica) {
+	f.retire(r)
 	at := time.Now()
 	r.p.Kill()
 	f.mu.Lock()

@@ -52,9 +52,7 @@ func TestFleetRollingRestart(t *testing.T) {
 	began := time.Now()
 	for _, r := range old {
 		fl.start()
-		fl.mu.Lock()
-		fl.live = slices.DeleteFunc(fl.live, func(l *replica) bool { return l == r })
-		fl.mu.Unlock()
+		fl.retire(r)
 		if err := r.p.Terminate(e2eStopWithin); err != nil {
 			t.Fatalf("%s: %v", r.id, err)
 		}
