@@ -240,7 +240,8 @@ func TestLoadFlags(t *testing.T) {
 }
 
 // processCPU reads a process's CPU time from /proc: this test's own, which grows as it
-// burns CPU, and agrees with getrusage.
+// burns CPU, and agrees with getrusage. The spin is measured in CPU, not wall time, so a
+// busy machine that gives this process little of a core only makes it take longer.
 func TestProcessCPU(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc here")
@@ -250,20 +251,28 @@ func TestProcessCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	self0 := selfCPU()
-	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+	const spin = 200 * time.Millisecond
+	for selfCPU()-self0 < spin {
+		for i := 0; i < 1_000_000; i++ {
+			spinSink += i
+		}
 	}
 	after, err := processCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	burned, self := after-before, selfCPU()-self0
-	if burned < 100*time.Millisecond || burned > self+50*time.Millisecond {
-		t.Errorf("/proc says %v of CPU for a 300 ms spin, getrusage %v", burned, self)
+	// /proc counts in clock ticks (10 ms); the two reads bracket the spin a little apart.
+	if slack := 50*time.Millisecond + self/10; burned < self-slack || burned > self+slack {
+		t.Errorf("/proc says %v of CPU for a spin getrusage counts as %v", burned, self)
 	}
 	if _, err := processCPU(0); err == nil {
 		t.Error("processCPU(0) read something")
 	}
 }
+
+// spinSink keeps TestProcessCPU's spin from being optimised away.
+var spinSink int
 
 // cpuSummary divides the CPU by the runs and deltas the load completed, and the peak RSS
 // above the start by its streams.
