@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the curl recipes of the README ("Talking to agentd over HTTP") against a running
-# agentd's HTTP listener and checks what they print, so that the README and the service
+# Runs the curl recipes of docs/http.md against a running
+# agentd's HTTP listener and checks what they print, so that the docs and the service
 # cannot drift apart. CI runs it through TestEndToEndCurlRecipes (cmd/agentd/e2e_test.go),
 # which builds and starts agentd with --http-listen on loopback ports first.
 #
@@ -27,7 +27,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 
-# The README's two helpers for the Connect protocol's streams, as printed there.
+# docs/http.md's two helpers for the Connect protocol's streams, as printed there.
 # frame: a Connect stream's request, one JSON message after a flag byte and its 4-byte length.
 frame() { local n; n=$(printf %s "$1" | wc -c); printf "\\0\\$(printf %o $((n>>24&255)))\\$(printf %o $((n>>16&255)))\\$(printf %o $((n>>8&255)))\\$(printf %o $((n&255)))%s" "$1"; }
 # unframe: a Connect stream's answer, one JSON message a line (the last one, {} or {"error":…}, ends it).
@@ -80,7 +80,7 @@ expect "save_note ran, and the run completed" resumed.json \
 header "AttachRun and SendRunInput: a run waits for an approval; curl watches it and approves"
 # The run's own client is a Run stream (here grpcurl's) that never answers.
 approval_waiting
-# What the README shows: attach from the start, and approve from another terminal.
+# What docs/http.md shows: attach from the start, and approve from another terminal.
 frame "{\"runId\":\"$run_id\"}" |
 	curl -sSN -H 'Content-Type: application/connect+json' --data-binary @- "$API/AttachRun" | unframe >attached.json &
 attach=$!

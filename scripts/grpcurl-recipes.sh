@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the grpcurl recipes of the README ("Talking to agentd with grpcurl") against a
-# running agentd and checks what they print, so that the README and the service cannot
+# Runs the grpcurl recipes of docs/clients.md and docs/runs.md against a
+# running agentd and checks what they print, so that the docs and the service cannot
 # drift apart. CI runs it through TestEndToEndGrpcurlRecipes (cmd/agentd/e2e_test.go),
 # which builds and starts agentd on a loopback port first.
 #
@@ -52,6 +52,13 @@ expect_line "Run is a bidi stream" describe.txt "  rpc Run ( stream .agentd.v1.R
 expect_line "StartRun is a server stream" describe.txt "  rpc StartRun ( .agentd.v1.StartRunRequest ) returns ( stream .agentd.v1.StartRunResponse );"
 expect_line "ExecuteRun is unary" describe.txt "  rpc ExecuteRun ( .agentd.v1.ExecuteRunRequest ) returns ( .agentd.v1.ExecuteRunResponse );"
 expect_line "ListAgents is unary" describe.txt "  rpc ListAgents ( .agentd.v1.ListAgentsRequest ) returns ( .agentd.v1.ListAgentsResponse );"
+expect_line "AttachRun is a server stream" describe.txt "  rpc AttachRun ( .agentd.v1.AttachRunRequest ) returns ( stream .agentd.v1.AttachRunResponse );"
+expect_line "DeleteThread is unary" describe.txt "  rpc DeleteThread ( .agentd.v1.DeleteThreadRequest ) returns ( .agentd.v1.DeleteThreadResponse );"
+expect_line "GetThread is unary" describe.txt "  rpc GetThread ( .agentd.v1.GetThreadRequest ) returns ( .agentd.v1.GetThreadResponse );"
+expect_line "ListThreads is unary" describe.txt "  rpc ListThreads ( .agentd.v1.ListThreadsRequest ) returns ( .agentd.v1.ListThreadsResponse );"
+expect_line "RevokeGrant is unary" describe.txt "  rpc RevokeGrant ( .agentd.v1.RevokeGrantRequest ) returns ( .agentd.v1.RevokeGrantResponse );"
+expect_line "SendRunInput is unary" describe.txt "  rpc SendRunInput ( .agentd.v1.SendRunInputRequest ) returns ( .agentd.v1.SendRunInputResponse );"
+[ "$(grep -c "^  rpc " describe.txt)" = 10 ] || { echo "describe lists $(grep -c "^  rpc " describe.txt) RPCs, not the ten docs/clients.md shows" >&2; exit 1; }
 
 header "health of agentd.v1.AgentService"
 grpcurl -plaintext -d '{"service":"agentd.v1.AgentService"}' "$ADDR" grpc.health.v1.Health/Check | tee health.json

@@ -39,7 +39,7 @@ func startAgentd(t *testing.T, args []string, env ...string) *agentdtest.Process
 }
 
 // TestEndToEndGrpcurlRecipes builds the real agentd, starts it on a loopback port with the
-// demo agent, runs the README's grpcurl recipes against it (scripts/grpcurl-recipes.sh:
+// demo agent, runs the grpcurl recipes of docs/clients.md and docs/runs.md against it (scripts/grpcurl-recipes.sh:
 // list, describe, health, ListAgents, ExecuteRun, StartRun, a bidi Run from a heredoc, and
 // a parked run resumed with an approval), then stops it with SIGTERM and checks that it
 // exits 0.
@@ -78,7 +78,7 @@ func TestEndToEndGrpcurlRecipes(t *testing.T) {
 }
 
 // TestEndToEndCurlRecipes builds the real agentd, starts it with its HTTP listener on a
-// loopback port and the demo agent, runs the README's curl recipes against it
+// loopback port and the demo agent, runs the curl recipes of docs/http.md against it
 // (scripts/curl-recipes.sh: plain JSON ListAgents and ExecuteRun, a bad request, StartRun
 // streamed through the Connect protocol's framing, a parked run resumed, AttachRun and
 // SendRunInput on a run waiting for an approval, a thread), then stops it with SIGTERM and
@@ -89,8 +89,8 @@ func TestEndToEndCurlRecipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: builds and starts agentd; skipped with -short")
 	}
-	// The README's two helpers are the script's, character for character.
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	// docs/http.md's two helpers are the script's, character for character.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "http.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestEndToEndCurlRecipes(t *testing.T) {
 			}
 		}
 		if len(lines) != 2 || lines[0] != lines[1] {
-			t.Errorf("%s…: README.md and scripts/curl-recipes.sh must each define it once, the same: %q", helper, lines)
+			t.Errorf("%s…: docs/http.md and scripts/curl-recipes.sh must each define it once, the same: %q", helper, lines)
 		}
 	}
 	pathEnv := recipeTools(t, "curl")
