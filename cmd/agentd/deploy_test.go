@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -144,16 +145,21 @@ func TestDeployManifests(t *testing.T) {
 			t.Error("resources.limits.memory is not set")
 		}
 		sc := pod.Spec.SecurityContext
-		if !sc.RunAsNonRoot || sc.RunAsUser == 0 {
-			t.Errorf("pod securityContext: runAsNonRoot=%v runAsUser=%d, want a non-root user", sc.RunAsNonRoot, sc.RunAsUser)
+		if !sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+			t.Errorf("pod securityContext: runAsNonRoot=%v runAsUser=%s, want a non-root user", sc.RunAsNonRoot, optional(sc.RunAsUser))
 		}
-		if uid := dockerUser(t); sc.RunAsUser != uid {
-			t.Errorf("pod runAsUser %d, but the image's USER is %d", sc.RunAsUser, uid)
+		if uid, _ := dockerUser(t); sc.RunAsUser == nil || *sc.RunAsUser != uid {
+			t.Errorf("pod runAsUser %s, but the image's USER is %d", optional(sc.RunAsUser), uid)
 		}
 		csc := c.SecurityContext
 		if !csc.ReadOnlyRootFilesystem || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || !slices.Contains(csc.Capabilities.Drop, "ALL") {
 			t.Errorf("container securityContext %+v: want readOnlyRootFilesystem, no privilege escalation, all capabilities dropped", csc)
 		}
+	})
+
+	t.Run("file modes", func(t *testing.T) {
+		uid, gid := dockerUser(t)
+		checkFileModes(t, pod.Spec, c, uid, gid)
 	})
 
 	t.Run("agents file", func(t *testing.T) {
@@ -359,6 +365,130 @@ func checkSettingNames(t *testing.T, c container) {
 	}
 }
 
+// checkFileModes fails t for each file of the Secret and ConfigMap volumes mounted into the
+// container that its process cannot read (see unreadableFiles).
+func checkFileModes(t *testing.T, spec podSpec, c container, imageUID, imageGID int64) {
+	t.Helper()
+	for _, p := range unreadableFiles(spec, c, imageUID, imageGID) {
+		t.Error(p)
+	}
+}
+
+// unreadableFiles returns a line for each file of the Secret and ConfigMap volumes mounted
+// into the container that its process cannot read, as the kubelet writes them: owned by
+// root (uid 0) and group 0, with the item's mode, else the volume's defaultMode, else 0644.
+// With fsGroup set the kubelet gives the files to that group and adds group read (these
+// volumes are read-only), and the process has fsGroup among its groups. The process runs as
+// the container's runAsUser and runAsGroup, else the pod's, else the image's (imageUID and
+// imageGID, -1 when unknown), with the pod's supplementalGroups too.
+func unreadableFiles(spec podSpec, c container, imageUID, imageGID int64) []string {
+	psc, csc := spec.SecurityContext, c.SecurityContext
+	uid := *cmp.Or(csc.RunAsUser, psc.RunAsUser, &imageUID)
+	gid := *cmp.Or(csc.RunAsGroup, psc.RunAsGroup, &imageGID)
+	var groups []int64
+	if gid >= 0 {
+		groups = append(groups, gid)
+	}
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	groups = append(groups, psc.SupplementalGroups...)
+
+	var out []string
+	for _, m := range c.VolumeMounts {
+		i := slices.IndexFunc(spec.Volumes, func(v podVolume) bool { return v.Name == m.Name })
+		if i < 0 {
+			out = append(out, fmt.Sprintf("container %s mounts volume %s, which the pod does not have", c.Name, m.Name))
+			continue
+		}
+		v := spec.Volumes[i]
+		var defaultMode *int64
+		var items []keyToPath
+		switch {
+		case v.Secret != nil:
+			defaultMode, items = v.Secret.DefaultMode, v.Secret.Items
+		case v.ConfigMap != nil:
+			defaultMode, items = v.ConfigMap.DefaultMode, v.ConfigMap.Items
+		default:
+			continue
+		}
+		if len(items) == 0 {
+			items = []keyToPath{{Path: cmp.Or(m.SubPath, "*")}} // every key, at defaultMode
+		}
+		for _, it := range items {
+			p := path.Join(m.MountPath, it.Path)
+			if m.SubPath != "" {
+				if it.Path != m.SubPath {
+					continue
+				}
+				p = m.MountPath
+			}
+			mode := *cmp.Or(it.Mode, defaultMode, new(int64(0o644)))
+			fileGID := int64(0)
+			if psc.FSGroup != nil {
+				fileGID = *psc.FSGroup
+				mode |= 0o440
+			}
+			perm := mode // the bits for others
+			switch {
+			case uid == 0:
+				perm = mode >> 6
+			case slices.Contains(groups, fileGID):
+				perm = mode >> 3
+			}
+			if perm&0o4 == 0 {
+				out = append(out, fmt.Sprintf("volume %s: %s is mode %04o, owned by uid 0 and gid %d, but container %s runs as uid %d with groups %v and cannot read it; set fsGroup in the pod's securityContext, or make the file readable by others",
+					v.Name, p, mode, fileGID, c.Name, uid, groups))
+			}
+		}
+	}
+	return out
+}
+
+// TestDeployManifestsFileModes checks unreadableFiles against pods whose process can and
+// cannot read their files.
+func TestDeployManifestsFileModes(t *testing.T) {
+	const containers = "containers:\n  - name: app\n    volumeMounts:\n      - {name: files, mountPath: /etc/app}\n"
+	for _, tc := range []struct {
+		name     string
+		pod      string // the pod's spec, less its containers
+		readable bool
+	}{
+		{"0440 without fsGroup", "securityContext: {runAsUser: 65532, runAsGroup: 65532}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0440}}", false},
+		{"0440 with fsGroup", "securityContext: {runAsUser: 65532, runAsGroup: 65532, fsGroup: 65532}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0440}}", true},
+		{"0400 with fsGroup, which adds group read", "securityContext: {runAsUser: 65532, fsGroup: 65532}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0400}}", true},
+		{"0444", "securityContext: {runAsUser: 65532}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0444}}", true},
+		{"the default mode, 0644", "securityContext: {runAsUser: 65532}\nvolumes:\n  - {name: files, secret: {secretName: s}}", true},
+		{"an item's mode over defaultMode", "securityContext: {runAsUser: 65532}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0444, items: [{key: k, path: k, mode: 0440}]}}", false},
+		{"a ConfigMap at 0440", "securityContext: {runAsUser: 65532}\nvolumes:\n  - {name: files, configMap: {name: c, defaultMode: 0440}}", false},
+		{"group 0 among the supplementalGroups", "securityContext: {runAsUser: 65532, supplementalGroups: [0]}\nvolumes:\n  - {name: files, configMap: {name: c, defaultMode: 0440}}", true},
+		{"runAsGroup 0", "securityContext: {runAsUser: 65532, runAsGroup: 0}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0440}}", true},
+		{"root, the owner", "securityContext: {runAsUser: 0}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0400}}", true},
+		{"0004, readable by others only", "securityContext: {runAsUser: 65532, supplementalGroups: [0]}\nvolumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0004}}", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec podSpec
+			if err := yaml.Unmarshal([]byte(containers+tc.pod), &spec); err != nil {
+				t.Fatal(err)
+			}
+			got := unreadableFiles(spec, spec.container(t, "app"), 65532, -1)
+			if tc.readable != (len(got) == 0) {
+				t.Errorf("readable = %v, want %v: %q", len(got) == 0, tc.readable, got)
+			}
+		})
+	}
+	// The container's securityContext overrides the pod's.
+	var spec podSpec
+	if err := yaml.Unmarshal([]byte("securityContext: {runAsUser: 0}\ncontainers:\n  - name: app\n    securityContext: {runAsUser: 65532}\n    volumeMounts:\n      - {name: files, mountPath: /etc/app}\n"+
+		"volumes:\n  - {name: files, secret: {secretName: s, defaultMode: 0440, items: [{key: auth-tokens, path: auth-tokens}]}}"), &spec); err != nil {
+		t.Fatal(err)
+	}
+	got := unreadableFiles(spec, spec.container(t, "app"), 65532, -1)
+	if len(got) != 1 || !strings.Contains(got[0], "volume files: /etc/app/auth-tokens is mode 0440") || !strings.Contains(got[0], "uid 65532") {
+		t.Errorf("container runAsUser 65532 over the pod's 0: %q, want /etc/app/auth-tokens unreadable", got)
+	}
+}
+
 // TestDeployManifestsDeletePatch checks that the test's reader of kustomizations leaves out
 // what an overlay's patch deletes, as kustomize does, so that the checks of an overlay see
 // the objects it builds.
@@ -473,7 +603,7 @@ func checkDockerfile(t *testing.T, listenPort int) {
 	if bin == "" || entrypoint != fmt.Sprintf("[%q]", bin) {
 		t.Errorf("Dockerfile: ENTRYPOINT %s does not run the binary built at %s (copied to %q)", entrypoint, built, bin)
 	}
-	if uid := dockerUser(t); uid == 0 {
+	if uid, _ := dockerUser(t); uid == 0 {
 		t.Errorf("Dockerfile: USER %q runs as root", user)
 	}
 	if listen == "" {
@@ -533,6 +663,8 @@ func checkOTelOverlay(t *testing.T, base container) {
 	var cd deployment
 	k.one(t, "Deployment", "otel-collector").decode(t, &cd)
 	col := cd.Spec.Template.Spec.container(t, "otel-collector")
+	// The image's user is not known here: runAsUser must say it.
+	checkFileModes(t, cd.Spec.Template.Spec, col, -1, -1)
 	if !subset(s.Spec.Selector, cd.Spec.Template.Metadata.Labels) {
 		t.Errorf("Service %s does not select the collector's pods", u.Hostname())
 	}
@@ -907,21 +1039,29 @@ func dockerInstructions(t *testing.T) []dockerInstruction {
 	return out
 }
 
-// dockerUser returns the numeric uid the image runs as.
-func dockerUser(t *testing.T) int64 {
+// dockerUser returns the numeric uid the image runs as, and its gid (-1 when USER
+// names none).
+func dockerUser(t *testing.T) (uid, gid int64) {
 	t.Helper()
 	for _, in := range slices.Backward(dockerInstructions(t)) {
 		if in.cmd == "USER" {
-			uid, _, _ := strings.Cut(in.args, ":")
-			n, err := strconv.ParseInt(uid, 10, 64)
+			u, g, hasGroup := strings.Cut(in.args, ":")
+			uid, err := strconv.ParseInt(u, 10, 64)
 			if err != nil {
 				t.Fatalf("Dockerfile: USER %q: give a numeric uid, so that Kubernetes can check runAsNonRoot", in.args)
 			}
-			return n
+			if !hasGroup {
+				return uid, -1
+			}
+			gid, err := strconv.ParseInt(g, 10, 64)
+			if err != nil {
+				t.Fatalf("Dockerfile: USER %q: give a numeric gid", in.args)
+			}
+			return uid, gid
 		}
 	}
 	t.Fatal("Dockerfile: no USER")
-	return 0
+	return 0, 0
 }
 
 func writeTemp(t *testing.T, content string) string {
@@ -931,6 +1071,14 @@ func writeTemp(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// optional formats an optional number of a manifest.
+func optional(n *int64) string {
+	if n == nil {
+		return "unset"
+	}
+	return strconv.FormatInt(*n, 10)
 }
 
 func subset(a, b map[string]string) bool {
@@ -965,18 +1113,35 @@ type deployment struct {
 type podSpec struct {
 	TerminationGracePeriodSeconds int64 `yaml:"terminationGracePeriodSeconds"`
 	SecurityContext               struct {
-		RunAsNonRoot bool  `yaml:"runAsNonRoot"`
-		RunAsUser    int64 `yaml:"runAsUser"`
+		RunAsNonRoot       bool    `yaml:"runAsNonRoot"`
+		RunAsUser          *int64  `yaml:"runAsUser"`
+		RunAsGroup         *int64  `yaml:"runAsGroup"`
+		FSGroup            *int64  `yaml:"fsGroup"`
+		SupplementalGroups []int64 `yaml:"supplementalGroups"`
 	} `yaml:"securityContext"`
 	Containers []container
-	Volumes    []struct {
-		Name      string
-		ConfigMap *struct{ Name string } `yaml:"configMap"`
-		Secret    *struct {
-			SecretName string `yaml:"secretName"`
-			Items      []struct{ Key, Path string }
-		}
+	Volumes    []podVolume
+}
+
+// podVolume is a volume of a pod.
+type podVolume struct {
+	Name      string
+	ConfigMap *struct {
+		Name        string
+		DefaultMode *int64 `yaml:"defaultMode"`
+		Items       []keyToPath
+	} `yaml:"configMap"`
+	Secret *struct {
+		SecretName  string `yaml:"secretName"`
+		DefaultMode *int64 `yaml:"defaultMode"`
+		Items       []keyToPath
 	}
+}
+
+// keyToPath is an item of a Secret or ConfigMap volume: the file at Path holds Key.
+type keyToPath struct {
+	Key, Path string
+	Mode      *int64
 }
 
 func (s podSpec) container(t *testing.T, name string) container {
@@ -1007,8 +1172,10 @@ type container struct {
 		Limits   map[string]string
 	}
 	SecurityContext struct {
-		ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
-		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+		RunAsUser                *int64 `yaml:"runAsUser"`
+		RunAsGroup               *int64 `yaml:"runAsGroup"`
+		ReadOnlyRootFilesystem   bool   `yaml:"readOnlyRootFilesystem"`
+		AllowPrivilegeEscalation *bool  `yaml:"allowPrivilegeEscalation"`
 		Capabilities             struct{ Drop []string }
 	} `yaml:"securityContext"`
 	VolumeMounts []struct {
