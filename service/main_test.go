@@ -6,8 +6,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/agentdtest"
+	"github.com/agentd/agentd/service/store/postgres/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(agentdtest.Main(m))
+	goleak.VerifyTestMain(pgtest.Main(agentdtest.Main(m)))
 }

@@ -23,10 +23,11 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/agentdtest"
 	"github.com/agentd/agentd/internal/logtest"
+	"github.com/agentd/agentd/service/store/postgres/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(agentdtest.Main(m))
+	goleak.VerifyTestMain(pgtest.Main(agentdtest.Main(m)))
 }
 
 func env(kv map[string]string) func(string) string {
