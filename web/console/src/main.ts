@@ -19,7 +19,7 @@ import { RunEndReason, RunState, type RunEvent } from "../../../gen/ts/agentd/v1
 import type { Message } from "../../../gen/ts/agentd/v1/transcript_pb.js";
 import type { Thread } from "../../../gen/ts/agentd/v1/agent_service_pb.js";
 import { client, Code, describe, errorText, isCode, newKey, setToken, token } from "./api.js";
-import { byId, count, h } from "./dom.js";
+import { button, byId, count, h } from "./dom.js";
 import { Conversation, reasonText, usageText, type RunInfo } from "./run.js";
 import * as session from "./session.js";
 import type { Saved } from "./session.js";
@@ -33,6 +33,7 @@ const sendButton = byId<HTMLButtonElement>("send");
 const cancelButton = byId<HTMLButtonElement>("cancel");
 const hint = byId("composer-hint");
 const queued = byId("queued");
+const showApproval = button("Show the approval", () => view.showApproval(), { class: "btn btn-plain btn-small", attrs: { id: "show-approval" } });
 
 let conv: Conversation;
 /** Aborts the streams of the conversation shown; a new conversation gets a new one. */
@@ -59,7 +60,7 @@ function intro(s: Saved): Node {
     h("p", {
       text:
         s.mode === "thread"
-          ? "agentd keeps this conversation as a thread: each turn sends only its new message, and the thread is listed on the left."
+          ? "agentd keeps this conversation as a thread: each turn sends only its new message, and the thread is listed under Threads."
           : "This page keeps the conversation and sends it with each run; agentd keeps only the runs' journals.",
     }),
     a !== undefined ? h("p", {}, "Agent ", h("strong", { text: a.name }), a.description !== "" ? ": " + a.description : "") : "",
@@ -107,17 +108,26 @@ function changed(): void {
   sendButton.disabled = input.disabled;
   sendButton.textContent = live ? "Steer" : "Send";
   cancelButton.hidden = !live && !awaiting;
-  cancelButton.textContent = live ? "Cancel run" : "Leave undecided";
+  cancelButton.textContent = live ? "Cancel run" : "Leave pending";
+  cancelButton.title = live
+    ? "End the run now"
+    : "Go on without deciding: the call neither runs nor is denied, and the model is not told. " +
+      "The run stays parked with the approval pending, so reloading this page asks again; your next message starts a new run without it.";
   input.placeholder = live
     ? "Steer the run: your message reaches the model before its next step"
     : awaiting
-      ? "Decide the approval above to go on"
+      ? "Decide the approval above to go on, or leave it pending"
       : c.mode === "thread" && c.threadId !== ""
         ? "Continue the thread…"
         : `Message ${sidebar.agentName() || "the agent"}…`;
-  hint.textContent = live
-    ? "The run is going: what you send now is a steer. Enter sends, Shift+Enter starts a new line."
-    : "Enter sends, Shift+Enter starts a new line.";
+  hint.replaceChildren(
+    live
+      ? "The run is going: what you send now is a steer. Enter sends, Shift+Enter starts a new line."
+      : awaiting
+        ? "A tool call waits for your decision."
+        : "Enter sends, Shift+Enter starts a new line.",
+    view.openApprovals().length > 0 ? showApproval : "",
+  );
   queued.hidden = c.steers.length === 0;
   queued.replaceChildren(...c.steers.map((s) => h("div", { class: "queued-steer" }, h("span", { class: "queued-label", text: "Steer queued" }), s)));
   session.save(c.saved(), true);
@@ -285,14 +295,18 @@ async function steer(text: string): Promise<void> {
   }
 }
 
-/** cancel ends the run going, or leaves the parked run's approvals undecided. */
+/**
+ * cancel ends the run going, or leaves the parked run's approvals pending: the run stays
+ * parked (a reload rebuilds it from its journal and asks again), and the composer is the
+ * person's for a new message, whose run goes on without the calls.
+ */
 async function cancel(): Promise<void> {
   const c = conv;
   const r = c.current;
   if (r === undefined) return;
   if (!c.live) {
     r.dismissed = true;
-    for (const card of view.openApprovals()) card.closeApproval("Not decided: you left it.");
+    for (const card of view.openApprovals()) card.closeApproval("Left pending by you: the call has not run, and the model has not been told.");
     changed();
     return;
   }
@@ -534,7 +548,9 @@ async function main(): Promise<void> {
   byId("composer").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const text = input.value.trim();
-    if (text !== "") void send(text);
+    if (text === "") return;
+    view.follow();
+    void send(text);
   });
   input.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -543,6 +559,10 @@ async function main(): Promise<void> {
     }
   });
   cancelButton.addEventListener("click", () => void cancel());
+  // On a narrow window the message box is docked over the page as it scrolls: what is
+  // scrolled into view stops above it (console.css).
+  const dock = byId("dock");
+  new ResizeObserver(() => document.documentElement.style.setProperty("--dock-height", `${dock.offsetHeight}px`)).observe(dock);
   byId("new-thread").addEventListener("click", () => fresh("thread"));
   byId("new-run").addEventListener("click", () => fresh("client"));
   byId("refresh-threads").addEventListener("click", () => void refreshThreads());

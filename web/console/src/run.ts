@@ -39,7 +39,7 @@ export interface RunInfo {
   decisions: Map<string, Decision>;
   /** Approvals requested, by id. */
   approvals: Map<string, ApprovalRequested>;
-  /** The person left the parked run's approvals undecided. */
+  /** The person left the parked run's approvals pending, to write something else. */
   dismissed: boolean;
 }
 

@@ -17,13 +17,47 @@ export interface Decision {
 /** Decide sends a decision; it rejects with a message to show when it could not. */
 export type Decide = (d: Decision) => Promise<void>;
 
-/** Transcript is the conversation as the page shows it. */
+/**
+ * Transcript is the conversation as the page shows it. While the person is at its end
+ * (following), whatever is added or grows there (text as it streams, a tool card's
+ * arguments, an approval's buttons) is kept in view. Scrolling up stops that, so what
+ * they read stays where it is; scrolling back to the end, or sending, starts it again.
+ * It scrolls in its own box on a wide window and with the page on a narrow one
+ * (console.css): whichever of the two overflows.
+ */
 export class Transcript {
   private readonly users = new Map<string, HTMLElement>();
   private readonly blocks = new Map<string, { root: HTMLElement; text: Text }>();
   private readonly tools = new Map<string, ToolCard>();
+  private following = true;
+  /** Where keepUp last scrolled to, until the scroll event that reports it. */
+  private kept = NaN;
 
-  constructor(private readonly root: HTMLElement) {}
+  constructor(private readonly root: HTMLElement) {
+    const moved = () => {
+      // The event of keepUp's own scroll says nothing of the person, and may come after
+      // they turned the wheel.
+      const ours = Math.abs(this.scroller().scrollTop - this.kept) < 1;
+      this.kept = NaN;
+      if (!ours) this.following = this.atEnd();
+    };
+    root.addEventListener("scroll", moved, { passive: true });
+    addEventListener("scroll", moved, { passive: true });
+    // A wheel turned up, or a finger dragging, stops following at once: read at the next
+    // scroll event, after a delta has pulled the view back down, it would not. A finger
+    // lifted at the end starts it again.
+    const scrolling = (ev: Event, up: boolean) => {
+      const s = this.scroller();
+      if (up && s.scrollTop > 0 && ev.target instanceof Node && s.contains(ev.target)) this.following = false;
+    };
+    addEventListener("wheel", (ev) => scrolling(ev, ev.deltaY < 0), { passive: true });
+    addEventListener("touchmove", (ev) => scrolling(ev, true), { passive: true });
+    addEventListener("touchend", moved, { passive: true });
+    addEventListener("touchcancel", moved, { passive: true });
+    // Content that grows in place, and a box that shrinks under a taller message box.
+    new MutationObserver(() => this.keepUp()).observe(root, { childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ["hidden"] });
+    new ResizeObserver(() => this.keepUp()).observe(root);
+  }
 
   /** clear empties the transcript, showing intro instead when given. */
   clear(intro?: Node): void {
@@ -32,6 +66,7 @@ export class Transcript {
     this.tools.clear();
     this.root.replaceChildren();
     if (intro !== undefined) this.root.append(h("div", { class: "intro" }, intro));
+    this.follow();
   }
 
   /** notice adds a line about the run (kind "run"), or an error. */
@@ -79,11 +114,7 @@ export class Transcript {
 
   /** append adds a delta to a block. */
   append(id: string, delta: string): void {
-    const b = this.blocks.get(id);
-    if (b === undefined) return;
-    const follow = this.atBottom();
-    b.text.appendData(delta);
-    if (follow) this.scroll();
+    this.blocks.get(id)?.text.appendData(delta);
   }
 
   /** finish ends a block's streaming; a reasoning block folds away. */
@@ -147,21 +178,65 @@ export class Transcript {
     return [...this.tools.values()].filter((c) => c.approvalOpen);
   }
 
+  /** showApproval brings the first approval that waits for a decision into view. */
+  showApproval(): void {
+    const c = this.openApprovals()[0];
+    if (c === undefined) return;
+    c.approval.scrollIntoView({ block: "nearest" });
+    this.following = this.atEnd();
+  }
+
+  /** follow shows the end of the transcript, and keeps it in view from then on. */
+  follow(): void {
+    this.following = true;
+    this.keepUp();
+  }
+
   private add(e: HTMLElement): HTMLElement {
-    const follow = this.atBottom();
     this.root.querySelector(":scope > .intro")?.remove();
     this.root.append(e);
-    if (follow) this.scroll();
     return e;
   }
 
-  /** scroll shows the end of the transcript. */
-  scroll(): void {
-    this.root.scrollTop = this.root.scrollHeight;
+  private keepUp(): void {
+    // The intro of an empty conversation is read from its top.
+    if (!this.following || this.root.querySelector(":scope > .intro") !== null) return;
+    const s = this.scroller();
+    const top = s.scrollTop;
+    if (s === this.root) {
+      s.scrollTop = s.scrollHeight;
+    } else {
+      // The page scrolls: bring the transcript's end down to the message box, no
+      // further, so that a short conversation leaves what is above it in view.
+      const below = this.endBelow();
+      if (below > 0) s.scrollTop += below;
+    }
+    if (Math.abs(s.scrollTop - top) >= 1) this.kept = s.scrollTop;
   }
 
-  private atBottom(): boolean {
-    return this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 80;
+  private atEnd(): boolean {
+    const s = this.scroller();
+    if (s === this.root) return s.scrollHeight - s.scrollTop - s.clientHeight < 16;
+    return this.endBelow() < 16;
+  }
+
+  /**
+   * endBelow returns how far the transcript's end lies below what the page shows of it:
+   * the viewport less its scroll-padding-bottom, which console.css makes the height of
+   * the message box docked at its foot.
+   */
+  private endBelow(): number {
+    const last = this.root.lastElementChild;
+    if (last === null) return 0;
+    const end = last.getBoundingClientRect().bottom + parseFloat(getComputedStyle(this.root).paddingBottom);
+    const hidden = parseFloat(getComputedStyle(document.documentElement).scrollPaddingBottom) || 0;
+    return end - (document.documentElement.clientHeight - hidden);
+  }
+
+  /** scroller returns the box that scrolls the transcript: its own, or the page's. */
+  private scroller(): Element {
+    const o = getComputedStyle(this.root).overflowY;
+    return o === "auto" || o === "scroll" ? this.root : (document.scrollingElement ?? document.documentElement);
   }
 }
 
@@ -193,7 +268,8 @@ export class ToolCard {
   private readonly nameEl = h("span", { class: "tool-name" });
   private readonly badge = h("span", { class: "badge" });
   private readonly args = h("pre", { class: "tool-args" });
-  private readonly approval = h("div", { class: "approval", attrs: { hidden: "" } });
+  /** approval is the part of the card that asks for a decision and takes it. */
+  readonly approval = h("div", { class: "approval", attrs: { hidden: "" } });
   private readonly result = h("div", { class: "tool-result", attrs: { hidden: "" } });
 
   constructor(readonly id: string, name: string) {

@@ -34,12 +34,17 @@ after(async () => {
   await browser?.close();
 });
 
+/** The window sizes the page is laid out for: a laptop's, and a phone's held upright. */
+const wide = { width: 1280, height: 800 };
+const phone = { width: 390, height: 844 };
+
 /**
  * open returns a page of a fresh browser context (its own sessionStorage) on the console,
- * given agentd's token as a person would have pasted it, unless withToken is false.
+ * in a window of viewport's size, given agentd's token as a person would have pasted it,
+ * unless withToken is false.
  */
-async function open(t, withToken = true) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+async function open(t, { withToken = true, viewport = { width: 1280, height: 860 } } = {}) {
+  const context = await browser.newContext({ viewport });
   t.after(() => context.close());
   const page = await context.newPage();
   page.setDefaultTimeout(wait);
@@ -78,6 +83,64 @@ async function finished(page, want = "completed") {
 /** card returns the tool card of the last call of tool name. */
 function card(page, name) {
   return page.locator(".tool").filter({ has: page.locator(".tool-name", { hasText: name }) }).last();
+}
+
+/**
+ * hidden returns why a person could not see and click the element of locator where it is
+ * now, without scrolling, or "" when they can: it must lie inside the viewport, and be
+ * what the page shows (document.elementFromPoint) at its centre and just inside the middle
+ * of each of its edges, not something laid over it or a scrolling box that clips it.
+ */
+function hidden(locator) {
+  return locator.evaluate((e) => {
+    const r = e.getBoundingClientRect();
+    const where = `${Math.round(r.left)},${Math.round(r.top)} to ${Math.round(r.right)},${Math.round(r.bottom)}`;
+    if (r.width === 0 || r.height === 0) return "it has no size";
+    if (r.left < 0 || r.top < 0 || r.right > innerWidth || r.bottom > innerHeight) {
+      return `it lies at ${where}, outside the ${innerWidth}×${innerHeight} viewport`;
+    }
+    const x = (r.left + r.right) / 2;
+    const y = (r.top + r.bottom) / 2;
+    for (const [px, py] of [[x, y], [x, r.top + 3], [x, r.bottom - 3], [r.left + 3, y], [r.right - 3, y]]) {
+      const at = document.elementFromPoint(px, py);
+      if (at !== null && (at === e || e.contains(at))) continue;
+      const name = at === null ? "nothing" : at.tagName.toLowerCase() + (at.id !== "" ? "#" + at.id : "") + [...at.classList].map((c) => "." + c).join("");
+      return `it lies at ${where}, and at ${Math.round(px)},${Math.round(py)} the page shows ${name} instead`;
+    }
+    return "";
+  });
+}
+
+/** assertShown fails unless a person can see and click each of locators where it is now. */
+async function assertShown(what, ...locators) {
+  for (const l of locators) {
+    const why = await hidden(l);
+    assert.equal(why, "", `${what}: ${await l.innerText()} is not in view: ${why}`);
+  }
+}
+
+/**
+ * overflow returns how much taller the transcript is than the room the window has for it:
+ * its own box, or the window above the message box when the page scrolls instead.
+ */
+function overflow(page) {
+  return page.evaluate(() => {
+    const t = document.getElementById("transcript");
+    return t.scrollHeight - Math.min(t.clientHeight, innerHeight - document.getElementById("composer").offsetHeight);
+  });
+}
+
+/**
+ * talk sends each of messages in turn, the next once the run of the one before has
+ * completed, giving the conversation a history.
+ */
+async function talk(page, ...messages) {
+  const completed = page.locator(".notice-run", { hasText: /^✓ completed/ });
+  for (const m of messages) {
+    const n = await completed.count();
+    await send(page, m);
+    await completed.nth(n).waitFor();
+  }
 }
 
 /** userMessages returns the user messages of the transcript, in order. */
@@ -209,6 +272,79 @@ test("a denied call does not run, and the agent says so", async (t) => {
   await shot(page, "denied");
 });
 
+test("in a thread whose history fills a laptop's window, the approval's buttons come into view above the message box", async (t) => {
+  const page = await open(t, { viewport: wide });
+  await talk(page, "hello", "what is 12*7?", "what time is it in Tokyo?");
+  await send(page, "save a note: buy milk");
+  const c = card(page, "save_note");
+  await finished(page, "waiting for your decision");
+  assert.ok((await overflow(page)) > 200, `the history fits in the window (it overflows by ${await overflow(page)}px): the test needs more of it`);
+  await shot(page, "approval-wide");
+  await assertShown(
+    "a call awaiting approval",
+    c.locator("[data-action='approve']"),
+    c.locator("[data-action='deny']"),
+    c.locator("[data-action='edit']"),
+    page.locator("#cancel"),
+  );
+  // The form a denial opens grows the card: it comes into view as well.
+  await c.locator("[data-action='deny']").click();
+  const back = c.locator(".approval-form:not([hidden]) [data-action='back']");
+  await assertShown("the denial's form", c.locator("input.deny-reason"), c.locator("[data-action='deny-confirm']"), back);
+  await back.click();
+  await c.locator("[data-action='approve']").click();
+  await page.getByText('Saved your note "Buy milk"').waitFor();
+  await finished(page);
+
+  // A person who scrolled up to read is left where they are, and offered the way down.
+  await send(page, "save a note: call the plumber");
+  await page.locator(".msg-user", { hasText: "call the plumber" }).waitFor();
+  await page.locator("#transcript").hover();
+  await page.mouse.wheel(0, -100_000);
+  await page.waitForFunction(() => document.getElementById("transcript").scrollTop === 0);
+  await finished(page, "waiting for your decision");
+  const next = card(page, "save_note");
+  assert.equal(await page.locator("#transcript").evaluate((e) => e.scrollTop), 0, "the approval scrolled the transcript away from what the person read");
+  assert.notEqual(await hidden(next.locator("[data-action='approve']")), "");
+  await shot(page, "approval-wide-scrolled-up");
+  await page.locator("#show-approval").click();
+  await assertShown("the approval, once asked for", next.locator("[data-action='approve']"), next.locator("[data-action='deny']"));
+  await next.locator("[data-action='approve']").click();
+  await page.getByText('Saved your note "Call the plumber"').waitFor();
+  await finished(page);
+});
+
+test("on a phone, the approval's buttons fit the width and come into view, and one left pending is asked again after a reload", async (t) => {
+  const page = await open(t, { viewport: phone });
+  await talk(page, "hello", "what is 12*7?");
+  await send(page, "save a note: buy milk");
+  const c = card(page, "save_note");
+  await finished(page, "waiting for your decision");
+  assert.ok((await overflow(page)) > 200, `the history fits in the window (it overflows by ${await overflow(page)}px): the test needs more of it`);
+  await shot(page, "approval-phone");
+  const buttons = [c.locator("[data-action='approve']"), c.locator("[data-action='deny']"), c.locator("[data-action='edit']"), page.locator("#cancel")];
+  await assertShown("a call awaiting approval", ...buttons);
+  assert.equal(await page.evaluate(() => document.documentElement.scrollWidth), phone.width, "the page is wider than the phone");
+
+  // Leaving it pending frees the message box; the run stays parked, so a reload asks again.
+  const leave = page.locator("#cancel");
+  assert.equal(await leave.innerText(), "Leave pending");
+  assert.match(await leave.getAttribute("title"), /neither runs nor is denied/);
+  await leave.click();
+  assert.match(await c.locator(".approval-outcome").innerText(), /^Left pending/);
+  await shot(page, "approval-phone-left-pending");
+  assert.equal(await c.getAttribute("data-status"), "waiting");
+  await page.locator("#input:not([disabled])").waitFor();
+  await page.reload();
+  await finished(page, "waiting for your decision");
+  await shot(page, "approval-phone-reloaded");
+  await assertShown("a call left pending, after a reload", ...buttons);
+  await c.locator("[data-action='approve']").click();
+  await page.getByText('Saved your note "Buy milk"').waitFor();
+  await finished(page);
+  assert.deepEqual(await userMessages(page), ["hello", "what is 12*7?", "save a note: buy milk"]);
+});
+
 test("a new run keeps its own history, and a thread's history opens from the list", async (t) => {
   const page = await open(t);
   // A run whose history the page keeps: its second turn needs the first.
@@ -249,7 +385,7 @@ test("a new run keeps its own history, and a thread's history opens from the lis
 });
 
 test("the page asks for a bearer token when agentd wants one", { skip: bearer === "" && "agentd runs without --auth-tokens-file" }, async (t) => {
-  const page = await open(t, false);
+  const page = await open(t, { withToken: false });
   const dialog = page.locator("#token-dialog[open]");
   await dialog.waitFor();
   assert.match(await dialog.locator("#token-why").innerText(), /asks for a bearer token/);
