@@ -166,8 +166,13 @@ func newFleet(t *testing.T, model *rt.Model, policy runtime.Policy, tools ...run
 }
 
 // newFleetWith is newFleet, with both replicas' configs changed by with (unless nil).
+// Fleet tests take seconds each: go test -short (the quick command) leaves them to the
+// full suite.
 func newFleetWith(t *testing.T, with func(*service.Config), model *rt.Model, policy runtime.Policy, tools ...runtime.Tool) *fleet {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("two replicas on PostgreSQL: skipped with -short, run by go test -race -shuffle=on ./...")
+	}
 	dsn, schema := pgtest.NewSchema(t)
 	r, err := runtime.New(runtime.Config{Name: "worker", Model: model, Tools: tools, Policy: policy, Logger: quietLog})
 	if err != nil {
