@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/term"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -124,81 +123,23 @@ type config struct {
 var errVersion = errors.New("version asked")
 
 // parseConfig reads flags from args, then fills every flag not given on the command line
-// from its AGENTD_* variable.
+// from its AGENTD_* variable. It writes the usage to stderr for -h and --help alone; any
+// other mistake is the error it returns, one line each.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.listen, "listen", "localhost:50051", "`address` to serve gRPC on")
-	fs.StringVar(&cfg.httpListen, "http-listen", "", "`address` to serve agentd over HTTP on as well (such as localhost:8080): the web console at /, and every RPC over the Connect protocol (plain JSON from curl), gRPC-Web and gRPC; without it none is served")
-	fs.StringVar(&cfg.httpAllowedHosts, "http-allowed-hosts", "", "`names` (comma-separated; .example.com for it and every name under it; * for any) that the HTTP listener serves requests for when it has no auth, besides localhost, IP addresses, this machine's name and the host of --http-listen: a page of another site whose name resolves to agentd's address (DNS rebinding) is refused")
-	fs.StringVar(&cfg.httpCORSOrigins, "http-cors-origins", "", "`origins` (comma-separated, such as https://console.example.com; * for any) whose web pages may call agentd over --http-listen; by default none, so only the console agentd serves itself can")
-	fs.StringVar(&cfg.config, "config", "", "agents `file` (YAML); without one agentd serves the built-in demo agent")
-	fs.StringVar(&cfg.model, "model", "", "`model` for the default agent, such as workload:medium (default: the configured one, or the demo model)")
-	fs.DurationVar(&cfg.demoDelay, "demo-delay", 20*time.Millisecond, "pause between the demo model's deltas, so a person sees the answer stream")
-	fs.DurationVar(&cfg.drainPeriod, "drain-period", 20*time.Second, "after SIGTERM, how long running runs may take before they end SHUTDOWN with a continuation")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGTERM, how long until the process exits whatever is still open (longer than --drain-period)")
-	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
-	fs.IntVar(&cfg.maxAttachPerRun, "max-attachments-per-run", 64, "streams attached to one run at once (AttachRun, Run streams that attach, the one that started it); one more is refused with RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS)")
-	fs.IntVar(&cfg.maxAttachPerCaller, "max-attachments-per-caller", 256, "streams one caller (bearer token or client certificate) has attached to runs at once; one more is refused with RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS)")
-	fs.IntVar(&cfg.maxRunsPerCaller, "max-runs-per-caller", 0, "runs in progress at most of one caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP); more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off (default a quarter of --max-runs)")
-	fs.DurationVar(&cfg.startTimeout, "start-timeout", 30*time.Second, "how long a Run stream may stay open without its start message; then it ends DEADLINE_EXCEEDED")
-	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the stream is let go and the run goes on (under on_disconnect CANCEL the run ends FAILED, CLIENT_STALLED, with its transcript)")
-	fs.DurationVar(&cfg.maxApprovalTimeout, "max-approval-timeout", 24*time.Hour, "longest approval_timeout a run may ask for; a longer one is refused with INVALID_ARGUMENT")
-	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 4<<20, "largest client message accepted, in bytes")
-	fs.StringVar(&cfg.store, "store", "memory", "where runs, their journals and threads are kept: memory (bounded, gone with the process), sqlite:`PATH` (one replica, across restarts) or a postgres:// URL (shared by replicas)")
-	fs.Int64Var(&cfg.storeMaxBytes, "store-max-bytes", 64<<20, "with --store memory, the bytes it holds at most: past it the runs that finished first go, then the threads idle the longest")
-	fs.Int64Var(&cfg.journalMaxRunBytes, "journal-max-run-bytes", 8<<20, "with --store memory, the bytes of one run's journal kept: past it the oldest events go, and attaching from before them is refused (EVENTS_EXPIRED)")
-	fs.BoolVar(&cfg.exactDeltas, "exact-deltas", false, "send every delta the model streams as an event of its own, to a client that is behind too; by default consecutive deltas of one block that no client has taken yet merge into one, which costs the server and the client less")
-	fs.DurationVar(&cfg.parkAfter, "park-after", 30*time.Second, "how long a run waits live for an answer from a Run stream attached to it before it parks all the same (a run with no such stream parks at once); 0 waits live as long as such a stream is attached")
-	fs.StringVar(&cfg.replicaID, "replica-id", "", "this replica's `name` among those sharing a --store postgres:// database: the holder of the leases on its runs (default the host name and a random suffix)")
-	fs.DurationVar(&cfg.leaseTTL, "lease-ttl", 10*time.Second, "with a store on disk, how long a run's lease lasts unless renewed (every third of it): how long a run of a replica that died waits before another takes it up")
-	fs.DurationVar(&cfg.parkTimeout, "park-timeout", 24*time.Hour, "how long a run whose client went away waits, parked, for the input it needs (an approval, a client tool's result) before it ends EXPIRED")
-	fs.IntVar(&cfg.maxParkedRuns, "max-parked-runs", 0, "runs parked at most (their clients gone while they wait for an approval or a client tool's result); a run that would park past it ends AWAITING_INPUT with its continuation instead, for its client to resume; 0 turns the cap off (default 4 times --max-runs)")
-	fs.IntVar(&cfg.maxParkedRunsPerCaller, "max-parked-runs-per-caller", 0, "runs parked at most of one caller (as --max-runs-per-caller counts callers); past it the caller's run that would park ends AWAITING_INPUT with its continuation; 0 turns the cap off (default a quarter of --max-parked-runs)")
-	fs.Int64Var(&cfg.maxParkedBytes, "max-parked-bytes", 256<<20, "bytes of the parked runs' checkpoints (their transcripts) at most, which --store memory holds in memory for up to --park-timeout; a run that would park past it ends AWAITING_INPUT with its continuation; 0 turns the cap off")
-	fs.Int64Var(&cfg.maxParkedBytesPerCaller, "max-parked-bytes-per-caller", 0, "bytes of one caller's parked runs' checkpoints at most; past it the caller's run that would park ends AWAITING_INPUT with its continuation; 0 turns the cap off (default a quarter of --max-parked-bytes)")
-	fs.DurationVar(&cfg.runRetention, "run-retention", 24*time.Hour, "how long a finished run and its journal are kept for clients that attach to it")
-	fs.DurationVar(&cfg.threadRetention, "thread-retention", 30*24*time.Hour, "how long a thread no run adds to is kept")
-	fs.StringVar(&cfg.keyFile, "continuation-key-file", "", "`file` holding the key that signs continuations (or set AGENTD_CONTINUATION_KEY); every replica needs the same")
-	fs.StringVar(&cfg.authTokensFile, "auth-tokens-file", "", "`file` of bearer tokens, one a line (# comments): every call but health and reflection then needs \"authorization: Bearer <token>\"; without one there is no auth")
-	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "PEM certificate `file` to serve TLS with (needs --tls-key)")
-	fs.StringVar(&cfg.tlsKey, "tls-key", "", "PEM private key `file` of --tls-cert")
-	fs.StringVar(&cfg.clientCA, "client-ca", "", "PEM CA certificates `file`: with it clients must present a certificate one of them signed (mTLS; needs --tls-cert)")
-	fs.Float64Var(&cfg.rateLimit, "rate-limit", 50, "calls a second per caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP; health and reflection are exempt); beyond it RESOURCE_EXHAUSTED; 0 turns the limit off")
-	fs.IntVar(&cfg.rateBurst, "rate-burst", 100, "calls a caller may make at once, before --rate-limit paces it (the token bucket's size)")
-	fs.BoolVar(&cfg.limitByPeerIP, "limit-by-peer-ip", false, "apply --rate-limit and --max-runs-per-caller to callers without a token or client certificate by their IP address; without it they have no per-caller limit. Wrong behind a proxy or mesh sidecar, where every caller has the proxy's address")
-	fs.IntVar(&cfg.maxConnections, "max-connections", 4096, "connections open at once; one more is closed as soon as it is accepted (its client gets UNAVAILABLE); 0 turns the cap off")
-	fs.IntVar(&cfg.maxConnectionsPerIP, "max-connections-per-ip", 0, "connections open at once from one IP address, on each listener; one more is closed as soon as it is accepted (UNAVAILABLE); by default a quarter of --max-connections; 0 turns the cap off. Behind a proxy or mesh sidecar every caller has the proxy's address")
-	fs.IntVar(&cfg.maxStreamsPerConn, "max-streams-per-connection", 1024, "concurrent streams (RPCs) on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): gRPC clients queue the calls beyond it")
-	fs.DurationVar(&cfg.handshakeTimeout, "handshake-timeout", 20*time.Second, "how long a new connection has to finish its TLS and HTTP/2 handshake before it is closed")
-	fs.DurationVar(&cfg.keepaliveMinTime, "keepalive-min-time", 5*time.Second, "shortest interval between a client's keepalive pings; a client pinging more often is sent away (GOAWAY too_many_pings: its calls end UNAVAILABLE)")
-	fs.DurationVar(&cfg.keepaliveTime, "keepalive-time", time.Minute, "after this long without a frame from a client, agentd pings it (at least 1s)")
-	fs.DurationVar(&cfg.keepaliveTimeout, "keepalive-timeout", 20*time.Second, "a client that does not answer a ping within this long is taken for dead: its connection is closed and its streams end")
-	fs.DurationVar(&cfg.maxConnIdle, "max-connection-idle", 5*time.Minute, "a connection without a stream for this long is closed (with a GOAWAY: its client reconnects when it needs to); 0 keeps idle connections open")
-	fs.DurationVar(&cfg.maxConnAge, "max-connection-age", 0, "a connection this old gets a GOAWAY (new calls go to a new connection, possibly another replica); 0 means no age limit, as runs may wait hours on an approval")
-	fs.DurationVar(&cfg.maxConnAgeGrace, "max-connection-age-grace", 0, "after --max-connection-age, how long the connection's streams may go on before it is closed; 0 lets them finish")
-	fs.IntVar(&cfg.maxHealthWatches, "max-health-watches", 1024, "grpc.health.v1.Health/Watch streams open at once; more are refused with RESOURCE_EXHAUSTED (Check is never limited); 0 turns the cap off")
-	fs.IntVar(&cfg.maxHealthWatchesPeer, "max-health-watches-per-peer", 64, "Health/Watch streams open at once from one IP address (behind a proxy or mesh every caller has the proxy's); 0 turns the cap off")
-	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "minimum `level` of logs: debug, info, warn, error")
-	fs.StringVar(&cfg.logFormat, "log-format", "", "`format` of logs: text (key=value lines, for people) or json (one object a line, for collectors); by default text when stderr is a terminal, json otherwise")
-	fs.BoolVar(&cfg.audit, "audit", false, "log one audit record per tool call and decision of every run (arguments redacted); it records what every hook decided, the agents' own included, wherever it sits in the chain")
-	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "`address` to serve Prometheus metrics on, at /metrics (such as localhost:9464); without it none is served. Traces and pushed metrics are configured by the standard OTEL_* variables")
-	fs.BoolVar(&cfg.recordContent, "record-content", false, "record prompts, model output, tool arguments and tool results on trace spans (gen_ai.input.messages, …); off by default, as they may hold personal data")
-	showVersion := fs.Bool("version", false, "print agentd's version (module version and VCS revision) and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: agentd [flags]\n\nagentd runs AI agents behind gRPC (agentd.v1.AgentService).\n"+
-			"Each flag may also be set as AGENTD_<FLAG> in the environment (--listen: AGENTD_LISTEN).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs, showVersion := newFlagSet(&cfg)
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stderr, fs)
+			return config{}, err
+		}
+		return config{}, flagError(fs, err)
 	}
 	if *showVersion {
 		return config{}, errVersion
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return config{}, fmt.Errorf("unexpected arguments %q: agentd takes flags only (run agentd --help for them)", fs.Args())
 	}
 	set := map[string]bool{} // given on the command line or in the environment
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -210,11 +151,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		name := envName(f.Name)
 		if v := getenv(name); v != "" {
 			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+				errs = append(errs, fmt.Errorf("invalid value %q for %s: %w", v, name, err))
 			}
 			set[f.Name] = true
 		}
 	})
+	// A value that did not parse left its flag as it was: the checks below would judge
+	// the flags on values no one gave, so only the values are reported.
+	if len(errs) > 0 {
+		return config{}, errors.Join(errs...)
+	}
 	cfg.key = getenv("AGENTD_CONTINUATION_KEY")
 	if !set["max-connections-per-ip"] {
 		cfg.maxConnectionsPerIP = cfg.maxConnections / 4
@@ -259,21 +205,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return cfg, errors.Join(errs...)
 }
 
-// logHandler returns the handler of --log-format: text or json, and for "" text when w
-// is a terminal, json otherwise.
-func logHandler(format string, w io.Writer, opts *slog.HandlerOptions) slog.Handler {
-	if format == "" {
-		format = "json"
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			format = "text"
-		}
-	}
-	if format == "text" {
-		return slog.NewTextHandler(w, opts)
-	}
-	return slog.NewJSONHandler(w, opts)
-}
-
 // envName is the environment variable that stands in for the flag name.
 func envName(flagName string) string {
 	return "AGENTD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -284,12 +215,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log := slog.New(traceHandler{logHandler(cfg.logFormat, stderr, &slog.HandlerOptions{Level: cfg.logLevel})})
+	h := logHandler(cfg.logFormat, stderr, &slog.HandlerOptions{Level: cfg.logLevel})
+	// In text logs, for a person, agentd first says in a line where it serves and what;
+	// the records of its start (a warning on the continuation key, say) wait until then.
+	var announce func(startup)
+	if logFormat(cfg.logFormat, stderr) == "text" {
+		var release func()
+		h, release = holdLogs(h)
+		defer release()
+		announce = func(s startup) {
+			fmt.Fprintln(stderr, s)
+			release()
+		}
+	}
+	log := slog.New(traceHandler{h})
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, lis, log)
+	return serveAnnounced(ctx, cfg, lis, log, announce)
 }
 
 // serve runs agentd on lis until ctx is done, then shuts down gracefully: health turns
@@ -297,6 +241,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // SHUTDOWN with a continuation, and whatever is still open after cfg.shutdownTimeout is
 // closed.
 func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) error {
+	return serveAnnounced(ctx, cfg, lis, log, nil)
+}
+
+// serveAnnounced is serve that, when announce is not nil, calls it with where agentd
+// serves once its listeners are open, before it logs that they are.
+func serveAnnounced(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger, announce func(startup)) error {
 	// Telemetry first, so the stats handler and the agents find it; it is flushed last,
 	// once every run and RPC has ended.
 	tel, err := setupTelemetry(ctx, cfg, log)
@@ -340,6 +290,9 @@ func serve(ctx context.Context, cfg config, lis net.Listener, log *slog.Logger) 
 			lis.Close()
 			return err
 		}
+	}
+	if announce != nil {
+		announce(newStartup(srv, cfg, lis, hs, httpLis))
 	}
 
 	served := make(chan error, 2)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -344,4 +347,85 @@ func startServe(t testing.TB, args []string, log *slog.Logger) *served {
 	}
 	t.Cleanup(func() { stop() })
 	return &served{addr: lis.Addr().String(), ctx: ctx, stop: stop}
+}
+
+// In text logs agentd first says, in one line for a person, where it serves and what:
+// before any warning, and before the listening records. JSON logs, which collectors
+// parse, get no such line.
+func TestStartupLineComesFirstInTextLogs(t *testing.T) {
+	out := runUntilListening(t, "--log-format=text", `msg="agentd listening"`)
+	lines := strings.Split(out, "\n")
+	if !regexp.MustCompile(`^agentd \S+ serving gRPC on localhost:\d+ · console http://localhost:\d+/ · agent demo on the built-in demo model \(--model or --config for a real one\)$`).MatchString(lines[0]) {
+		t.Errorf("first line %q, want where agentd serves and what:\n%s", lines[0], out)
+	}
+	warning := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "no continuation key configured") })
+	listening := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "agentd HTTP listening") })
+	if warning < 1 || listening < 1 {
+		t.Errorf("the continuation key warning is line %d, the listening record line %d; want both after the first:\n%s", warning, listening, out)
+	}
+	for _, l := range lines[1:] {
+		if l != "" && !strings.HasPrefix(l, "time=") {
+			t.Errorf("line %q after the first is no log record", l)
+		}
+	}
+}
+
+func TestStartupLineNotInJSONLogs(t *testing.T) {
+	out := runUntilListening(t, "--log-format=json", `"msg":"agentd listening"`)
+	for l := range strings.Lines(out) {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("line %q of JSON logs is no JSON object:\n%s", l, out)
+		}
+	}
+}
+
+// runUntilListening runs agentd as main does, with logFormat, on loopback ports until it
+// has logged listening, then shuts it down and returns what it wrote to stderr.
+func runUntilListening(t *testing.T, logFormat, listening string) string {
+	t.Helper()
+	out := &waitWriter{want: listening, seen: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{logFormat, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0", "--demo-delay=0", "--shutdown-timeout=2s", "--drain-period=1s"}, env(nil), out)
+	}()
+	select {
+	case <-out.seen:
+	case err := <-done:
+		t.Fatalf("run returned %v before listening:\n%s", err, out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return out.String()
+}
+
+// waitWriter is an io.Writer safe for concurrent use that closes seen once what was
+// written holds want.
+type waitWriter struct {
+	want string
+	seen chan struct{}
+
+	mu   sync.Mutex
+	b    strings.Builder
+	done bool
+}
+
+func (w *waitWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if !w.done && strings.Contains(w.b.String(), w.want) {
+		w.done = true
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *waitWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
