@@ -5,7 +5,9 @@
 // applied in order, each recorded in schema_migrations, all of them in one transaction
 // that holds an advisory lock, so that replicas starting at once migrate once; a
 // database migrated by a newer agentd is refused with [ErrNewerSchema]. [WithSchema]
-// keeps the tables in a schema of their own.
+// keeps the tables in a schema of their own, which Open creates; a search_path in the
+// URL that names no schema the role can use is refused with [ErrNoSchema], and nothing
+// is created.
 //
 // Every guarantee the interface makes across replicas rests on the database: the one
 // active run of a thread is a unique index, an append follows its journal's last row
