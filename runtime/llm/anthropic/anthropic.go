@@ -89,7 +89,9 @@ var sdkOptions = provider.SDKOptions[option.RequestOption]{
 }
 
 // New returns a model for cfg. The API key and base URL left empty in cfg are read from
-// ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL now.
+// ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL now. With neither, the SDK's credential chain
+// must find a credential now (ANTHROPIC_AUTH_TOKEN, a profile, federation), or New fails
+// naming ANTHROPIC_API_KEY, since the API would refuse every call.
 func New(cfg Config) (*Model, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("anthropic: Config.Model is required")
@@ -102,6 +104,11 @@ func New(cfg Config) (*Model, error) {
 	}
 	key := cmp.Or(cfg.APIKey, os.Getenv("ANTHROPIC_API_KEY"))
 	base := cmp.Or(cfg.BaseURL, os.Getenv("ANTHROPIC_BASE_URL"))
+	if key == "" && base == "" {
+		if err := checkCredentialChain(); err != nil {
+			return nil, err
+		}
+	}
 	opts := provider.ClientOptions(provider.Client{APIKey: key, BaseURL: base, HTTPClient: cfg.HTTPClient, IdleTimeout: cfg.IdleTimeout}, sdkOptions)
 	return &Model{
 		cfg:    cfg,

@@ -60,6 +60,8 @@
 //
 // Cancelling the context, or breaking out of the sequence, closes the HTTP stream at
 // once. The API key comes from [Config.APIKey] or ANTHROPIC_API_KEY (else from the SDK's
-// credential chain: ANTHROPIC_AUTH_TOKEN, profiles) and is sent in the Authorization
-// header only (as SDK v2 sends it); no error or log line of this package contains it.
+// credential chain: ANTHROPIC_AUTH_TOKEN, profiles, federation) and is sent in the
+// Authorization header only (as SDK v2 sends it); no error or log line of this package
+// contains it. With no credential and no base URL, [New] fails naming
+// ANTHROPIC_API_KEY: no call goes out without one.
 package anthropic
