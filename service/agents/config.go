@@ -218,7 +218,7 @@ func LoadFile(path string) (*Config, error) {
 func parse(path string, data []byte) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, locateSyntaxError(path, data, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: want a mapping with an agents list (and optionally default_agent)", path)

@@ -166,7 +166,7 @@ func TestLoadFileErrors(t *testing.T) {
 		{"no_agents.yaml", []string{`:2: agents: no agents; declare at least one`}},
 		{"empty.yaml", []string{`: want a mapping with an agents list (and optionally default_agent)`}},
 		{"two_documents.yaml", []string{`: more than one YAML document; want one`}},
-		{"syntax_error.yaml", []string{`: yaml: line `}},
+		{"syntax_error.yaml", []string{`:4:4: YAML syntax error: did not find expected '-' indicator; check the indentation of line 4 against the lines above it`}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimSuffix(tt.file, ".yaml"), func(t *testing.T) {
