@@ -108,6 +108,9 @@ func (e env) describeErr(err error) string {
 	if !ok {
 		return err.Error()
 	}
+	if cause := dialFailure(st); cause != "" {
+		return e.noServer(cause)
+	}
 	msg := st.Code().String()
 	ei := errorInfo(st)
 	if ei.GetReason() != "" {
@@ -130,6 +133,40 @@ func (e env) describeErr(err error) string {
 		msg += "\n  send a token with -H 'authorization: Bearer <token>'"
 	}
 	return msg
+}
+
+// noAddress is dialFailure's cause for a host name that resolves to no address.
+const noAddress = "no address for the host name"
+
+// dialFailure returns why no connection to agentd could be made, when st says that
+// ("connection refused", "i/o timeout", noAddress), or "": gRPC reports it as
+// UNAVAILABLE, with the dialer's error last in the message.
+func dialFailure(st *status.Status) string {
+	msg := st.Message()
+	switch {
+	case st.Code() != codes.Unavailable:
+		return ""
+	case strings.Contains(msg, "name resolver error"):
+		return noAddress
+	case !strings.Contains(msg, "Error while dialing"):
+		return ""
+	}
+	msg = strings.TrimSuffix(msg, `"`)
+	return msg[strings.LastIndex(msg, ": ")+2:]
+}
+
+// noServer describes a connection to agentd that could not be made for cause, with
+// what would make one.
+func (e env) noServer(cause string) string {
+	msg := fmt.Sprintf("no agentd answers at %s (%s)", e.addr, cause)
+	local := connConfig{addr: e.addr}.plaintextByDefault()
+	switch {
+	case local && cause == "connection refused":
+		return msg + "\n  start one with: go run ./cmd/agentd (in agentd's source tree), or point --addr (or AGENTCTL_ADDR) at one that runs"
+	case cause == noAddress:
+		return msg + "\n  check the host name in --addr (or AGENTCTL_ADDR)"
+	}
+	return msg + "\n  is agentd running there, and can this machine reach it? Check --addr (or AGENTCTL_ADDR)"
 }
 
 // errorInfo returns the ErrorInfo of agentd's status st, or nil.

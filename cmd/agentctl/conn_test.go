@@ -9,13 +9,16 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 func TestBearerTokenHeader(t *testing.T) {
@@ -45,6 +48,73 @@ func TestBearerTokenHeader(t *testing.T) {
 	r = ctl{}.run(t, args(conn, "--expand-headers", "-H", "authorization: Bearer ${NOT_SET}", "agents")...)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "NOT_SET not set") {
 		t.Errorf("unset variable: %s", r)
+	}
+}
+
+// With no agentd at --addr, every command says so, naming the address and what would
+// make one answer, instead of gRPC's "connection error: desc = …".
+func TestNoServer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+	}{
+		{args: []string{"agents"}},
+		{args: []string{"run", "hi"}},
+		{args: []string{"attach", "run_3mrar9q3b937x"}},
+		{args: []string{"chat"}, stdin: "hi\n"},
+		{args: []string{"threads"}},
+		{args: []string{"threads", "show", "thread_3mrar9q3b937x"}},
+		{args: []string{"threads", "delete", "thread_3mrar9q3b937x"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := ctl{stdin: strings.NewReader(tc.stdin)}.run(t, args([]string{"--addr", addr}, tc.args...)...)
+			want := "no agentd answers at " + addr + " (connection refused)\n" +
+				"  start one with: go run ./cmd/agentd (in agentd's source tree), or point --addr (or AGENTCTL_ADDR) at one that runs\n"
+			if r.code != exitFailed || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "desc =") {
+				t.Errorf("%s\nwant exit %d and stderr with:\n%s", r, exitFailed, want)
+			}
+		})
+	}
+	t.Run("AGENTCTL_ADDR", func(t *testing.T) {
+		t.Parallel()
+		r := ctl{env: map[string]string{"AGENTCTL_ADDR": addr}}.run(t, "agents")
+		if want := "agentctl: ListAgents: no agentd answers at " + addr + " (connection refused)\n"; !strings.HasPrefix(r.stderr, want) {
+			t.Errorf("%s\nwant stderr to start with:\n%s", r, want)
+		}
+	})
+}
+
+// dialFailure tells a connection that could not be made from agentd's answers.
+func TestDialFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		st   *status.Status
+		want string
+	}{
+		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`), "connection refused"},
+		{status.New(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 192.0.2.1:50051: i/o timeout"`), "i/o timeout"},
+		{status.New(codes.Unavailable, `name resolver error: produced zero addresses`), noAddress},
+		{status.New(codes.Unavailable, `agentd is draining`), ""},
+		{status.New(codes.Internal, `Error while dialing: connection refused`), ""},
+	} {
+		if got := dialFailure(tc.st); got != tc.want {
+			t.Errorf("dialFailure(%v) = %q, want %q", tc.st, got, tc.want)
+		}
+	}
+	e := env{addr: "agentd.example.com:443"}
+	if got, want := e.noServer("i/o timeout"), "no agentd answers at agentd.example.com:443 (i/o timeout)\n  is agentd running there"; !strings.HasPrefix(got, want) {
+		t.Errorf("noServer = %q, want it to start %q", got, want)
+	}
+	if got, want := e.noServer(noAddress), "check the host name in --addr (or AGENTCTL_ADDR)"; !strings.Contains(got, want) {
+		t.Errorf("noServer = %q, want it to say %q", got, want)
 	}
 }
 

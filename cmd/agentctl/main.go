@@ -139,6 +139,8 @@ type env struct {
 	stderrTTY bool
 	// interrupts delivers Ctrl-C.
 	interrupts <-chan os.Signal
+	// addr is the address agentctl dials, for the errors that name it.
+	addr string
 	// connArgs are the connection flags given on the command line, as given: the commands
 	// agentctl prints for the person to type next repeat them, so that they reach the
 	// same agentd the same way (those set by AGENTCTL_* variables hold in the same shell).
@@ -176,7 +178,7 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "agentctl: %v\nRun agentctl -h for usage.\n", err)
 		return exitUsage
 	}
-	e.connArgs = cmd.conn.given
+	e.connArgs, e.addr = cmd.conn.given, cmd.conn.addr
 	client, closeConn, err := dial(cmd.conn)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "agentctl: %v\n", err)

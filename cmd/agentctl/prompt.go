@@ -11,9 +11,14 @@ import (
 
 // wantLine asks for the next line of input when one is wanted: always on a terminal (a
 // line typed while the run goes on steers it), otherwise only while an approval is asked.
+// When stdout is that terminal too, agentctl shows what is typed itself, below the
+// output, so that it never lands inside the streamed text (see console).
 func (s *session) wantLine() {
 	if s.lines == nil || s.inputEnded {
 		return
+	}
+	if s.e.stdinTTY && s.e.stdoutTTY {
+		s.lines.echo(s.e.stdout, s.status)
 	}
 	if s.e.stdinTTY || s.stage != stageNone {
 		s.lines.request()
@@ -60,8 +65,7 @@ func (s *session) onEOF(l line) {
 		s.scr.line(s.scr.red("reading input: " + l.err.Error()))
 	}
 	if s.stage != stageNone {
-		s.scr.prompt = ""
-		s.scr.newline() // after the prompt: nothing was echoed
+		s.scr.closePrompt() // after the prompt: nothing was echoed
 	}
 	n := len(s.queue)
 	s.queue, s.stage, s.scr.prompt = nil, stageNone, ""
@@ -186,8 +190,10 @@ func (s *session) answer(ctx context.Context, text string) {
 func (s *session) editInEditor(ctx context.Context, a *agentdv1.ApprovalRequested, editor string) {
 	s.status.set("")
 	s.scr.newline()
+	s.lines.suspend()
 	edited, err := editJSON(ctx, editor, a.GetArgumentsJson(), s.e.stdin, s.e.stdout, s.e.stderr)
-	s.scr.col0 = true // the editor had the screen
+	s.lines.resume()
+	s.scr.redrawn() // the editor had the screen
 	for len(s.e.interrupts) > 0 {
 		<-s.e.interrupts // a Ctrl-C typed in the editor was the editor's
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,5 +356,122 @@ func TestAttachTypedCancel(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "cancelling the run (Ctrl-C detaches)\n") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+// typeKeys types s on a terminal whose output is v and whose keys agentctl reads from
+// keys: a terminal echoes the keys itself, where its cursor is, unless agentctl turned
+// its echo off to show them on a console of its own.
+func typeKeys(t *testing.T, v *vt, keys io.Writer, s string) {
+	t.Helper()
+	if consoleFor(v) == nil {
+		v.Write([]byte(s))
+	}
+	if _, err := io.WriteString(keys, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// On a terminal, what the person types while the answer streams stays on a line of its
+// own below the answer, which goes on unbroken; the line sent stays above the steer's
+// notice, as in a transcript.
+func TestTypingWhileTextStreams(t *testing.T) {
+	in, keys := io.Pipe()
+	defer keys.Close()
+	term := newVT(80)
+	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{
+		stdin: in, stdout: term, stderr: io.Discard, stdinTTY: true, stdoutTTY: true,
+		getenv: func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] },
+	})
+	fs.event(t, started())
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepStarted{StepStarted: &agentdv1.StepStarted{StepId: "step_1"}}})
+	delta := func(s string) {
+		fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{MessageId: "msg_1", Delta: s}}})
+	}
+	delta("Hello, ")
+	term.waitRows(t, "Hello,")
+	typeKeys(t, term, keys, "and th")
+	term.waitRows(t, "Hello,", "› and th")
+	delta("world, ")
+	delta("this streams on.")
+	typeKeys(t, term, keys, "en lefx\x7ft")
+	term.waitRows(t, "Hello, world, this streams on.", "› and then left")
+	typeKeys(t, term, keys, "\n")
+	if diff := cmp.Diff(&agentdv1.RunRequest{ClientSeq: 2, Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "and then left", Mode: agentdv1.SteerMode_STEER_MODE_NEXT_STEP}}}, fs.next(t), protocmp.Transform()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	delta(" And more.")
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_MessageFinished{MessageFinished: &agentdv1.MessageFinished{MessageId: "msg_1"}}})
+	fs.event(t, finished(agentdv1.RunEndReason_RUN_END_REASON_COMPLETED))
+	if c := exitCode(t, code); c != exitOK {
+		t.Errorf("exit code %d, want 0", c)
+	}
+	rows, _, _ := term.screen()
+	want := []string{
+		"● run run_1 · agent demo · model  · thread thread_1",
+		"Hello, world, this streams on.",
+		"› and then left",
+		"↳ steer sent, for the next step",
+		" And more.",
+	}
+	if len(rows) < len(want) || !slices.Equal(rows[:len(want)], want) {
+		t.Errorf("terminal:\n%s\nwant it to start\n%s", term, strings.Join(want, "\n"))
+	}
+}
+
+// In a chat on a terminal, what is typed while a turn's answer streams waits on the input
+// line below it, and becomes the next turn's when the prompt comes.
+func TestChatTypingAhead(t *testing.T) {
+	in, keys := io.Pipe()
+	defer keys.Close()
+	term := newVT(80)
+	fs := newFakeStream()
+	code := make(chan int, 1)
+	go func() {
+		code <- runChat(t.Context(), &fakeClient{stream: fs}, runConfig{}, env{
+			stdin: in, stdout: term, stderr: io.Discard, stdinTTY: true, stdoutTTY: true,
+			getenv: func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] },
+		})
+	}()
+	term.waitRows(t, "● chat on a new thread · one line a turn, Ctrl-D ends it", "›")
+	typeKeys(t, term, keys, "hello\n")
+	<-fs.opened
+	if fs.next(t).GetStart().GetInput() != "hello" {
+		t.Fatal("the turn does not start with the line typed")
+	}
+	fs.event(t, started())
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{MessageId: "msg_1", Delta: "Hi"}}})
+	term.waitRows(t, "Hi")
+	typeKeys(t, term, keys, "ne")
+	term.waitRows(t, "Hi", "› ne")
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{MessageId: "msg_1", Delta: " there."}}})
+	typeKeys(t, term, keys, "xt")
+	fs.event(t, &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_MessageFinished{MessageFinished: &agentdv1.MessageFinished{MessageId: "msg_1"}}})
+	fs.event(t, finished(agentdv1.RunEndReason_RUN_END_REASON_COMPLETED))
+	term.waitRows(t, "› next")
+	typeKeys(t, term, keys, "\x15\x04") // Ctrl-U, Ctrl-D: the chat ends
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("exit code %d, want 0", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("agentctl did not return")
+	}
+	rows, _, _ := term.screen()
+	rows = slices.DeleteFunc(rows, func(r string) bool { return r == "" })
+	for i, r := range rows {
+		rows[i] = regexp.MustCompile(` · [0-9.]+[µm]?s$`).ReplaceAllString(r, "") // the time taken
+	}
+	want := []string{
+		"● chat on a new thread · one line a turn, Ctrl-D ends it",
+		"› hello",
+		"● run run_1 · agent demo · model  · thread thread_1",
+		"Hi there.",
+		"✓ completed · 1 model call · 0 tool calls · 0 tokens in, 0 out",
+		"● thread thread_1 · continue it with: agentctl chat --thread thread_1",
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("terminal:\n%s\nwant\n%s", term, strings.Join(want, "\n"))
 	}
 }
