@@ -65,7 +65,8 @@ func OpenAIModelProvider(base openai.Config) ModelProvider {
 // AnthropicModelProvider returns the "anthropic" provider. "anthropic:<model>" makes a
 // model from base with Model set to <model>; what base leaves empty takes
 // anthropic.New's defaults (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). A spec without a
-// model name wraps [ErrUnknownModel]. The models share one connection pool unless base
+// model name wraps [ErrUnknownModel]; a spec for the Anthropic API with no credential
+// fails, naming ANTHROPIC_API_KEY. The models share one connection pool unless base
 // names an HTTPClient.
 func AnthropicModelProvider(base anthropic.Config) ModelProvider {
 	if base.HTTPClient == nil {
