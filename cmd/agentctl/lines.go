@@ -242,14 +242,10 @@ func (lr *lineReader) echo(out io.Writer, status *statusLine) {
 		lr.noEcho = true
 		return
 	}
-	if f, ok := lr.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		restore, err := cbreak(f)
-		if err != nil {
-			con.close()
-			lr.noEcho = true
-			return
-		}
-		lr.restore = restore
+	if err := lr.takeTerminal(); err != nil {
+		con.close()
+		lr.noEcho = true
+		return
 	}
 	con.mu.Lock()
 	con.status = status
@@ -278,11 +274,22 @@ func (lr *lineReader) resume() {
 	if lr == nil || lr.con == nil {
 		return
 	}
-	if f, ok := lr.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		if restore, err := cbreak(f); err == nil {
-			lr.restore = restore
-		}
+	_ = lr.takeTerminal()
+}
+
+// takeTerminal turns the echo and line editing of the reader's input off, when it is a
+// terminal, keeping in restore what turns them on again.
+func (lr *lineReader) takeTerminal() error {
+	f, ok := lr.in.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
 	}
+	restore, err := cbreak(f)
+	if err != nil {
+		return err
+	}
+	lr.restore = restore
+	return nil
 }
 
 // request asks for the next line, unless one was asked for already or the input ended.

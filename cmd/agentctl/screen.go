@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/term"
+	"golang.org/x/text/width"
 )
 
 // screen writes what a person reads on stdout. It keeps track of where its cursor is, so
@@ -505,17 +506,14 @@ func textWidth(s string) int {
 }
 
 // runeWidth returns the columns r takes on a terminal: none for control characters and
-// combining marks, two for East Asian wide characters and emoji, else one.
+// combining marks, two for the wide and fullwidth characters of Unicode's East Asian Width
+// (CJK, and most emoji), else one.
 func runeWidth(r rune) int {
-	switch {
-	case r < 0x20 || r == 0x7f || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r) || r == 0x200b:
+	if r < 0x20 || r == 0x7f || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r) || r == 0x200b {
 		return 0
-	case r >= 0x1100 && (r <= 0x115f || r == 0x2329 || r == 0x232a ||
-		(r >= 0x2e80 && r <= 0xa4cf && r != 0x303f) || (r >= 0xac00 && r <= 0xd7a3) ||
-		(r >= 0xf900 && r <= 0xfaff) || (r >= 0xfe30 && r <= 0xfe4f) ||
-		(r >= 0xff00 && r <= 0xff60) || (r >= 0xffe0 && r <= 0xffe6) ||
-		(r >= 0x1f300 && r <= 0x1f64f) || (r >= 0x1f900 && r <= 0x1f9ff) ||
-		(r >= 0x20000 && r <= 0x3fffd)):
+	}
+	switch width.LookupRune(r).Kind() {
+	case width.EastAsianWide, width.EastAsianFullwidth:
 		return 2
 	}
 	return 1

@@ -321,3 +321,13 @@ func TestConsolePrompt(t *testing.T) {
 		t.Errorf("terminal:\n%s\nwant\n%s", v, strings.Join(want, "\n"))
 	}
 }
+
+// textWidth counts the columns a terminal gives text: wide CJK and emoji take two,
+// combining marks and escape sequences none.
+func TestTextWidth(t *testing.T) {
+	for s, want := range map[string]int{"abc": 3, "世界": 4, "ok 😀": 5, "e\u0301": 1, "\x1b[1mbold\x1b[0m": 4, "ﾊ": 1, "Ａ": 2} {
+		if got := textWidth(s); got != want {
+			t.Errorf("textWidth(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
