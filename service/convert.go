@@ -35,59 +35,6 @@ func (fe fieldErrors) summary() string {
 	return s
 }
 
-// maxValueDepth bounds the nesting of the JSON values a client sends (edited arguments,
-// tool results, client tool parameters, metadata): objects and arrays more than this
-// many levels deep are refused with an error naming the limit.
-const maxValueDepth = 64
-
-// checkValueDepth refuses a value nested deeper than maxValueDepth.
-func checkValueDepth(v *structpb.Value) error {
-	if valueDepth(v, 0) > maxValueDepth {
-		return fmt.Errorf("objects and arrays nested too deep: the limit is %d levels", maxValueDepth)
-	}
-	return nil
-}
-
-// valueDepth returns how deep v's objects and arrays nest below depth d, stopping as
-// soon as it passes maxValueDepth.
-func valueDepth(v *structpb.Value, d int) int {
-	if d > maxValueDepth {
-		return d
-	}
-	deepest := d
-	switch k := v.GetKind().(type) {
-	case *structpb.Value_StructValue:
-		deepest = d + 1
-		for _, f := range k.StructValue.GetFields() {
-			if deepest = max(deepest, valueDepth(f, d+1)); deepest > maxValueDepth {
-				break
-			}
-		}
-	case *structpb.Value_ListValue:
-		deepest = d + 1
-		for _, e := range k.ListValue.GetValues() {
-			if deepest = max(deepest, valueDepth(e, d+1)); deepest > maxValueDepth {
-				break
-			}
-		}
-	}
-	return deepest
-}
-
-// valueToJSON encodes a google.protobuf.Value as compact JSON with sorted keys: the exact
-// bytes that run and that approvals and transcripts record. Values nested deeper than
-// maxValueDepth are refused.
-func valueToJSON(v *structpb.Value) (string, error) {
-	if err := checkValueDepth(v); err != nil {
-		return "", err
-	}
-	b, err := json.Marshal(v.AsInterface())
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
-}
-
 // jsonToValue decodes JSON into a google.protobuf.Value.
 func jsonToValue(raw []byte) (*structpb.Value, error) {
 	var v any
@@ -155,7 +102,7 @@ func messageFromProto(m *agentdv1.Message, field string, fe *fieldErrors) runtim
 func outputFromProto(text string, js *structpb.Value, isError bool, media []*agentdv1.MediaPart) (runtime.Output, error) {
 	out := runtime.Output{Text: text, IsError: isError}
 	if js != nil {
-		s, err := valueToJSON(js)
+		s, err := wire.ValueToJSON(js)
 		if err != nil {
 			return out, err
 		}

@@ -60,7 +60,7 @@ func (ss *session) emit(ev runtime.Event) error {
 		return nil
 	case *runtime.StepFinished:
 		for _, m := range pe.GetStepFinished().GetNewMessages() {
-			ss.transcript.add(m)
+			ss.transcript.Add(m)
 		}
 		if ss.srv.gated {
 			ss.newSoFar = append(ss.newSoFar, pe.GetStepFinished().GetNewMessages()...)
@@ -224,12 +224,7 @@ func (ss *session) checkpoint() []byte {
 	st := ss.step
 	steers := slices.Clone(ss.steers)
 	ss.mu.Unlock()
-	ct := &continuation{
-		Agent: ss.entry.Name, ThreadID: ss.thread, Digest: ss.transcript.sum(),
-		Pending: &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1, Steers: steers},
-		Grants:  ss.runGrants(), Owner: ss.owner,
-	}
-	b, err := ss.srv.codec.seal(ct)
+	b, err := ss.seal(ss.transcript.Sum(), &runtime.Pending{Step: st.Index + 1, Turn: st.Turn, StepInTurn: st.IndexInTurn + 1, Steers: steers})
 	if err != nil {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
 		return nil
@@ -244,7 +239,7 @@ func (ss *session) checkpoint() []byte {
 // is in the store.
 func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 	added := messagesToProto(sc.NewMessages)
-	digest, err := ss.history.digestWith(added)
+	digest, err := ss.history.DigestWith(added)
 	// The steers that came since the step began wait for the next: the checkpoint
 	// carries them.
 	p := *sc.Pending
@@ -253,7 +248,7 @@ func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 	ss.mu.Unlock()
 	var b []byte
 	if err == nil {
-		b, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: &p, Grants: ss.runGrants(), Owner: ss.owner})
+		b, err = ss.seal(digest, &p)
 	}
 	if err != nil {
 		ss.srv.log.Error("sealing a checkpoint failed", "run_id", ss.runID, "error", err)
@@ -318,9 +313,9 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 	if p := fin.Pending; p != nil {
 		// The parked step's assistant message travels in Pending, not in NewMessages, so
 		// the digest is the history's and NewMessages', not the running transcript's.
-		digest, err := ss.history.digestWith(rf.NewMessages)
+		digest, err := ss.history.DigestWith(rf.NewMessages)
 		if err == nil {
-			rf.Continuation, err = ss.srv.codec.seal(&continuation{Agent: ss.entry.Name, ThreadID: ss.thread, Digest: digest, Pending: p, Grants: ss.runGrants(), Owner: ss.owner})
+			rf.Continuation, err = ss.seal(digest, p)
 		}
 		if err != nil {
 			ss.srv.log.Error("sealing a continuation failed", "run_id", ss.runID, "error", err)

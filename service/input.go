@@ -20,6 +20,7 @@ import (
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
@@ -340,7 +341,7 @@ func (t runTools) decision(ctx context.Context, d *agentdv1.ApprovalDecision, to
 	if rd.Outcome != runtime.OutcomeApproved {
 		return rd, ackError(reasonInvalidDecision, "edited_arguments go with APPROVAL_OUTCOME_APPROVED only")
 	}
-	edited, err := valueToJSON(d.GetEditedArguments())
+	edited, err := wire.ValueToJSON(d.GetEditedArguments())
 	if err != nil {
 		return rd, ackError(reasonInvalidEditedArgs, "edited_arguments: %v", err)
 	}

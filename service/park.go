@@ -337,7 +337,7 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	if err := errors.Join(proto.Unmarshal(rec.Spec, spec), proto.Unmarshal(rec.Checkpoint, cp)); err != nil {
 		return statusError(codes.Internal, reasonInternal, "the parked run's checkpoint does not decode: "+err.Error(), nil)
 	}
-	ct, err := s.codec.verify(cp.GetContinuation())
+	ct, err := s.verifyContinuation(cp.GetContinuation())
 	if err != nil {
 		return statusError(codes.Internal, reasonInternal, "the parked run's continuation does not open: "+err.Error(), nil)
 	}
@@ -355,7 +355,7 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 // is the start to plan it from: the run's own, with the checkpoint's transcript and
 // continuation (ct, nil to start over); filter is what the runtime will report again
 // that the journal has.
-func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *continuation, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
+func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *opened, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
 	spec.ThreadId = ss.thread
 	spec.History, spec.OnBusy, spec.Decisions, spec.ToolResults = agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.OnBusy_ON_BUSY_UNSPECIFIED, nil, nil
 	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: ss.entry, limits: &s.cfg, mode: ss.mode})

@@ -14,6 +14,7 @@ import (
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/continuation"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -126,9 +127,9 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 		left.closeAll(ss, cp.GetUsage())
 		return s.endLeft(ss, cp, "its client was gone with it")
 	}
-	var ct *continuation
+	var ct *opened
 	if len(cp.GetContinuation()) > 0 {
-		if ct, err = s.codec.verify(cp.GetContinuation()); err != nil {
+		if ct, err = s.verifyContinuation(cp.GetContinuation()); err != nil {
 			return fmt.Errorf("its checkpoint's continuation does not open: %w", err)
 		}
 		spec.Messages, spec.Continuation, spec.Input = cp.GetMessages(), cp.GetContinuation(), ""
@@ -656,11 +657,8 @@ func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why stri
 
 // logMismatch logs, for a run taken up whose checkpoint's continuation was not sealed
 // over the messages it goes on from, what the two were: a bug, which this names.
-func (s *Server) logMismatch(ss *session, ct *continuation, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
-	if ct.DigestVersion != digestV1 {
-		return
-	}
-	d, err := transcriptDigest(msgs)
+func (s *Server) logMismatch(ss *session, ct *opened, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
+	d, err := continuation.Digest(msgs)
 	if err != nil || slices.Equal(d, ct.Digest) {
 		return
 	}
@@ -668,7 +666,7 @@ func (s *Server) logMismatch(ss *session, ct *continuation, rec store.Run, cp *c
 	_ = proto.Unmarshal(rec.Checkpoint, stored)
 	sealedOver := -1 // the prefix of msgs the digest is of, if one is
 	for k := len(msgs); k >= 0 && sealedOver < 0; k-- {
-		if d, err := transcriptDigest(msgs[:k]); err == nil && slices.Equal(d, ct.Digest) {
+		if d, err := continuation.Digest(msgs[:k]); err == nil && slices.Equal(d, ct.Digest) {
 			sealedOver = k
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/continuation"
 	"github.com/agentd/agentd/service/store"
 	"github.com/agentd/agentd/service/store/memory"
 )
@@ -182,7 +183,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	agents Agents
-	codec  *continuationCodec
+	codec  *continuation.Codec
 
 	active    atomic.Int64   // runs in progress
 	runs      sync.WaitGroup // one per run in progress
@@ -289,10 +290,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxQueuedSteerBytes <= 0 {
 		cfg.MaxQueuedSteerBytes = 1 << 20
 	}
-	if cfg.MaxQueuedSteerBytes > maxContinuationSize/2 {
+	if cfg.MaxQueuedSteerBytes > continuation.MaxSize/2 {
 		// A parked run's steers are in its continuation, which must fit its bound with
 		// the rest of the run's pending step: a park that failed for it lost the run.
-		cfg.MaxQueuedSteerBytes = maxContinuationSize / 2
+		cfg.MaxQueuedSteerBytes = continuation.MaxSize / 2
 	}
 	if cfg.MessageRate <= 0 {
 		cfg.MessageRate = 50
@@ -348,7 +349,7 @@ func New(cfg Config) (*Server, error) {
 	key := cfg.ContinuationKey
 	if len(key) == 0 {
 		var err error
-		if key, _, err = continuationKey("", ""); err != nil {
+		if key, _, err = continuation.Key("", ""); err != nil {
 			return nil, err
 		}
 		cfg.Logger.Warn("no continuation key configured: a random one is used, so parked runs resume only on this process (set AGENTD_CONTINUATION_KEY on every replica)")
@@ -357,7 +358,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:    cfg,
 		log:    cfg.Logger,
 		agents: cfg.Agents,
-		codec:  newContinuationCodec(key, cfg.ContinuationTTL, cfg.Now),
+		codec:  continuation.NewCodec(key, cfg.ContinuationTTL, cfg.Now),
 		store:  cfg.Store,
 		live:   map[string]*session{},
 		kick:   make(chan struct{}, 1),
@@ -545,6 +546,6 @@ func LoadContinuationKey(value, file string) ([]byte, error) {
 	if value == "" && file == "" {
 		return nil, nil
 	}
-	key, _, err := continuationKey(value, file)
+	key, _, err := continuation.Key(value, file)
 	return key, err
 }

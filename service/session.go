@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/continuation"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -70,8 +71,8 @@ type session struct {
 	// Set up before each stretch of the run starts, read-only during it (tools guards
 	// the schemas it compiles itself).
 	tools      runTools
-	transcript *transcriptHasher // history, then each step's messages
-	history    *transcriptHasher // the history alone
+	transcript *continuation.Hasher // history, then each step's messages
+	history    *continuation.Hasher // the history alone
 
 	journal *journal
 	done    chan struct{} // closed when the run has ended and its journal closed
@@ -166,15 +167,15 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	if spec == nil {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: "must be set"}})
 	}
-	var ct *continuation
+	var ct *opened
 	if len(spec.GetContinuation()) > 0 {
 		var err error
-		if ct, err = s.codec.open(spec.GetContinuation()); err != nil {
+		if ct, err = s.openContinuation(spec.GetContinuation()); err != nil {
 			return nil, nil, continuationStatus(err)
 		}
 		// Checked before anything else of the start: another caller's resume must not
 		// take the run's id in the store, which would leave its owner a run it cannot see.
-		if err := ct.checkCaller(s.identity(ctx)); err != nil {
+		if err := ct.CheckCaller(s.identity(ctx)); err != nil {
 			return nil, nil, continuationStatus(err)
 		}
 	}
@@ -236,7 +237,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 }
 
 // agentFor returns the agent a start names, or its continuation's, or the default one.
-func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *continuation) (*Agent, error) {
+func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 	name := spec.GetAgent()
 	if name == "" && ct != nil {
 		name = ct.Agent

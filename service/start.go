@@ -12,7 +12,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/continuation"
 )
 
 // startPlan is a start checked and turned into what its run needs. planStart makes it
@@ -49,13 +51,13 @@ type startPlan struct {
 	// history is fed the start's messages: a parked run's continuation is digested from
 	// it. transcript is a copy that goes on with each step's messages, for the run's
 	// checkpoints.
-	history, transcript *transcriptHasher
+	history, transcript *continuation.Hasher
 }
 
 // startInput is what planStart checks a start against.
 type startInput struct {
 	spec *agentdv1.RunSpec
-	ct   *continuation // the opened continuation; nil for a new run
+	ct   *opened // the opened continuation; nil for a new run
 	// agent runs the start: its Runtime is set.
 	agent *Agent
 	// limits are the server's (Config, its defaults filled in).
@@ -89,7 +91,7 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 		return nil, err
 	}
 	if md := spec.GetMetadata(); md != nil {
-		if err := checkValueDepth(structpb.NewStructValue(md)); err != nil {
+		if err := wire.CheckValueDepth(structpb.NewStructValue(md)); err != nil {
 			fe.add("start.metadata", "%v", err)
 		}
 		p.req.Metadata = md.AsMap()
@@ -113,7 +115,7 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 		}
 		err := p.hashHistory(history)
 		if err == nil {
-			err = ct.check(entry.Name, p.thread, withLegacy{p.history, history})
+			err = ct.Check(entry.Name, p.thread, p.history)
 		}
 		if err != nil {
 			return nil, continuationStatus(err)
@@ -130,7 +132,7 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 		}
 	}
 	var err error
-	if p.transcript, err = p.history.clone(); err != nil {
+	if p.transcript, err = p.history.Clone(); err != nil {
 		return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 	}
 	return p, nil
@@ -155,7 +157,7 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 		}
 		ts := runtime.ToolSpec{Name: name, Description: ctool.GetSpec().GetDescription(), Executor: runtime.ExecutorClient, CompletesRun: ctool.GetCompletesRun(), Timeout: limits.ClientToolTimeout}
 		if params := ctool.GetSpec().GetParameters(); params != nil {
-			raw, err := valueToJSON(structpb.NewStructValue(params))
+			raw, err := wire.ValueToJSON(structpb.NewStructValue(params))
 			if err != nil {
 				fe.add(f+".spec.parameters", "%v", err)
 				continue
@@ -258,9 +260,9 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMo
 
 // hashHistory feeds the start's messages to p.history.
 func (p *startPlan) hashHistory(history []*agentdv1.Message) error {
-	h := newTranscriptHasher()
+	h := continuation.NewHasher()
 	for i, m := range history {
-		if err := h.add(m); err != nil {
+		if err := h.Add(m); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 	}
@@ -341,9 +343,9 @@ func transcriptBytes(spec *agentdv1.RunSpec) int {
 func continuationStatus(err error) error {
 	reason := reasonContinuation
 	switch {
-	case errors.Is(err, errContinuationExpired):
+	case errors.Is(err, continuation.ErrExpired):
 		reason = reasonContinuationExpired
-	case errors.Is(err, errContinuationMismatch):
+	case errors.Is(err, continuation.ErrMismatch):
 		reason = reasonContinuationMismatch
 	}
 	return statusError(codes.FailedPrecondition, reason, err.Error(), nil)

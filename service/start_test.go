@@ -20,6 +20,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/service/continuation"
 )
 
 // planAgent is the agent starts are planned for: agent "planner", whose one tool, calc,
@@ -71,23 +72,20 @@ func parkedPending() *runtime.Pending {
 	}}
 }
 
-// parked returns the continuation of the parked run, its digest of version v taken as
-// a start's is: from the messages as the service decodes and encodes them again.
-func parked(t *testing.T, v digestVersion) *continuation {
+// parked returns the continuation of the parked run, its digest taken as a start's is:
+// from the messages as the service decodes and encodes them again.
+func parked(t *testing.T) *opened {
 	t.Helper()
 	var fe fieldErrors
 	history := messagesToProto(messagesFromProto(parkedHistory(), "messages", &fe))
 	if len(fe) > 0 {
 		t.Fatal(fe.summary())
 	}
-	digest, err := transcriptDigest(history)
-	if v == digestLegacy {
-		digest, err = legacyDigest(history)
-	}
+	digest, err := continuation.Digest(history)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &continuation{Agent: "planner", ThreadID: "thr_1", Digest: digest, DigestVersion: v, Pending: parkedPending()}
+	return &opened{Continuation: &continuation.Continuation{Agent: "planner", ThreadID: "thr_1", Digest: digest}, Pending: parkedPending()}
 }
 
 // resume is a start that resumes the parked run, declaring ask again.
@@ -141,7 +139,7 @@ func TestPlanStartRefuses(t *testing.T) {
 		name   string
 		mode   rpcMode
 		spec   *agentdv1.RunSpec
-		ct     *continuation
+		ct     *opened
 		noPick bool // the agent allows no model override
 		code   codes.Code
 		reason string
@@ -219,50 +217,48 @@ func TestPlanStartRefuses(t *testing.T) {
 			field: "start.continuation", desc: "decisions and tool_results resume a parked run: send its continuation too"},
 
 		// Resumes.
-		{name: "resume with input", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) { s.Input = "and more" }),
+		{name: "resume with input", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) { s.Input = "and more" }),
 			field: "start.input", desc: "a resumed run takes no new input; steer it once it runs, or start a new run"},
-		{name: "resume of another agent's run", ct: func() *continuation { ct := parked(t, digestV1); ct.Agent = "coder"; return ct }(), spec: resume(),
+		{name: "resume of another agent's run", ct: func() *opened { ct := parked(t); ct.Agent = "coder"; return ct }(), spec: resume(),
 			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: `continuation mismatch: issued for agent "coder", not "planner"`},
-		{name: "resume of another thread", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) { s.ThreadId = "thr_2" }),
+		{name: "resume of another thread", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) { s.ThreadId = "thr_2" }),
 			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: `continuation mismatch: issued for thread "thr_1", not "thr_2"`},
-		{name: "resume with other messages", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) { s.Messages = s.Messages[:1] }),
+		{name: "resume with other messages", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) { s.Messages = s.Messages[:1] }),
 			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: "continuation mismatch: the messages sent back differ from the transcript the parked run reported"},
-		{name: "resume of format 1 with other messages", ct: parked(t, digestLegacy), spec: withResume(func(s *agentdv1.RunSpec) { s.Messages = s.Messages[:1] }),
-			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: "continuation mismatch: the messages sent back differ"},
 		// Wrong fields are reported first: the continuation is not checked against them.
-		{name: "resume with a wrong field and other messages", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "resume with a wrong field and other messages", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.Messages = s.Messages[:1]
 			s.Metadata = deepMetadata
 		}),
 			field: "start.metadata", desc: "objects and arrays nested too deep"},
-		{name: "decision for no approval the run waits for", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "decision for no approval the run waits for", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.Decisions = []*agentdv1.ApprovalDecision{decision("ap_9", approved)}
 		}),
 			field: "start.decisions[0].approval_id", desc: `"ap_9" is not an approval the parked run waits for`},
-		{name: "approval decided twice", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "approval decided twice", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.Decisions = []*agentdv1.ApprovalDecision{decision("ap_1", approved), decision("ap_1", approved)}
 		}),
 			field: "start.decisions[1].approval_id", desc: `"ap_1" is decided twice`},
-		{name: "decision without an outcome", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "decision without an outcome", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.Decisions = []*agentdv1.ApprovalDecision{decision("ap_1", agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_UNSPECIFIED)}
 		}),
 			field: "start.decisions[0]", desc: "outcome must be APPROVAL_OUTCOME_APPROVED or APPROVAL_OUTCOME_DENIED, got APPROVAL_OUTCOME_UNSPECIFIED"},
-		{name: "decision editing arguments against the schema", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "decision editing arguments against the schema", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			d := decision("ap_1", approved)
 			d.EditedArguments = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewStringValue("one")}})
 			s.Decisions = []*agentdv1.ApprovalDecision{d}
 		}),
 			field: "start.decisions[0]", desc: "edited_arguments for tool calc: "},
-		{name: "result for no call the run waits for", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "result for no call the run waits for", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.ToolResults = []*agentdv1.ToolResult{{ToolCallId: "c9", Output: &agentdv1.ToolResult_Text{Text: "yes"}}}
 		}),
 			field: "start.tool_results[0].tool_call_id", desc: `"c9" is not a client tool call the parked run waits for (declare the client tool again in client_tools)`},
-		{name: "result for a client tool not declared again", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "result for a client tool not declared again", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.ClientTools = nil
 			s.ToolResults = []*agentdv1.ToolResult{{ToolCallId: "c2", Output: &agentdv1.ToolResult_Text{Text: "yes"}}}
 		}),
 			field: "start.tool_results[0].tool_call_id", desc: `"c2" is not a client tool call the parked run waits for (declare the client tool again in client_tools)`},
-		{name: "result too deep", ct: parked(t, digestV1), spec: withResume(func(s *agentdv1.RunSpec) {
+		{name: "result too deep", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.ToolResults = []*agentdv1.ToolResult{{ToolCallId: "c2", Output: &agentdv1.ToolResult_Json{Json: deep(100)}}}
 		}),
 			field: "start.tool_results[0].json", desc: "objects and arrays nested too deep: the limit is 64 levels"},
@@ -374,11 +370,11 @@ func TestPlanStart(t *testing.T) {
 		if p.req.Metadata["k"] != "v" || p.req.Resume != nil {
 			t.Errorf("metadata %v, resume %v", p.req.Metadata, p.req.Resume)
 		}
-		want, err := transcriptDigest(spec.GetMessages())
+		want, err := continuation.Digest(spec.GetMessages())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cmp.Equal(p.history.sum(), want) || p.transcript == nil || !cmp.Equal(p.transcript.sum(), want) {
+		if !cmp.Equal(p.history.Sum(), want) || p.transcript == nil || !cmp.Equal(p.transcript.Sum(), want) {
 			t.Error("the history and the transcript are not the digest of the start's messages")
 		}
 	})
@@ -412,33 +408,31 @@ func TestPlanStart(t *testing.T) {
 		}
 	})
 
-	for _, v := range []digestVersion{digestV1, digestLegacy} {
-		t.Run(fmt.Sprintf("resume, digest version %d", v), func(t *testing.T) {
-			spec := resume()
-			edited := structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewNumberValue(2)}})
-			spec.Decisions = []*agentdv1.ApprovalDecision{{ApprovalId: "ap_1", Outcome: approved, EditedArguments: edited, Reason: "2 is better"}}
-			spec.ToolResults = []*agentdv1.ToolResult{{ToolCallId: "c2", Output: &agentdv1.ToolResult_Text{Text: "yes"}}}
-			ct := parked(t, v)
-			p, err := planStart(t.Context(), startInput{spec: spec, ct: ct, agent: planAgent(t), limits: limits, mode: modeStart})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.thread != "thr_1" || p.req.Resume != ct.Pending || len(p.steers) != 0 {
-				t.Errorf("thread %q, resume %v, steers %v: want the continuation's thread and pending step, no steer", p.thread, p.req.Resume, p.steers)
-			}
-			wantDecisions := map[string]runtime.Decision{"ap_1": {Outcome: runtime.OutcomeApproved, DecidedBy: runtime.DecidedByClient, Reason: "2 is better", EditedArguments: `{"x":2}`}}
-			if diff := cmp.Diff(wantDecisions, p.preDecisions); diff != "" {
-				t.Errorf("preloaded decisions (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(map[string]runtime.Output{"c2": {Text: "yes"}}, p.preResults); diff != "" {
-				t.Errorf("preloaded results (-want +got):\n%s", diff)
-			}
-			// The schema the edited arguments were checked with is kept for the run.
-			if p.tools.agent.m["calc"] == nil {
-				t.Error("calc's schema was not kept")
-			}
-		})
-	}
+	t.Run("resume", func(t *testing.T) {
+		spec := resume()
+		edited := structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewNumberValue(2)}})
+		spec.Decisions = []*agentdv1.ApprovalDecision{{ApprovalId: "ap_1", Outcome: approved, EditedArguments: edited, Reason: "2 is better"}}
+		spec.ToolResults = []*agentdv1.ToolResult{{ToolCallId: "c2", Output: &agentdv1.ToolResult_Text{Text: "yes"}}}
+		ct := parked(t)
+		p, err := planStart(t.Context(), startInput{spec: spec, ct: ct, agent: planAgent(t), limits: limits, mode: modeStart})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.thread != "thr_1" || p.req.Resume != ct.Pending || len(p.steers) != 0 {
+			t.Errorf("thread %q, resume %v, steers %v: want the continuation's thread and pending step, no steer", p.thread, p.req.Resume, p.steers)
+		}
+		wantDecisions := map[string]runtime.Decision{"ap_1": {Outcome: runtime.OutcomeApproved, DecidedBy: runtime.DecidedByClient, Reason: "2 is better", EditedArguments: `{"x":2}`}}
+		if diff := cmp.Diff(wantDecisions, p.preDecisions); diff != "" {
+			t.Errorf("preloaded decisions (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]runtime.Output{"c2": {Text: "yes"}}, p.preResults); diff != "" {
+			t.Errorf("preloaded results (-want +got):\n%s", diff)
+		}
+		// The schema the edited arguments were checked with is kept for the run.
+		if p.tools.agent.m["calc"] == nil {
+			t.Error("calc's schema was not kept")
+		}
+	})
 
 	t.Run("validation bounded by ctx", func(t *testing.T) {
 		spec := resume()
@@ -447,7 +441,7 @@ func TestPlanStart(t *testing.T) {
 		spec.Decisions = []*agentdv1.ApprovalDecision{d}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := planStart(ctx, startInput{spec: spec, ct: parked(t, digestV1), agent: planAgent(t), limits: limits, mode: modeRun})
+		_, err := planStart(ctx, startInput{spec: spec, ct: parked(t), agent: planAgent(t), limits: limits, mode: modeRun})
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "start.decisions[0]: edited_arguments for tool calc") {
 			t.Errorf("planStart with ctx done = %v, want the decision refused", err)
 		}

@@ -34,7 +34,7 @@ type threadStart struct {
 
 // withThread returns the spec a start on a thread runs: spec with the thread's messages
 // as its history, ahead of its own. A start with history CLIENT is returned as it is.
-func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, ct *continuation) (*agentdv1.RunSpec, *threadStart, error) {
+func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, ct *opened) (*agentdv1.RunSpec, *threadStart, error) {
 	switch spec.GetHistory() {
 	case agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.History_HISTORY_CLIENT:
 		if spec.GetOnBusy() != agentdv1.OnBusy_ON_BUSY_UNSPECIFIED {

@@ -1,4 +1,4 @@
-package service
+package continuation
 
 import (
 	"crypto/rand"
@@ -10,11 +10,11 @@ import (
 	"strings"
 )
 
-// minContinuationKeySize is the shortest signing key accepted: 256 bits, the strength
-// HMAC-SHA256 offers.
-const minContinuationKeySize = 32
+// MinKeySize is the shortest signing key accepted: 256 bits, the strength HMAC-SHA256
+// offers.
+const MinKeySize = 32
 
-// continuationKey returns the key continuations are signed with. value (the environment's
+// Key returns the key continuations are signed with. value (the environment's
 // AGENTD_CONTINUATION_KEY) wins over file; a file's content is read whole, its trailing
 // newlines trimmed. Either is taken as a raw key of at least 32 bytes, or as
 // "base64:<standard base64>" or "hex:<hex>" decoding to at least 32 bytes. With neither,
@@ -22,10 +22,10 @@ const minContinuationKeySize = 32
 // only, not on another replica, nor after a restart.
 //
 // Errors never quote the key.
-func continuationKey(value, file string) (key []byte, random bool, err error) {
+func Key(value, file string) (key []byte, random bool, err error) {
 	switch {
 	case value != "":
-		key, err = parseContinuationKey(value)
+		key, err = parseKey(value)
 		if err != nil {
 			return nil, false, fmt.Errorf("continuation key (AGENTD_CONTINUATION_KEY): %w", err)
 		}
@@ -35,20 +35,20 @@ func continuationKey(value, file string) (key []byte, random bool, err error) {
 		if err != nil {
 			return nil, false, fmt.Errorf("continuation key file: %w", err)
 		}
-		key, err = parseContinuationKey(strings.TrimRight(string(b), "\r\n"))
+		key, err = parseKey(strings.TrimRight(string(b), "\r\n"))
 		if err != nil {
 			return nil, false, fmt.Errorf("continuation key file %s: %w", file, err)
 		}
 		return key, false, nil
 	}
-	key = make([]byte, minContinuationKeySize)
+	key = make([]byte, MinKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, false, fmt.Errorf("continuation key: %w", err)
 	}
 	return key, true, nil
 }
 
-func parseContinuationKey(s string) ([]byte, error) {
+func parseKey(s string) ([]byte, error) {
 	const hint = "generate one with: echo base64:$(openssl rand -base64 32)"
 	var key []byte
 	switch {
@@ -71,8 +71,8 @@ func parseContinuationKey(s string) ([]byte, error) {
 	default:
 		key = []byte(s)
 	}
-	if len(key) < minContinuationKeySize {
-		return nil, fmt.Errorf("key is %d bytes, want at least %d; %s", len(key), minContinuationKeySize, hint)
+	if len(key) < MinKeySize {
+		return nil, fmt.Errorf("key is %d bytes, want at least %d; %s", len(key), MinKeySize, hint)
 	}
 	return key, nil
 }

@@ -1,80 +1,25 @@
-package service
+package wire
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 )
 
-// The payload of format 2 is an agentd.continuation.v1.Continuation. Its conversion from
-// and to the runtime's types is exact for everything a parked run holds, with one
-// exception: a tool result part inside a message (a steer's) carries its JSON as a
-// google.protobuf.Value, as the transcript does, so it comes back as valueToJSON writes
-// it, which is how a steer's tool result entered the run in the first place. Tool
-// results of pending calls keep their bytes (ToolOutput). Strings that are not UTF-8
-// have each invalid run replaced by U+FFFD, as in any proto string.
+// The strict mode: agentd's own payloads (a continuation's parked step), which agentd
+// wrote and reads back. Every enum is mapped both ways exactly, unset stays unset, and a
+// value this release does not know is an error, never a default.
 
-// encodePayload returns ct as the payload of format 2.
-func encodePayload(ct *continuation) ([]byte, error) {
-	exp := timestamppb.New(ct.ExpiresAt)
-	if err := exp.CheckValid(); err != nil {
-		return nil, fmt.Errorf("expiry: %w", err)
-	}
-	pending, err := pendingToPayload(ct.Pending)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&continuationv1.Continuation{
-		Agent:            protoString(ct.Agent),
-		ThreadId:         protoString(ct.ThreadID),
-		DigestVersion:    uint32(ct.DigestVersion),
-		TranscriptDigest: ct.Digest,
-		ExpiresAt:        exp,
-		Pending:          pending,
-		Grants:           ct.Grants,
-		Owner:            protoString(ct.Owner),
-	})
-}
-
-// decodePayload decodes the payload of format 2.
-func decodePayload(b []byte) (*continuation, error) {
-	var pc continuationv1.Continuation
-	if err := proto.Unmarshal(b, &pc); err != nil {
-		return nil, err
-	}
-	if v := digestVersion(pc.GetDigestVersion()); v != digestV1 {
-		return nil, fmt.Errorf("transcript digest version %d, which this server does not take (it takes %d): resume on a replica of the release that sealed it", v, digestV1)
-	}
-	if pc.GetExpiresAt() == nil {
-		return nil, errors.New("no expiry")
-	}
-	if err := pc.GetExpiresAt().CheckValid(); err != nil {
-		return nil, fmt.Errorf("expiry: %w", err)
-	}
-	pending, err := pendingFromPayload(pc.GetPending())
-	if err != nil {
-		return nil, err
-	}
-	return &continuation{
-		Agent:         pc.GetAgent(),
-		ThreadID:      pc.GetThreadId(),
-		Digest:        pc.GetTranscriptDigest(),
-		DigestVersion: digestV1,
-		ExpiresAt:     pc.GetExpiresAt().AsTime(),
-		Pending:       pending,
-		Grants:        pc.GetGrants(),
-		Owner:         pc.GetOwner(),
-	}, nil
-}
-
-func pendingToPayload(p *runtime.Pending) (*continuationv1.Pending, error) {
+// PendingToProto converts a parked step for a continuation (strict: agentd's own
+// payload, every value checked, nothing dropped). It is exact for everything a parked run
+// holds, with one exception: a tool result part inside a message (a steer's) carries its
+// JSON as a google.protobuf.Value, as the transcript does, so it comes back as
+// ValueToJSON writes it, which is how a steer's tool result entered the run in the first
+// place. Tool results of pending calls keep their bytes (ToolOutput). nil becomes nil.
+func PendingToProto(p *runtime.Pending) (*continuationv1.Pending, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -84,7 +29,7 @@ func pendingToPayload(p *runtime.Pending) (*continuationv1.Pending, error) {
 	}
 	out := &continuationv1.Pending{
 		Step: int64(p.Step), Turn: int64(p.Turn), StepInTurn: int64(p.StepInTurn),
-		StepId: protoString(p.StepID), Message: msg,
+		StepId: ProtoString(p.StepID), Message: msg,
 	}
 	for i, c := range p.Calls {
 		state, ok := callStateToPayload[c.State]
@@ -96,7 +41,7 @@ func pendingToPayload(p *runtime.Pending) (*continuationv1.Pending, error) {
 			return nil, fmt.Errorf("pending call %d: %w", i, err)
 		}
 		out.Calls = append(out.Calls, &continuationv1.PendingCall{
-			Call: call, State: state, ApprovalId: protoString(c.ApprovalID), Reason: protoString(c.Reason),
+			Call: call, State: state, ApprovalId: ProtoString(c.ApprovalID), Reason: ProtoString(c.Reason),
 			Approved: c.Approved, Result: outputToPayload(c.Result),
 		})
 	}
@@ -110,7 +55,9 @@ func pendingToPayload(p *runtime.Pending) (*continuationv1.Pending, error) {
 	return out, nil
 }
 
-func pendingFromPayload(p *continuationv1.Pending) (*runtime.Pending, error) {
+// PendingFromProto converts a continuation's parked step back; nil becomes nil. It fails,
+// naming what, for an enum value or part this release does not know.
+func PendingFromProto(p *continuationv1.Pending) (*runtime.Pending, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -191,14 +138,14 @@ func messageToPayload(m runtime.Message) (*agentdv1.Message, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown role %d", m.Role)
 	}
-	out := &agentdv1.Message{Id: protoString(m.ID), Role: role, Partial: m.Partial}
+	out := &agentdv1.Message{Id: ProtoString(m.ID), Role: role, Partial: m.Partial}
 	for i, p := range m.Parts {
-		pp := &agentdv1.Part{Id: protoString(p.ID)}
+		pp := &agentdv1.Part{Id: ProtoString(p.ID)}
 		switch p.Kind {
 		case runtime.PartText:
-			pp.Kind = &agentdv1.Part_Text{Text: protoString(p.Text)}
+			pp.Kind = &agentdv1.Part_Text{Text: ProtoString(p.Text)}
 		case runtime.PartReasoning:
-			pp.Kind = &agentdv1.Part_Reasoning{Reasoning: &agentdv1.ReasoningPart{Text: protoString(p.Text), State: p.State}}
+			pp.Kind = &agentdv1.Part_Reasoning{Reasoning: &agentdv1.ReasoningPart{Text: ProtoString(p.Text), State: p.State}}
 		case runtime.PartToolCall:
 			c, err := toolCallToPayload(p.ToolCall)
 			if err != nil {
@@ -207,11 +154,11 @@ func messageToPayload(m runtime.Message) (*agentdv1.Message, error) {
 			pp.Kind = &agentdv1.Part_ToolCall{ToolCall: c}
 		case runtime.PartToolResult:
 			r := p.ToolResult
-			tr := &agentdv1.ToolResultPart{ToolCallId: protoString(r.CallID), Name: protoString(r.Name), IsError: r.Output.IsError, Media: mediaToPayload(r.Output.Media)}
-			if v := outputJSON(r.Output); v != nil {
+			tr := &agentdv1.ToolResultPart{ToolCallId: ProtoString(r.CallID), Name: ProtoString(r.Name), IsError: r.Output.IsError, Media: mediaToPayload(r.Output.Media)}
+			if v := OutputJSON(r.Output); v != nil {
 				tr.Output = &agentdv1.ToolResultPart_Json{Json: v}
 			} else {
-				tr.Output = &agentdv1.ToolResultPart_Text{Text: protoString(r.Output.String())}
+				tr.Output = &agentdv1.ToolResultPart_Text{Text: ProtoString(r.Output.String())}
 			}
 			pp.Kind = &agentdv1.Part_ToolResult{ToolResult: tr}
 		case runtime.PartMedia:
@@ -251,7 +198,7 @@ func messageFromPayload(m *agentdv1.Message) (runtime.Message, error) {
 			r := k.ToolResult
 			o := runtime.Output{Text: r.GetText(), IsError: r.GetIsError(), Media: mediaFromPayload(r.GetMedia())}
 			if js := r.GetJson(); js != nil {
-				s, err := valueToJSON(js)
+				s, err := ValueToJSON(js)
 				if err != nil {
 					return runtime.Message{}, fmt.Errorf("part %d: tool result: %w", i, err)
 				}
@@ -273,7 +220,7 @@ func toolCallToPayload(c runtime.ToolCall) (*agentdv1.ToolCallPart, error) {
 	if !ok {
 		return nil, fmt.Errorf("tool call %q: unknown executor %d", c.ID, c.Executor)
 	}
-	return &agentdv1.ToolCallPart{Id: protoString(c.ID), Name: protoString(c.Name), ArgumentsJson: protoString(c.Arguments), Executor: e}, nil
+	return &agentdv1.ToolCallPart{Id: ProtoString(c.ID), Name: ProtoString(c.Name), ArgumentsJson: ProtoString(c.Arguments), Executor: e}, nil
 }
 
 func toolCallFromPayload(c *agentdv1.ToolCallPart) (runtime.ToolCall, error) {
@@ -289,7 +236,7 @@ func outputToPayload(o runtime.Output) *continuationv1.ToolOutput {
 	if o.Text == "" && o.JSON == nil && !o.IsError && len(o.Media) == 0 {
 		return nil
 	}
-	out := &continuationv1.ToolOutput{Text: protoString(o.Text), IsError: o.IsError, Media: mediaToPayload(o.Media)}
+	out := &continuationv1.ToolOutput{Text: ProtoString(o.Text), IsError: o.IsError, Media: mediaToPayload(o.Media)}
 	if o.JSON != nil {
 		// Present even when empty: a non-nil JSON is the output.
 		out.Json = append([]byte{}, o.JSON...)
@@ -315,7 +262,7 @@ func mediaToPayload(ms []runtime.Media) []*agentdv1.MediaPart {
 	}
 	out := make([]*agentdv1.MediaPart, len(ms))
 	for i, m := range ms {
-		out[i] = &agentdv1.MediaPart{MimeType: protoString(m.MIMEType), Data: m.Data, Uri: protoString(m.URI), Name: protoString(m.Name)}
+		out[i] = &agentdv1.MediaPart{MimeType: ProtoString(m.MIMEType), Data: m.Data, Uri: ProtoString(m.URI), Name: ProtoString(m.Name)}
 	}
 	return out
 }

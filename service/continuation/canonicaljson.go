@@ -1,4 +1,4 @@
-package service
+package continuation
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ import (
 //   - NaN and ±Inf, which JSON cannot hold but a Value's number can, are written as the
 //     bare words NaN, Infinity and -Infinity, so that they hash apart from every JSON
 //     value. No transcript agentd writes holds them (a tool's output is parsed JSON, and
-//     a client's is refused by valueToJSON), and no JSON client can send them back
+//     a client's is refused by the wire's conversion), and no JSON client can send them back
 //     (protojson refuses to write them), but the projection still needs one form for
 //     each.
 //

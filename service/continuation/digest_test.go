@@ -1,4 +1,4 @@
-package service
+package continuation
 
 import (
 	"bytes"
@@ -23,9 +23,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
-// testTranscript is a short transcript of every role. The format 1 fixture holds the
-// digest of it (TestContinuationFormat1StillOpensAndChecks): change it only with a copy
-// kept for that test.
+// testTranscript is a short transcript of every role.
 func testTranscript(t testing.TB) []*agentdv1.Message {
 	t.Helper()
 	v, err := structpb.NewValue(map[string]any{"sum": 3, "items": []any{"a", "b"}, "z": true, "a": nil})
@@ -99,7 +97,7 @@ func richTranscript(t testing.TB) []*agentdv1.Message {
 
 func mustDigest(t testing.TB, msgs []*agentdv1.Message) []byte {
 	t.Helper()
-	d, err := transcriptDigest(msgs)
+	d, err := Digest(msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +125,7 @@ func TestTranscriptDigestV1Golden(t *testing.T) {
 }
 
 // TestTranscriptDigestV1Layout spells out the bytes projection version 1 hashes for a
-// small transcript, as transcript_digest.go describes them.
+// small transcript, as digest.go describes them.
 func TestTranscriptDigestV1Layout(t *testing.T) {
 	u64 := func(v uint64) string { return string(binary.BigEndian.AppendUint64(nil, v)) }
 	str := func(s string) string { return u64(uint64(len(s))) + s }
@@ -298,8 +296,8 @@ func TestTranscriptDigestIgnoresFieldsAddedLater(t *testing.T) {
 
 	// Through the codec: a run parked by a server that knew the fields (its transcript
 	// had them) resumes with the transcript the client sent back without them.
-	c := newContinuationCodec(testKey, time.Hour, fixedClock(testT0))
-	b, err := c.seal(&continuation{Agent: "assistant", ThreadID: "thr_1", Digest: mustDigest(t, newer)})
+	c := newTestCodec(testKey, time.Hour, fixedClock(testT0))
+	b, err := c.seal(&parked{Agent: "assistant", ThreadID: "thr_1", Digest: mustDigest(t, newer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,11 +309,6 @@ func TestTranscriptDigestIgnoresFieldsAddedLater(t *testing.T) {
 		t.Errorf("resume without the fields: %v", err)
 	}
 
-	// What this guards against: format 1's digest, over the proto encoding, refused these
-	// resumes.
-	if bytes.Equal(sentBack(t, newer).sumOf(digestLegacy), sentBack(t, viaProtoJSON).sumOf(digestLegacy)) {
-		t.Error("premise: the legacy digest does not see unknown fields")
-	}
 }
 
 // TestTranscriptDigestSurvivesJSONRoundTrip: a client that keeps the transcript as JSON
@@ -371,7 +364,7 @@ func TestTranscriptDigestSurvivesJSONRoundTrip(t *testing.T) {
 }
 
 // projectedV1 lists every field of the messages a transcript is made of, and whether
-// projection version 1 holds it (see transcript_digest.go for why). A field added to
+// projection version 1 holds it (see digest.go for why). A field added to
 // agentd.v1 later must be added here as false: it enters the projection only with a new
 // version.
 var projectedV1 = map[protoreflect.FullName]bool{
@@ -661,20 +654,20 @@ func TestTranscriptDigestMergedMessages(t *testing.T) {
 
 func TestTranscriptHasherIncremental(t *testing.T) {
 	msgs := richTranscript(t)
-	h := newTranscriptHasher()
+	h := NewHasher()
 	var sums, wants [][]byte
 	for i := 0; i <= len(msgs); i++ {
 		want := mustDigest(t, msgs[:i])
-		sums, wants = append(sums, h.sum()), append(wants, want)
+		sums, wants = append(sums, h.Sum()), append(wants, want)
 		// sum twice: reading the digest must not disturb the hasher.
-		if got := h.sum(); !bytes.Equal(got, want) {
+		if got := h.Sum(); !bytes.Equal(got, want) {
 			t.Errorf("after %d messages: sum = %x, want %x", i, got, want)
 		}
-		if got := h.sum(); !bytes.Equal(got, want) {
+		if got := h.Sum(); !bytes.Equal(got, want) {
 			t.Errorf("after %d messages, second sum = %x, want %x", i, got, want)
 		}
 		if i < len(msgs) {
-			if err := h.add(msgs[i]); err != nil {
+			if err := h.Add(msgs[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -688,39 +681,32 @@ func TestTranscriptHasherIncremental(t *testing.T) {
 func TestTranscriptHasherClone(t *testing.T) {
 	msgs := richTranscript(t)
 	h := hasherOf(t, msgs[:2])
-	c, err := h.clone()
+	c, err := h.Clone()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The digest is cloned, and each hasher goes on alone.
-	if !bytes.Equal(c.sumOf(digestV1), h.sumOf(digestV1)) {
+	if !bytes.Equal(c.Sum(), h.Sum()) {
 		t.Error("the digest of the clone differs")
 	}
-	if err := c.add(msgs[2]); err != nil {
+	if err := c.Add(msgs[2]); err != nil {
 		t.Fatal(err)
 	}
-	if want := hasherOf(t, msgs[:2]); !bytes.Equal(h.sum(), want.sum()) {
+	if want := hasherOf(t, msgs[:2]); !bytes.Equal(h.Sum(), want.Sum()) {
 		t.Error("adding to the clone changed the original")
 	}
-	if want := hasherOf(t, msgs[:3]); !bytes.Equal(c.sum(), want.sum()) {
+	if want := hasherOf(t, msgs[:3]); !bytes.Equal(c.Sum(), want.Sum()) {
 		t.Error("the clone does not digest as a hasher fed the same messages")
 	}
-	d, err := h.digestWith(msgs[2:])
+	d, err := h.DigestWith(msgs[2:])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(d, mustDigest(t, msgs)) {
 		t.Error("digestWith differs from the digest of all messages")
 	}
-	if !bytes.Equal(h.sum(), hasherOf(t, msgs[:2]).sum()) {
+	if !bytes.Equal(h.Sum(), hasherOf(t, msgs[:2]).Sum()) {
 		t.Error("digestWith changed the hasher")
-	}
-	if h.sumOf(2) != nil {
-		t.Error("sumOf an unknown version returned a digest")
-	}
-	// Format 1's digest is a start's history's (withLegacy), never a running hasher's.
-	if h.sumOf(digestLegacy) != nil {
-		t.Error("the hasher returned a digest of format 1")
 	}
 }
 
@@ -747,7 +733,7 @@ func TestTranscriptDigestRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := transcriptDigest(tt.msgs)
+			d, err := Digest(tt.msgs)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("transcriptDigest = %x, %v; want error containing %q", d, err, tt.want)
 			}
@@ -755,13 +741,13 @@ func TestTranscriptDigestRefuses(t *testing.T) {
 	}
 	// A refused message leaves the hasher as it was.
 	h := hasherOf(t, testTranscript(t))
-	before := h.sum()
+	before := h.Sum()
 	for _, m := range []*agentdv1.Message{invalidUTF8Message(), result(badKey)[0]} {
-		if err := h.add(m); err == nil {
+		if err := h.Add(m); err == nil {
 			t.Fatal("add of invalid UTF-8 succeeded")
 		}
 	}
-	if !bytes.Equal(h.sum(), before) {
+	if !bytes.Equal(h.Sum(), before) {
 		t.Error("a refused add changed the digest")
 	}
 }

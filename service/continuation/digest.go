@@ -1,4 +1,4 @@
-package service
+package continuation
 
 import (
 	"crypto/sha256"
@@ -55,7 +55,7 @@ import (
 //   - ToolCallPart.executor, where the call ran: a resumed run takes every call's
 //     executor from the tool's definition, never from the transcript.
 //   - Unknown fields, and any field added to agentd.v1 Message or Part after version 1.
-//     A new field enters the projection only with a new version (digestVersion, and a
+//     A new field enters the projection only with a new version (the payload's digest_version, and a
 //     new tag), which old continuations keep naming: they keep checking as they did.
 //
 // A string field that is not valid UTF-8 is refused, as proto refuses to encode it: no
@@ -64,39 +64,27 @@ import (
 // transcriptTagV1 begins what projection version 1 hashes.
 const transcriptTagV1 = "agentd transcript v1\n"
 
-// digestVersion names how a continuation's transcript digest was taken.
-type digestVersion uint32
+// digestV1 names projection version 1 in a continuation's payload (digest_version):
+// the only one there is.
+const digestV1 = 1
 
-// The digests a continuation may hold.
-const (
-	// digestV1 is SHA-256 over projection version 1: transcriptHasher.sum.
-	digestV1 digestVersion = 1
-	// digestLegacy is the digest of continuations of the JSON format
-	// (continuation_legacy.go). No proto payload may name it.
-	digestLegacy digestVersion = 1<<32 - 1
-)
-
-// transcriptHasher hashes a transcript incrementally, by projection version 1: add each
-// message as it is added, read the digest at any point. It is not safe for concurrent
-// use.
-//
-// It takes no digest of format 1 (digestLegacy): only a resume from a continuation of
-// that format needs one, of the history its start carries, and it is taken then from
-// those messages ([withLegacy]), never for a run's own messages.
-type transcriptHasher struct {
+// Hasher hashes a transcript incrementally, by projection version 1: add each message as
+// it is added, read the digest at any point. It is not safe for concurrent use.
+type Hasher struct {
 	h   hash.Hash
 	buf []byte
 }
 
-func newTranscriptHasher() *transcriptHasher {
-	h := &transcriptHasher{h: sha256.New()}
+// NewHasher returns a Hasher of no messages.
+func NewHasher() *Hasher {
+	h := &Hasher{h: sha256.New()}
 	h.h.Write([]byte(transcriptTagV1))
 	return h
 }
 
-// add feeds m to the digest. It fails for a nil message and for one that holds a string
+// Add feeds m to the digest. It fails for a nil message and for one that holds a string
 // that is not UTF-8; the hasher is then unchanged.
-func (h *transcriptHasher) add(m *agentdv1.Message) error {
+func (h *Hasher) Add(m *agentdv1.Message) error {
 	if m == nil {
 		return errors.New("transcript message is nil")
 	}
@@ -109,23 +97,14 @@ func (h *transcriptHasher) add(m *agentdv1.Message) error {
 	return nil
 }
 
-// sum returns the digest (version digestV1) of the messages added so far. It does not
+// Sum returns the digest of the messages added so far. It does not
 // change the hasher's state (hash.Hash.Sum never does), so adds may follow.
-func (h *transcriptHasher) sum() []byte {
+func (h *Hasher) Sum() []byte {
 	return h.h.Sum(nil)
 }
 
-// sumOf returns the digest of the given version of the messages added so far, or nil for
-// a version the hasher does not take: it takes digestV1 alone.
-func (h *transcriptHasher) sumOf(v digestVersion) []byte {
-	if v != digestV1 {
-		return nil
-	}
-	return h.h.Sum(nil)
-}
-
-// clone returns a hasher with h's state, which adds to independently.
-func (h *transcriptHasher) clone() (*transcriptHasher, error) {
+// Clone returns a hasher with h's state, which adds to independently.
+func (h *Hasher) Clone() (*Hasher, error) {
 	c, ok := h.h.(hash.Cloner)
 	if !ok {
 		return nil, errors.New("the transcript hash cannot be cloned")
@@ -134,27 +113,27 @@ func (h *transcriptHasher) clone() (*transcriptHasher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &transcriptHasher{h: hc}, nil
+	return &Hasher{h: hc}, nil
 }
 
-// digestWith returns the digest of the messages added so far followed by msgs, leaving
+// DigestWith returns the digest of the messages added so far followed by msgs, leaving
 // h as it is.
-func (h *transcriptHasher) digestWith(msgs []*agentdv1.Message) ([]byte, error) {
-	c, err := h.clone()
+func (h *Hasher) DigestWith(msgs []*agentdv1.Message) ([]byte, error) {
+	c, err := h.Clone()
 	if err != nil {
 		return nil, err
 	}
 	for i, m := range msgs {
-		if err := c.add(m); err != nil {
+		if err := c.Add(m); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	return c.sum(), nil
+	return c.Sum(), nil
 }
 
-// transcriptDigest returns the digest of msgs, as a transcriptHasher fed with each.
-func transcriptDigest(msgs []*agentdv1.Message) ([]byte, error) {
-	return newTranscriptHasher().digestWith(msgs)
+// Digest returns the digest of msgs, as a Hasher fed with each.
+func Digest(msgs []*agentdv1.Message) ([]byte, error) {
+	return NewHasher().DigestWith(msgs)
 }
 
 // appendProjection appends the version 1 projection of m to b.
