@@ -13,6 +13,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -22,7 +23,7 @@ import (
 // falls between what attached says and what follows it. A run the server does not run
 // (finished, or going on elsewhere) is read from the store. ss is the live run's
 // session, nil for the other kind.
-func (s *Server) attach(ctx context.Context, id string, after int64, send func(frame) error) (ss *session, o *outbox, err error) {
+func (s *Server) attach(ctx context.Context, id string, after int64, send func(journal.Frame) error) (ss *session, o *journal.Outbox, err error) {
 	if id == "" {
 		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "run_id", Description: "must be set"}})
 	}
@@ -37,7 +38,7 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 		if err != nil {
 			s.attachers.sub(caller, 1)
 		} else {
-			o.release = func() { s.attachers.sub(caller, 1) }
+			o.Release = func() { s.attachers.sub(caller, 1) }
 		}
 	}()
 	ref, err := s.lookup(ctx, id)
@@ -55,18 +56,18 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 		id := ids.New("att")
 		ev := s.storedAttached(ctx, ref.rec, oldest)
 		ev.GetAttached().AttachmentId = id
-		f, err := marshalFrame(ev)
+		f, err := journal.MarshalFrame(ev)
 		if err != nil {
 			return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 		}
-		o := newOutbox(ctx, s.storedJournal(ref.rec), after, []frame{f}, send, func(error) {})
-		o.id = id
-		o.startHeartbeats(s.cfg.HeartbeatInterval, ref.rec.ID, s.now)
+		o := journal.NewOutbox(ctx, s.storedJournal(ref.rec), after, []journal.Frame{f}, send, func(error) {})
+		o.ID = id
+		o.StartHeartbeats(s.cfg.HeartbeatInterval, ref.rec.ID, s.now)
 		return nil, o, nil
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if stored := ss.journal.stored.Load(); stored == 0 {
+	if stored := ss.journal.Stored(); stored == 0 {
 		oldest = 1 // nothing is in the store yet: memory has it all
 	}
 	if err := checkCursor(after, oldest, ss.seq); err != nil {
@@ -81,20 +82,20 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(f
 
 // attachLocked attaches a stream to a live run after seq after: its outbox sends the
 // attached event first, with the stream's attachment_id.
-func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send func(frame) error) (*outbox, error) {
+func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send func(journal.Frame) error) (*journal.Outbox, error) {
 	if limit := ss.srv.cfg.MaxAttachmentsPerRun; len(ss.outs) >= limit {
 		return nil, tooManyAttachments(fmt.Sprintf("run %s has %d streams attached, as many as the server allows a run: attach once one of them ends", ss.runID, limit), limit)
 	}
 	id := ids.New("att")
 	ev := ss.attachedLocked(oldest)
 	ev.GetAttached().AttachmentId = id
-	f, err := marshalFrame(ev)
+	f, err := journal.MarshalFrame(ev)
 	if err != nil {
 		return nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 	}
-	o := newOutbox(ctx, ss.journal, after, []frame{f}, send, func(error) {})
-	o.id = id
-	o.startHeartbeats(ss.srv.cfg.HeartbeatInterval, ss.runID, ss.srv.now)
+	o := journal.NewOutbox(ctx, ss.journal, after, []journal.Frame{f}, send, func(error) {})
+	o.ID = id
+	o.StartHeartbeats(ss.srv.cfg.HeartbeatInterval, ss.runID, ss.srv.now)
 	ss.outs[o] = struct{}{}
 	return o, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 )
 
 // awaitSession is a session with no stream attached (acks are only journaled) whose input is open in
@@ -22,8 +23,8 @@ func awaitSession(t *testing.T, mode rpcMode) *session {
 	ss := &session{
 		srv:  testServer(t),
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
-		journal:     newJournal(nil, false),
-		outs:        map[*outbox]struct{}{},
+		journal:     journal.New(nil, false),
+		outs:        map[*journal.Outbox]struct{}{},
 		tools:       runTools{specs: map[string]runtime.ToolSpec{"calc": {Name: "calc"}}, schemas: map[string]*runtime.Schema{}, agent: &compiledSchemas{m: map[string]*runtime.Schema{}}},
 		inputDoneCh: make(chan struct{}),
 		approvals:   map[string]*answerSlot[runtime.Decision]{},

@@ -14,6 +14,7 @@ import (
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -97,17 +98,17 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 	switch {
 	case ss.moved:
 		err = errRunMoved
-	case !ss.journal.mergeDelta(kind, id, text):
+	case !ss.journal.MergeDelta(kind, id, text):
 		// The journal's new open tail, marshaled when first taken (journal.openDelta).
 		pe := eventToProto(ev)
 		ss.stampLocked(pe)
-		ss.journal.openDelta(pe, kind, id, text)
+		ss.journal.OpenDelta(pe, kind, id, text)
 		ss.srv.writer.mark(ss)
 	}
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
 	if err == nil && primary != nil {
-		err = primary.wait(ctx)
+		err = primary.Wait(ctx)
 	}
 	return true, err
 }
@@ -125,7 +126,7 @@ func (ss *session) finishStep(e *runtime.StepFinished, pe *agentdv1.RunEvent) er
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
 	if err == nil && primary != nil {
-		err = primary.wait(ctx)
+		err = primary.Wait(ctx)
 	}
 	if err != nil {
 		return err
@@ -303,7 +304,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		FinalText:   protoString(fin.FinalText),
 	}
 	switch {
-	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errClientStalled):
+	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, journal.ErrClientStalled):
 		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
 		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
 	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errStoreFailed):
@@ -348,4 +349,17 @@ func (ss *session) sendFinished(rf *agentdv1.RunFinished) error {
 	defer ss.mu.Unlock()
 	ss.ended, ss.result = true, rf
 	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
+}
+
+// runtimeDelta is journal.DeltaOf for a runtime event, before it is made an event of the wire.
+func runtimeDelta(ev runtime.Event) (kind journal.DeltaKind, id, text string, ok bool) {
+	switch e := ev.(type) {
+	case *runtime.TextDelta:
+		return journal.TextDelta, e.MessageID, e.Delta, true
+	case *runtime.ReasoningDelta:
+		return journal.ReasoningDelta, e.MessageID, e.Delta, true
+	case *runtime.ToolCallArgsDelta:
+		return journal.ArgsDelta, e.CallID, e.Delta, true
+	}
+	return 0, "", "", false
 }

@@ -14,6 +14,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 )
 
 // execute runs the loop to its end, journaling every event, and returns run_finished
@@ -120,7 +121,7 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 		moved := ss.moved
 		ss.mu.Unlock()
 		if !moved {
-			ss.journal.close() // else it follows the run from the store
+			ss.journal.Close() // else it follows the run from the store
 		}
 		ss.srv.finishRun(ss)
 		ss.srv.release(ss)
@@ -172,11 +173,11 @@ func (ss *session) start(req *runtime.Request) {
 
 // attachStarter attaches the stream that started the run, from its first event: the
 // run waits for it while it stays attached.
-func (ss *session) attachStarter(ctx context.Context, send func(frame) error) *outbox {
+func (ss *session) attachStarter(ctx context.Context, send func(journal.Frame) error) *journal.Outbox {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	o := newOutbox(ctx, ss.journal, 0, nil, send, func(error) {})
-	o.startHeartbeats(ss.srv.cfg.HeartbeatInterval, ss.runID, ss.srv.now)
+	o := journal.NewOutbox(ctx, ss.journal, 0, nil, send, func(error) {})
+	o.StartHeartbeats(ss.srv.cfg.HeartbeatInterval, ss.runID, ss.srv.now)
 	ss.outs[o] = struct{}{}
 	ss.primary = o
 	return o
@@ -184,14 +185,14 @@ func (ss *session) attachStarter(ctx context.Context, send func(frame) error) *o
 
 // detachOut lets a stream go: its outbox sends nothing more, and the run no longer waits
 // for it.
-func (ss *session) detachOut(o *outbox) {
+func (ss *session) detachOut(o *journal.Outbox) {
 	ss.mu.Lock()
 	delete(ss.outs, o)
 	if ss.primary == o {
 		ss.primary = nil
 	}
 	ss.mu.Unlock()
-	o.abandon()
+	o.Abandon()
 }
 
 // serveStarter sends the run's events on the stream that started it, and returns the
@@ -201,9 +202,9 @@ func (ss *session) detachOut(o *outbox) {
 // ON_DISCONNECT_CANCEL, the run is cancelled and the status carries its outcome: a
 // stalled client gets RESOURCE_EXHAUSTED (CLIENT_STALLED) with the run's run_finished,
 // transcript included, as a status detail.
-func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
+func (ss *session) serveStarter(ctx context.Context, o *journal.Outbox) error {
 	stall := ss.srv.cfg.StallTimeout
-	if o.flush(ctx, stall) {
+	if o.Flush(ctx, stall) {
 		// The journal closed: the run's last stretch has ended, or ends now.
 		ss.mu.Lock()
 		done := ss.done
@@ -214,18 +215,18 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 		return ss.status
 	}
 	ss.detachOut(o)
-	sendErr := o.failed()
+	sendErr := o.Failed()
 	switch {
 	case errors.Is(sendErr, errRunMoved):
-		return movedStatus(o.cursor.Load())
+		return movedStatus(o.Cursor())
 	case errors.Is(sendErr, errStoreLost):
-		return storeLostStatus(o.cursor.Load())
+		return storeLostStatus(o.Cursor())
 	}
 	if ss.detach {
 		ss.srv.log.Debug("the stream that started the run went away: the run goes on", "run_id", ss.runID, "error", sendErr)
-		return goneStatus(ctx, sendErr, stall, o.cursor.Load())
+		return goneStatus(ctx, sendErr, stall, o.Cursor())
 	}
-	cause := errClientStalled
+	cause := journal.ErrClientStalled
 	switch {
 	case sendErr != nil:
 		cause = sendErr
@@ -240,7 +241,7 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 	cancel(cause)
 	<-done
 	switch {
-	case cause == errClientStalled:
+	case cause == journal.ErrClientStalled:
 		re := stalledError(stall)
 		return statusError(codes.ResourceExhausted, re.GetReason(), re.GetMessage(), nil, ss.result)
 	case sendErr != nil:
@@ -252,34 +253,34 @@ func (ss *session) serveStarter(ctx context.Context, o *outbox) error {
 // serveAttached sends a run's events on a stream that attached to it (ss, nil for a run
 // read from the store), and returns the status its RPC ends with: OK once run_finished
 // went out.
-func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *outbox) error {
-	if o.release != nil {
-		defer o.release()
+func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *journal.Outbox) error {
+	if o.Release != nil {
+		defer o.Release()
 	}
 	if ss != nil {
 		defer ss.detachOut(o)
 	} else {
-		defer o.abandon()
+		defer o.Abandon()
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	defer context.AfterFunc(s.streamsCtx, func() { stop(context.Cause(s.streamsCtx)) })()
 	stall := s.cfg.StallTimeout
-	if o.flush(ctx, stall) {
+	if o.Flush(ctx, stall) {
 		return nil
 	}
 	if errors.Is(context.Cause(ctx), errShuttingDown) {
-		sent := o.cursor.Load()
+		sent := o.Cursor()
 		return statusError(codes.Unavailable, reasonDraining,
 			fmt.Sprintf("the server is shutting down: attach again, to another replica, with after_seq %d", sent),
 			map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 	}
-	err := o.failed()
-	if errors.Is(err, errEventsExpired) {
+	err := o.Failed()
+	if errors.Is(err, journal.ErrEventsExpired) {
 		oldest, _, _ := s.store.EventBounds(ctx, id)
 		return expiredStatus(oldest)
 	}
-	return goneStatus(ctx, err, stall, o.cursor.Load())
+	return goneStatus(ctx, err, stall, o.Cursor())
 }
 
 // goneStatus is the status of a stream let go while its run goes on: it went away, a

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -221,7 +222,7 @@ func (s *Server) storeLost(ss *session) {
 // (Run streams alone for errRunMoved: the others follow the run from the store).
 func (s *Server) letGo(ss *session, why error) bool {
 	ss.mu.Lock()
-	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil && ss.journal.stored.Load() >= ss.journal.last.Load() {
+	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil && ss.journal.Stored() >= ss.journal.Last() {
 		ss.mu.Unlock()
 		return false // moved already, or over: its end is in the store
 	}
@@ -229,21 +230,21 @@ func (s *Server) letGo(ss *session, why error) bool {
 	ss.dropParkLocked() // whichever replica takes it up counts it
 	cancel := ss.cancel
 	p := ss.parked
-	var ended []*outbox
+	var ended []*journal.Outbox
 	for o := range ss.outs {
-		if o.runs || why != errRunMoved {
+		if o.Runs || why != errRunMoved {
 			ended = append(ended, o)
 		}
 	}
 	ss.mu.Unlock()
-	ss.journal.follow(s.follows.poll(ss.runID))
+	ss.journal.Follow(s.follows.poll(ss.runID), errRunMoved)
 	s.release(ss)
 	if p != nil {
 		p.stop()
 	}
 	cancel(errRunMoved)
 	for _, o := range ended {
-		o.stop(why)
+		o.Stop(why)
 	}
 	return true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd/service/runs/journal"
 )
 
 // Streams attached here to a run going on elsewhere (another replica holds it, or it
@@ -42,7 +44,7 @@ type follows struct {
 
 // followedRun is a followed run's state.
 type followedRun struct {
-	wanting map[*journal]struct{}
+	wanting map[*journal.Journal]struct{}
 	changed bool      // the store said it changed since it was last read
 	read    time.Time // when it was last read; zero for never
 }
@@ -52,23 +54,23 @@ func newFollows(s *Server) *follows {
 }
 
 // poll returns the poll of a journal following run id.
-func (f *follows) poll(id string) func(*journal) {
-	return func(j *journal) { f.want(id, j) }
+func (f *follows) poll(id string) func(*journal.Journal) {
+	return func(j *journal.Journal) { f.want(id, j) }
 }
 
 // want records that j, following run id, has been read to its end and waits for more.
 // Called with j.mu held.
-func (f *follows) want(id string, j *journal) {
+func (f *follows) want(id string, j *journal.Journal) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fr := f.runs[id]
 	if fr == nil {
-		fr = &followedRun{wanting: map[*journal]struct{}{}}
+		fr = &followedRun{wanting: map[*journal.Journal]struct{}{}}
 		f.runs[id] = fr
 	}
 	fr.wanting[j] = struct{}{}
 	if fr.changed || fr.read.IsZero() {
-		signal(f.kick)
+		notify(f.kick)
 	}
 	if !f.running {
 		f.running = true
@@ -92,7 +94,7 @@ func (f *follows) changed(ids []string) {
 		}
 	}
 	if hit {
-		signal(f.kick)
+		notify(f.kick)
 	}
 }
 
@@ -116,7 +118,7 @@ func (f *follows) run() {
 			if at := fr.read.Add(storePollInterval); fr.changed || !at.After(now) {
 				cursor := int64(-1)
 				for j := range fr.wanting {
-					if l := j.last.Load(); cursor < 0 || l < cursor {
+					if l := j.Last(); cursor < 0 || l < cursor {
 						cursor = l
 					}
 				}
@@ -158,7 +160,7 @@ func (f *follows) run() {
 			// long before the retry is due, backing off to a second.
 			retry := min(time.Duration(failures)*followGap*10, time.Second)
 			asRead := time.Now().Add(retry - storePollInterval)
-			var lost []*journal
+			var lost []*journal.Journal
 			f.mu.Lock()
 			for id := range due {
 				fr := f.runs[id]
@@ -175,13 +177,13 @@ func (f *follows) run() {
 			}
 			f.mu.Unlock()
 			for _, j := range lost {
-				j.lose(errStoreLost)
+				j.Lose(errStoreLost)
 			}
 			continue
 		}
 		failures = 0
 		f.mu.Lock()
-		var woken []*journal
+		var woken []*journal.Journal
 		var after []int64
 		var frames [][][]byte
 		for id, cursor := range due {
@@ -201,13 +203,21 @@ func (f *follows) run() {
 		}
 		f.mu.Unlock()
 		for i, j := range woken {
-			j.addFetched(after[i], frames[i])
+			j.AddFetched(after[i], frames[i])
 		}
 	}
 }
 
 // isRunFinished reports whether f is the frame of run_finished, which ends a journal.
 func isRunFinished(f []byte) bool {
-	ev, err := eventOf(f)
+	ev, err := journal.EventOf(f)
 	return err == nil && ev.GetRunFinished() != nil
+}
+
+// notify wakes the one who waits on ch, if one does not yet have a wake-up queued.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }

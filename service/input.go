@@ -22,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -71,14 +72,14 @@ func (ss *session) closeInput() {
 // The stream counts as an answerer (addAnswerer) from before receive starts, which its
 // caller does, so that the run never parks for want of it; receive uncounts it when it
 // ends.
-func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox, starter bool) {
+func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *journal.Outbox, starter bool) {
 	defer ss.dropAnswerer()
 	lim := rate.NewLimiter(rate.Limit(ss.srv.cfg.MessageRate), ss.srv.cfg.MessageBurst)
 	for {
 		// Acks queue like events: while the client reads nothing, read nothing from it
 		// either, so that flow control, not agentd's memory, holds what it sends.
 		ctx, cancel := ss.runCtx()
-		if o.wait(ctx) != nil {
+		if o.Wait(ctx) != nil {
 			if starter && !ss.detach {
 				ss.closeInput()
 			}
@@ -108,9 +109,9 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *outbox,
 		if ss.srv.gated && wakes(req) {
 			// What a run acts on is kept before it is acted on, so that a replica taking
 			// the run up after its ack was journaled acts on it too (ackedBefore).
-			ss.srv.keepStreamInput(ss.runID, o.id, req)
+			ss.srv.keepStreamInput(ss.runID, o.ID, req)
 		}
-		if !ss.handle(req, lim, o.id) {
+		if !ss.handle(req, lim, o.ID) {
 			// Over the stream's message rate: read nothing more until the bucket has a
 			// token again, so that a client flooding the stream is held back by flow
 			// control instead of being served at the flood's pace.
@@ -281,7 +282,7 @@ func (ss *session) endingLocked() *agentdv1.RunError {
 		why = "it was cancelled"
 	case errors.Is(cause, runtime.ErrShutdown):
 		why = "the server is shutting down; resume it from its continuation on another replica"
-	case errors.Is(cause, errClientStalled):
+	case errors.Is(cause, journal.ErrClientStalled):
 		why = "its client read nothing for too long"
 	}
 	return ackError(reasonRunEnding, "the run cannot act on this any more: %s", why)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -147,9 +148,9 @@ func (w *journalWriter) write(runs []*session) {
 		ss.dirty = false
 		lease, moved, failing := ss.lease, ss.moved, !ss.storeFailing.IsZero()
 		var first int64
-		var frames []frame
+		var frames []journal.Frame
 		if !moved {
-			first, frames = ss.journal.unstored()
+			first, frames = ss.journal.Unstored()
 		}
 		ss.mu.Unlock()
 		if len(frames) == 0 {
@@ -186,7 +187,7 @@ func (w *journalWriter) write(runs []*session) {
 func (w *journalWriter) written(ss *session, last int64, failing bool, err error) {
 	switch {
 	case err == nil:
-		ss.journal.storedUpTo(last)
+		ss.journal.StoredUpTo(last)
 		if !failing {
 			return // the common case: nothing to reset, no lock to take
 		}
@@ -203,7 +204,7 @@ func (w *journalWriter) written(ss *session, last int64, failing bool, err error
 		// Its clients saw its events as they came: the run ends, and says why.
 		w.srv.log.Error("the store refused a run's events: ending the run", "run_id", ss.runID, "error", err)
 		err = fmt.Errorf("%w: %w", errStoreFailed, err)
-		ss.journal.storeFailed(err)
+		ss.journal.StoreFailed(err)
 		_, cancel := ss.runCtx()
 		cancel(err)
 	default:
@@ -289,24 +290,24 @@ func (w *journalWriter) storedThrough(ss *session, seq int64) error {
 	// for stay asked for.
 	floor := seq
 	if seq < 0 {
-		floor = ss.journal.last.Load()
+		floor = ss.journal.Last()
 	}
 	// The writer lets the run go once the store has failed it for a lease; this wait
 	// outlasts that, and lets it go itself should it not.
 	deadline := time.Now().Add(w.srv.cfg.LeaseTTL + 2*storeTimeout)
 	for {
-		stored, failed := ss.journal.storedState()
+		stored, failed := ss.journal.StoredState()
 		target := floor
 		if seq < 0 {
-			target = max(floor, ss.journal.last.Load())
+			target = max(floor, ss.journal.Last())
 		}
-		if stored.seq >= target {
+		if stored.Seq >= target {
 			return nil
 		}
 		if failed != nil {
 			return failed
 		}
-		ss.journal.seal()
+		ss.journal.Seal()
 		ss.mu.Lock()
 		moved := ss.moved
 		if !moved {
@@ -325,7 +326,7 @@ func (w *journalWriter) storedThrough(ss *session, seq int64) error {
 		// A run that moves meanwhile says nothing: look again now and then.
 		t := time.NewTimer(min(left, 250*time.Millisecond))
 		select {
-		case <-stored.changed:
+		case <-stored.Changed:
 		case <-t.C:
 		}
 		t.Stop()
@@ -333,7 +334,7 @@ func (w *journalWriter) storedThrough(ss *session, seq int64) error {
 }
 
 // asBytes converts frames for the store, which keeps them as they are.
-func asBytes(frames []frame) [][]byte {
+func asBytes(frames []journal.Frame) [][]byte {
 	out := make([][]byte, len(frames))
 	for i, f := range frames {
 		out[i] = f

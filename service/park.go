@@ -239,7 +239,7 @@ func (ss *session) publishPark() {
 	ss.tools, ss.transcript, ss.history, ss.historyMsgs = runTools{}, nil, nil, nil
 	ss.approvals, ss.clientCalls = map[string]*answerSlot[runtime.Decision]{}, map[string]*answerSlot[runtime.Output]{}
 	ss.preDecisions, ss.preResults = nil, nil
-	ss.journal.release()
+	ss.journal.Release()
 	ss.endParkingLocked()
 	ss.mu.Unlock()
 	if s.shared {
@@ -305,14 +305,14 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	if moved {
 		// This server let the run go (it parked in a shared store, or another replica
 		// took it): it runs it no more, whatever still holds this session.
-		return movedStatus(ss.journal.last.Load())
+		return movedStatus(ss.journal.Last())
 	}
 	if p == nil {
 		return nil
 	}
 	// The run is nobody's while parked: this server claims it before it runs it again.
 	rec, err := s.store.Claim(ctx, ss.runID, s.cfg.Replica, s.cfg.LeaseTTL, false)
-	if err == nil && s.shared && rec.LastSeq != ss.journal.last.Load() {
+	if err == nil && s.shared && rec.LastSeq != ss.journal.Last() {
 		// Another replica ran it meanwhile: this server's is stale. Without replicas
 		// sharing the store there is no other: the journal here is the run's.
 		err = store.ErrHeld
@@ -320,7 +320,7 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 	if errors.Is(err, store.ErrHeld) || errors.Is(err, store.ErrFinished) {
 		// Another replica took it up, for an input that reached it.
 		s.lostRun(ss)
-		return movedStatus(ss.journal.last.Load())
+		return movedStatus(ss.journal.Last())
 	}
 	if err != nil {
 		return storeStatus(err)
@@ -442,7 +442,7 @@ func (s *Server) expire(ss *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	rec, err := s.store.Claim(ctx, ss.runID, s.cfg.Replica, s.cfg.LeaseTTL, false)
 	cancel()
-	if err == nil && rec.LastSeq != ss.journal.last.Load() {
+	if err == nil && rec.LastSeq != ss.journal.Last() {
 		err = store.ErrHeld
 	}
 	if err != nil {
@@ -489,7 +489,7 @@ func (s *Server) expire(ss *session) {
 	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 	ss.mu.Unlock()
 	s.log.Info("parked run expired", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())
-	ss.journal.close()
+	ss.journal.Close()
 	s.finishRun(ss)
 	s.release(ss)
 }

@@ -15,6 +15,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -316,11 +317,7 @@ func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *
 	}
 	hist := min(int(cp.GetHistory()), len(cp.GetMessages()))
 	ss.historyMsgs, ss.priorNew, ss.priorUsage = cp.GetMessages()[:hist], cp.GetMessages()[hist:], cp.GetUsage()
-	j := newJournal(s.olderFrames(rec.ID), s.gated)
-	j.first = rec.LastSeq + 1
-	j.last.Store(rec.LastSeq)
-	j.stored.Store(rec.LastSeq)
-	ss.journal = j
+	ss.journal = journal.FromStore(s.olderFrames(rec.ID), s.gated, rec.LastSeq)
 	return ss
 }
 
@@ -376,8 +373,8 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 		// step_finished: that says whether the step was the run's last. (A checkpoint
 		// taken as a step's calls start follows other events.)
 		if fs, err := s.store.ReadEvents(ctx, ss.runID, seq-2, 2); err == nil && len(fs) == 2 {
-			sf, err1 := eventOf(fs[0])
-			ck, err2 := eventOf(fs[1])
+			sf, err1 := journal.EventOf(fs[0])
+			ck, err2 := journal.EventOf(fs[1])
 			if err1 == nil && err2 == nil && ck.GetCheckpoint() != nil {
 				l.lastStep = sf.GetStepFinished()
 			}
@@ -393,7 +390,7 @@ func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.R
 		}
 		cursor += int64(len(fs))
 		for _, f := range fs {
-			ev, err := eventOf(f)
+			ev, err := journal.EventOf(f)
 			if err != nil {
 				return nil, fmt.Errorf("its journal does not decode: %w", err)
 			}
@@ -630,7 +627,7 @@ func (s *Server) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 	ss.mu.Lock()
 	ss.ended, ss.result = true, rf
 	ss.mu.Unlock()
-	ss.journal.close()
+	ss.journal.Close()
 	s.finishRun(ss)
 	s.release(ss)
 	close(ss.done)
@@ -648,7 +645,7 @@ func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why stri
 	ss.ended, ss.result = true, rf
 	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 	ss.mu.Unlock()
-	ss.journal.close()
+	ss.journal.Close()
 	s.finishRun(ss)
 	s.release(ss)
 	close(ss.done)

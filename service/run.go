@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if fe := badIDs(first); fe != nil {
 		return invalidArgument(reasonInvalidArgument, fe)
 	}
-	send := func(f frame) error { return sendFrame(stream.Send, f) }
+	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
 	if at := first.GetAttach(); at != nil {
 		return s.attachRunStream(stream, at.GetRunId(), at.GetAfterSeq(), send)
 	}
@@ -49,7 +50,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		if err != nil {
 			return err
 		}
-		o.runs = true
+		o.Runs = true
 		ss.addAnswerer()
 		go ss.receive(stream.Recv, o, false)
 		return s.serveAttached(stream.Context(), si.runID, ss, o)
@@ -58,7 +59,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		return err
 	}
 	o := ss.attachStarter(stream.Context(), send)
-	o.runs = true
+	o.Runs = true
 	// Client messages are read once run_started is journaled, so that it stays the first
 	// event and every ack follows it.
 	ss.started = func() {
@@ -72,7 +73,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 // attachRunStream attaches a Run stream to the run of id after seq after: it reads the
 // run's events and answers it. A run that no replica holds (parked, or left by a replica
 // that died) is taken up here first, with a store other replicas share.
-func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse], id string, after int64, send func(frame) error) error {
+func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse], id string, after int64, send func(journal.Frame) error) error {
 	if s.shared {
 		if ref, err := s.lookup(stream.Context(), id); err == nil && ref.ss == nil && ref.rec.Status != store.Finished {
 			if _, err := s.takeUp(stream.Context(), id); err != nil && !errors.Is(err, store.ErrHeld) && !errors.Is(err, store.ErrFinished) {
@@ -86,7 +87,7 @@ func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunReq
 	}
 	if ss != nil {
 		// A stream that can answer wakes a parked run: the run waits for it.
-		o.runs = true
+		o.Runs = true
 		ss.addAnswerer()
 		go ss.receive(stream.Recv, o, false)
 		ss.mu.Lock()
@@ -105,7 +106,7 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	if fe := badIDs(in); fe != nil {
 		return invalidArgument(reasonInvalidArgument, fe)
 	}
-	send := func(f frame) error { return sendFrame(stream.Send, f) }
+	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
 	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart())
 	if ra, ok := errors.AsType[*resumedAlready](err); ok {
 		ss, o, err := s.attach(stream.Context(), ra.runID, 0, send)
@@ -162,8 +163,8 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 func (s *Server) executedAlready(ctx context.Context, id string) (*agentdv1.ExecuteRunResponse, error) {
 	resp := &agentdv1.ExecuteRunResponse{RunId: id}
 	var mu sync.Mutex
-	ss, o, err := s.attach(ctx, id, 0, func(f frame) error {
-		ev, err := eventOf(f)
+	ss, o, err := s.attach(ctx, id, 0, func(f journal.Frame) error {
+		ev, err := journal.EventOf(f)
 		if err != nil {
 			return err
 		}
@@ -201,7 +202,7 @@ func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStre
 	if fe := badIDs(in); fe != nil {
 		return invalidArgument(reasonInvalidArgument, fe)
 	}
-	ss, o, err := s.attach(stream.Context(), in.GetRunId(), in.GetAfterSeq(), func(f frame) error { return sendFrame(stream.Send, f) })
+	ss, o, err := s.attach(stream.Context(), in.GetRunId(), in.GetAfterSeq(), func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) })
 	if err != nil {
 		return err
 	}

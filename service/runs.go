@@ -19,6 +19,7 @@ import (
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -137,10 +138,10 @@ func storeStatus(err error) error {
 
 // olderFrames reads a run's frames from the store: what its journal no longer keeps in
 // memory.
-func (s *Server) olderFrames(id string) older {
-	return func(ctx context.Context, after int64, max int) ([]frame, error) {
+func (s *Server) olderFrames(id string) journal.Older {
+	return func(ctx context.Context, after int64, max int) ([]journal.Frame, error) {
 		bs, err := s.store.ReadEvents(ctx, id, after, max)
-		out := make([]frame, len(bs))
+		out := make([]journal.Frame, len(bs))
 		for i, b := range bs {
 			out[i] = b
 		}
@@ -150,16 +151,8 @@ func (s *Server) olderFrames(id string) older {
 
 // storedJournal is the journal of a run the server does not run: every frame comes from
 // the store, and while the run is not finished the store is polled for more.
-func (s *Server) storedJournal(rec store.Run) *journal {
-	j := newJournal(s.olderFrames(rec.ID), false)
-	j.first = rec.LastSeq + 1
-	j.last.Store(rec.LastSeq)
-	j.stored.Store(rec.LastSeq)
-	j.closed = rec.Status == store.Finished
-	if !j.closed {
-		j.poll = s.follows.poll(rec.ID)
-	}
-	return j
+func (s *Server) storedJournal(rec store.Run) *journal.Journal {
+	return journal.Followed(s.olderFrames(rec.ID), rec.LastSeq, rec.Status == store.Finished, s.follows.poll(rec.ID))
 }
 
 // attachedLocked is the attached event of a stream attaching to a live run.
@@ -205,7 +198,7 @@ func (s *Server) storedAttached(ctx context.Context, rec store.Run, oldest int64
 	}
 	if rec.LastSeq >= oldest {
 		if fs, err := s.store.ReadEvents(ctx, rec.ID, rec.LastSeq-1, 1); err == nil && len(fs) == 1 {
-			if ev, err := eventOf(fs[0]); err == nil {
+			if ev, err := journal.EventOf(fs[0]); err == nil {
 				a.Usage = cmp.Or(ev.GetRunFinished().GetUsage(), ev.GetStepFinished().GetUsage())
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -74,7 +75,7 @@ type session struct {
 	transcript *continuation.Hasher // history, then each step's messages
 	history    *continuation.Hasher // the history alone
 
-	journal *journal
+	journal *journal.Journal
 	done    chan struct{} // closed when the run has ended and its journal closed
 	result  *agentdv1.RunFinished
 	status  error // the status the RPC that started the run ends with, once done
@@ -84,8 +85,8 @@ type session struct {
 	ended       bool // run_finished is journaled: nothing more is acked
 	inputDone   bool // the starting client half-closed, or the RPC takes no input
 	inputDoneCh chan struct{}
-	primary     *outbox              // the starting stream's, while it stays attached
-	outs        map[*outbox]struct{} // every attached stream's, primary included
+	primary     *journal.Outbox              // the starting stream's, while it stays attached
+	outs        map[*journal.Outbox]struct{} // every attached stream's, primary included
 	approvals   map[string]*answerSlot[runtime.Decision]
 	clientCalls map[string]*answerSlot[runtime.Output]
 	inbox       *runtime.Inbox // the stretch's steers: the start's input, then the client's
@@ -299,7 +300,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pla
 		// What a run that parks, or that a store on disk recovers, starts again from.
 		ss.historyMsgs = plan.historyMsgs
 	}
-	ss.journal = newJournal(s.olderFrames(ss.runID), s.gated)
+	ss.journal = journal.New(s.olderFrames(ss.runID), s.gated)
 	ss.setInbox(&s.cfg, plan.steers, plan.req.Resume)
 	return ss
 }
@@ -313,7 +314,7 @@ func (s *Server) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID st
 		detach:      mode != modeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
 		done:        make(chan struct{}),
 		inputDoneCh: make(chan struct{}),
-		outs:        map[*outbox]struct{}{},
+		outs:        map[*journal.Outbox]struct{}{},
 		approvals:   map[string]*answerSlot[runtime.Decision]{},
 		clientCalls: map[string]*answerSlot[runtime.Output]{},
 		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
@@ -383,14 +384,14 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent) error {
 		return errRunMoved // another replica runs it: this one adds nothing
 	}
 	ss.stampLocked(ev)
-	f, err := marshalFrame(ev)
+	f, err := journal.MarshalFrame(ev)
 	if err != nil {
 		// Nothing agentd builds fails to marshal: a fault, which ends the run.
 		ss.srv.log.Error("marshaling an event failed", "run_id", ss.runID, "error", err)
 		ss.seq--
 		return err
 	}
-	ss.journal.append(f)
+	ss.journal.Append(f)
 	ss.srv.writer.mark(ss)
 	return nil
 }
@@ -411,7 +412,7 @@ func (ss *session) sendEvent(ev *agentdv1.RunEvent) error {
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
 	if err == nil && primary != nil {
-		err = primary.wait(ctx)
+		err = primary.Wait(ctx)
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -304,7 +305,7 @@ func (e *steerInto) Error() string { return "the thread's active run takes the i
 // to that run from the first ack on: the stream's first events are attached, then the
 // acks of the steers, then what follows. A run this server does not run, or that is
 // ending, leaves the thread busy.
-func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(frame) error) (*session, *outbox, error) {
+func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
 	ref, err := s.lookup(ctx, e.runID)
 	if err != nil || ref.ss == nil {
 		return nil, nil, threadBusy(e.thread, e.runID)
@@ -330,7 +331,7 @@ func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(frame) e
 		ss.steerLocked(input{}, st)
 	}
 	oldest, _, err := s.store.EventBounds(ctx, ss.runID)
-	if err != nil || ss.journal.stored.Load() == 0 {
+	if err != nil || ss.journal.Stored() == 0 {
 		oldest = 1
 	}
 	o, err := ss.attachLocked(ctx, after, oldest, send)

@@ -1,4 +1,4 @@
-package service
+package journal
 
 import (
 	"context"
@@ -17,7 +17,7 @@ type blockingSend struct {
 	sent    []int64
 }
 
-func (b *blockingSend) send(f frame) error {
+func (b *blockingSend) send(f Frame) error {
 	select {
 	case <-b.release:
 		b.sent = append(b.sent, seqOf(f))
@@ -28,8 +28,8 @@ func (b *blockingSend) send(f frame) error {
 }
 
 // seqOf returns the seq of a frame's event.
-func seqOf(f frame) int64 {
-	ev, err := eventOf(f)
+func seqOf(f Frame) int64 {
+	ev, err := EventOf(f)
 	if err != nil {
 		panic(err)
 	}
@@ -37,12 +37,12 @@ func seqOf(f frame) int64 {
 }
 
 // put journals an event of seq seq.
-func put(j *journal, seq int64) {
-	f, err := marshalFrame(&agentdv1.RunEvent{Seq: seq})
+func put(j *Journal, seq int64) {
+	f, err := MarshalFrame(&agentdv1.RunEvent{Seq: seq})
 	if err != nil {
 		panic(err)
 	}
-	j.append(f)
+	j.Append(f)
 }
 
 // Events go out in the order they were put, and flush waits until all have.
@@ -50,16 +50,16 @@ func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
 		close(b.release)
-		j := newJournal(nil, false)
-		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
+		j := New(nil, false)
+		o := NewOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		for i := range 200 {
 			put(j, int64(i+1))
-			if err := o.wait(t.Context()); err != nil {
+			if err := o.Wait(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		j.close()
-		if !o.flush(t.Context(), time.Minute) {
+		j.Close()
+		if !o.Flush(t.Context(), time.Minute) {
 			t.Fatal("flush reported a failure")
 		}
 		for i, seq := range b.sent {
@@ -78,25 +78,25 @@ func TestOutbox_SendsInOrderAndFlushWaits(t *testing.T) {
 func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		j := newJournal(nil, false)
-		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
+		j := New(nil, false)
+		o := NewOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		ctx, cancel := context.WithCancel(t.Context())
 		n := 0
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for ; n < 10*outboxSize; n++ {
+			for ; n < 10*OutboxSize; n++ {
 				put(j, int64(n+1))
-				o.wait(ctx)
+				o.Wait(ctx)
 			}
 		}()
 		synctest.Wait()
-		if n > outboxSize+1 {
-			t.Errorf("%d events were journaled while the client read nothing, want at most %d", n, outboxSize+1)
+		if n > OutboxSize+1 {
+			t.Errorf("%d events were journaled while the client read nothing, want at most %d", n, OutboxSize+1)
 		}
 		cancel() // the run ends: it stops waiting
 		<-done
-		o.abandon()
+		o.Abandon()
 		close(b.release)
 		synctest.Wait()
 	})
@@ -107,12 +107,12 @@ func TestOutbox_WaitHoldsTheRunBack(t *testing.T) {
 func TestOutbox_FlushGivesUpOnAStalledClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		j := newJournal(nil, false)
-		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
+		j := New(nil, false)
+		o := NewOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
 		put(j, 1)
-		j.close()
+		j.Close()
 		start := time.Now()
-		if o.flush(t.Context(), 2*time.Minute) {
+		if o.Flush(t.Context(), 2*time.Minute) {
 			t.Fatal("flush reported every event sent to a client that read nothing")
 		}
 		if waited := time.Since(start); waited < 2*time.Minute || waited > 3*time.Minute {
@@ -132,17 +132,17 @@ func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		broken := errors.New("broken pipe")
 		var failed []error
-		j := newJournal(nil, false)
-		o := newOutbox(t.Context(), j, 0, nil, func(frame) error { return broken }, func(err error) { failed = append(failed, err) })
-		for i := range outboxSize + 1 {
+		j := New(nil, false)
+		o := NewOutbox(t.Context(), j, 0, nil, func(Frame) error { return broken }, func(err error) { failed = append(failed, err) })
+		for i := range OutboxSize + 1 {
 			put(j, int64(i+1))
 		}
 		synctest.Wait()
-		if err := o.wait(t.Context()); !errors.Is(err, broken) {
+		if err := o.Wait(t.Context()); !errors.Is(err, broken) {
 			t.Errorf("wait after the failure: %v, want %v", err, broken)
 		}
-		if o.flush(t.Context(), time.Minute) || !errors.Is(o.failed(), broken) {
-			t.Errorf("flush succeeded or failed() = %v", o.failed())
+		if o.Flush(t.Context(), time.Minute) || !errors.Is(o.Failed(), broken) {
+			t.Errorf("flush succeeded or failed() = %v", o.Failed())
 		}
 		if len(failed) != 1 {
 			t.Errorf("onFail called %d times, want once", len(failed))
@@ -156,21 +156,21 @@ func TestOutbox_ASendThatFailsEndsTheOutbox(t *testing.T) {
 func TestOutbox_EveryWaiterGoesOnWhenTheClientReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blockingSend{release: make(chan struct{})}
-		j := newJournal(nil, false)
-		o := newOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
-		for i := range outboxSize + 1 { // one in flight, outboxSize behind
+		j := New(nil, false)
+		o := NewOutbox(t.Context(), j, 0, nil, b.send, func(error) {})
+		for i := range OutboxSize + 1 { // one in flight, outboxSize behind
 			put(j, int64(i+1))
 			synctest.Wait()
 		}
 		var waiting sync.WaitGroup
 		for range 2 {
-			waiting.Go(func() { o.wait(t.Context()) })
+			waiting.Go(func() { o.Wait(t.Context()) })
 		}
 		synctest.Wait()
 		close(b.release) // the client reads again
 		waiting.Wait()   // with a lost wake-up, this blocks the bubble for good
-		j.close()
-		o.flush(t.Context(), time.Minute)
+		j.Close()
+		o.Flush(t.Context(), time.Minute)
 	})
 }
 
@@ -181,7 +181,7 @@ func TestOutbox_NoLostWakeUps(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var sent []int64
 			n := 0
-			send := func(f frame) error {
+			send := func(f Frame) error {
 				n++
 				if n%(seed+3) == 0 {
 					time.Sleep(time.Millisecond) // the client is slow now and then
@@ -189,25 +189,25 @@ func TestOutbox_NoLostWakeUps(t *testing.T) {
 				sent = append(sent, seqOf(f))
 				return nil
 			}
-			j := newJournal(nil, false)
-			o := newOutbox(t.Context(), j, 0, nil, send, func(error) {})
+			j := New(nil, false)
+			o := NewOutbox(t.Context(), j, 0, nil, send, func(error) {})
 			ctx, cancel := context.WithCancel(t.Context())
 			var wg sync.WaitGroup
 			wg.Go(func() { // the receive goroutine
 				for ctx.Err() == nil {
-					o.wait(ctx)
+					o.Wait(ctx)
 					time.Sleep(time.Duration(seed) * time.Microsecond)
 				}
 			})
 			const events = 5000
 			for i := range events {
 				put(j, int64(i+1))
-				o.wait(t.Context())
+				o.Wait(t.Context())
 			}
 			cancel()
 			wg.Wait()
-			j.close()
-			if !o.flush(t.Context(), time.Minute) {
+			j.Close()
+			if !o.Flush(t.Context(), time.Minute) {
 				t.Fatal("flush failed")
 			}
 			if len(sent) != events {

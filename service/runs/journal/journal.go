@@ -1,4 +1,9 @@
-package service
+// Package journal holds a run's events as its streams read them: frames (each event
+// marshaled once, sent as is by every stream), the journal of a run (the hot tail in
+// memory, older frames from the store, deltas merged while nobody took them) and the
+// outbox that carries a journal to one stream with backpressure. It knows nothing of
+// the run engine or the runtime: the engine appends, the store keeps, streams read.
+package journal
 
 import (
 	"context"
@@ -12,7 +17,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
-	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -20,42 +24,42 @@ import (
 // RunResponse, StartRunResponse and AttachRunResponse, which all hold the event there
 // and nothing else. An event is marshaled once, into its frame, and every stream that
 // carries it sends those bytes: a response holding a frame as its unknown fields
-// marshals to the frame itself (sendFrame).
-type frame []byte
+// marshals to the frame itself (SendFrame).
+type Frame []byte
 
-// eventField is the number of the event field of every response message that carries one.
-const eventField protowire.Number = 1
+// EventField is the number of the event field of every response message that carries one.
+const EventField protowire.Number = 1
 
-// marshalFrame marshals ev into its frame.
-func marshalFrame(ev *agentdv1.RunEvent) (frame, error) {
+// MarshalFrame marshals ev into its frame.
+func MarshalFrame(ev *agentdv1.RunEvent) (Frame, error) {
 	n := proto.Size(ev)
 	b := make([]byte, 0, 1+protowire.SizeVarint(uint64(n))+n)
-	b = protowire.AppendTag(b, eventField, protowire.BytesType)
+	b = protowire.AppendTag(b, EventField, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
 	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, ev)
 }
 
-// eventOf decodes the event of a frame.
-func eventOf(f frame) (*agentdv1.RunEvent, error) {
+// EventOf decodes the event of a frame.
+func EventOf(f Frame) (*agentdv1.RunEvent, error) {
 	_, _, n := protowire.ConsumeTag(f)
 	if n < 0 {
-		return nil, errors.New("malformed frame")
+		return nil, errors.New("malformed Frame")
 	}
 	b, m := protowire.ConsumeBytes(f[n:])
 	if m < 0 {
-		return nil, errors.New("malformed frame")
+		return nil, errors.New("malformed Frame")
 	}
 	ev := &agentdv1.RunEvent{}
 	return ev, proto.Unmarshal(b, ev)
 }
 
-// sendFrame sends f as one response M (RunResponse, StartRunResponse, AttachRunResponse)
+// SendFrame sends f as one response M (RunResponse, StartRunResponse, AttachRunResponse)
 // on a stream: the response carries the frame as its unknown fields, which marshal
 // verbatim, so the event is not marshaled again.
-func sendFrame[M any, PM interface {
+func SendFrame[M any, PM interface {
 	*M
 	proto.Message
-}](send func(PM) error, f frame) error {
+}](send func(PM) error, f Frame) error {
 	var m M
 	pm := PM(&m)
 	pm.ProtoReflect().SetUnknown(protoreflect.RawFields(f))
@@ -63,21 +67,21 @@ func sendFrame[M any, PM interface {
 }
 
 // minJournalFrames is how many frames a journal keeps in memory whatever their size, so
-// that the stream the run waits for (at most outboxSize behind) reads from memory.
-const minJournalFrames = 2 * outboxSize
+// that the stream the run waits for (at most OutboxSize behind) reads from memory.
+const minJournalFrames = 2 * OutboxSize
 
 // hotJournalBytes is what a journal keeps in memory beyond minJournalFrames: older
 // frames are read from the store, which has them all.
 const hotJournalBytes = 8 << 10
 
-// errEventsExpired is what reading a journal below what it and the store keep returns.
-var errEventsExpired = errors.New("events expired")
+// ErrEventsExpired is what reading a journal below what it and the store keep returns.
+var ErrEventsExpired = errors.New("events expired")
 
-// older reads frames after seq after from the store, at most max of them: what a
+// Older reads frames after seq after from the store, at most max of them: what a
 // journal no longer keeps in memory.
-type older func(ctx context.Context, after int64, max int) ([]frame, error)
+type Older func(ctx context.Context, after int64, max int) ([]Frame, error)
 
-// journal is a run's events, in seq order, as frames, as the streams of the run read
+// Journal is a run's events, in seq order, as frames, as the streams of the run read
 // them: every numbered event is appended before any stream sends it, and each stream
 // reads from its own cursor. The newest frames are in memory (hotJournalBytes, never
 // fewer than minJournalFrames); the journal writer copies every frame to the store, and
@@ -85,22 +89,22 @@ type older func(ctx context.Context, after int64, max int) ([]frame, error)
 //
 // With a store that keeps frames on disk (gated), readers see a frame only once it is
 // in the store: every event a client saw is in the journal.
-type journal struct {
+type Journal struct {
 	mu      sync.Mutex
-	frames  []frame
+	frames  []Frame
 	first   int64 // seq of frames[0]
 	size    int   // bytes of frames
 	closed  bool  // the run ended: nothing more is appended
 	changed chan struct{}
-	older   older // nil when the store keeps nothing older
+	older   Older // nil when the store keeps nothing older
 	gated   bool
 	// poll, for a run going on elsewhere, asks for the frames its holder adds (follows:
-	// they come by addFetched) once the readers have read all the journal has; nil for
+	// they come by AddFetched) once the readers have read all the journal has; nil for
 	// a run this server runs. Called with mu held.
-	poll func(j *journal)
+	poll func(j *Journal)
 	// lost, for a journal that follows its run from the store, is why its readers can
 	// read no more here once they have read what it has: the store has not answered for
-	// a lease (errStoreLost), so that they attach again, maybe where it answers.
+	// a lease (the engine's errStoreLost), so that they attach again, maybe where it answers.
 	lost error
 	// failed is why the store refused the run's frames; storedChanged is closed when
 	// stored or failed change, made when someone waits for it.
@@ -109,50 +113,37 @@ type journal struct {
 
 	// open is the last event, a delta not yet marshaled into a frame (seq last): no
 	// reader has taken it yet, so the next delta of its block merges into it
-	// (mergeDelta). Taking it seals it (sealLocked); the store takes it only sealed
-	// (unstored).
+	// (MergeDelta). Taking it seals it (sealLocked); the store takes it only sealed
+	// (Unstored).
 	open *openDelta
 
 	// last is the seq of the last frame; stored, of the last frame in the store.
 	last, stored atomic.Int64
 }
 
-// coalesceMax bounds the text of one merged delta: past it the next delta starts an
+// CoalesceMax bounds the text of one merged delta: past it the next delta starts an
 // event of its own, which counts toward how far a stream is behind (backpressure).
-const coalesceMax = 1 << 10
+const CoalesceMax = 1 << 10
 
-// deltaKind tells the kinds of delta apart: only deltas of one kind and block merge.
-type deltaKind uint8
+// DeltaKind tells the kinds of delta apart: only deltas of one kind and block merge.
+type DeltaKind uint8
 
 const (
-	textDelta deltaKind = iota + 1
-	reasoningDelta
-	argsDelta
+	TextDelta DeltaKind = iota + 1
+	ReasoningDelta
+	ArgsDelta
 )
 
-// deltaOf returns what a delta event appends, and to what; ok is false for any other
+// DeltaOf returns what a delta event appends, and to what; ok is false for any other
 // event.
-func deltaOf(ev *agentdv1.RunEvent) (kind deltaKind, id, text string, ok bool) {
+func DeltaOf(ev *agentdv1.RunEvent) (kind DeltaKind, id, text string, ok bool) {
 	switch k := ev.GetKind().(type) {
 	case *agentdv1.RunEvent_TextDelta:
-		return textDelta, k.TextDelta.GetMessageId(), k.TextDelta.GetDelta(), true
+		return TextDelta, k.TextDelta.GetMessageId(), k.TextDelta.GetDelta(), true
 	case *agentdv1.RunEvent_ReasoningDelta:
-		return reasoningDelta, k.ReasoningDelta.GetMessageId(), k.ReasoningDelta.GetDelta(), true
+		return ReasoningDelta, k.ReasoningDelta.GetMessageId(), k.ReasoningDelta.GetDelta(), true
 	case *agentdv1.RunEvent_ToolCallArgsDelta:
-		return argsDelta, k.ToolCallArgsDelta.GetToolCallId(), k.ToolCallArgsDelta.GetDelta(), true
-	}
-	return 0, "", "", false
-}
-
-// runtimeDelta is deltaOf for a runtime event, before it is made an event of the wire.
-func runtimeDelta(ev runtime.Event) (kind deltaKind, id, text string, ok bool) {
-	switch e := ev.(type) {
-	case *runtime.TextDelta:
-		return textDelta, e.MessageID, e.Delta, true
-	case *runtime.ReasoningDelta:
-		return reasoningDelta, e.MessageID, e.Delta, true
-	case *runtime.ToolCallArgsDelta:
-		return argsDelta, e.CallID, e.Delta, true
+		return ArgsDelta, k.ToolCallArgsDelta.GetToolCallId(), k.ToolCallArgsDelta.GetDelta(), true
 	}
 	return 0, "", "", false
 }
@@ -161,15 +152,15 @@ func runtimeDelta(ev runtime.Event) (kind deltaKind, id, text string, ok bool) {
 // merged into it are in text (nil until a second one comes).
 type openDelta struct {
 	ev   *agentdv1.RunEvent
-	kind deltaKind
+	kind DeltaKind
 	id   string
 	size int
 	text []byte
 }
 
-// openDelta appends a delta event with the next seq, which the caller assigned, as the
+// OpenDelta appends a delta event with the next seq, which the caller assigned, as the
 // open tail: it is marshaled when first taken, with what merged into it by then.
-func (j *journal) openDelta(ev *agentdv1.RunEvent, kind deltaKind, id, text string) {
+func (j *Journal) OpenDelta(ev *agentdv1.RunEvent, kind DeltaKind, id, text string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.sealLocked()
@@ -180,20 +171,20 @@ func (j *journal) openDelta(ev *agentdv1.RunEvent, kind deltaKind, id, text stri
 	}
 }
 
-// mergeDelta appends text to the open tail when it is a delta of the same kind and
+// MergeDelta appends text to the open tail when it is a delta of the same kind and
 // block, not taken yet and not full, and reports whether it did: the stream that will
 // take it is behind, and gets one delta where the model made several. A stream that
 // keeps up takes each delta before the next comes, and sees them all.
-func (j *journal) mergeDelta(kind deltaKind, id, text string) bool {
+func (j *Journal) MergeDelta(kind DeltaKind, id, text string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	o := j.open
-	if o == nil || o.kind != kind || o.id != id || o.size+len(text) > coalesceMax {
+	if o == nil || o.kind != kind || o.id != id || o.size+len(text) > CoalesceMax {
 		return false
 	}
 	if o.text == nil {
-		_, _, first, _ := deltaOf(o.ev)
-		o.text = make([]byte, 0, min(2*(len(first)+len(text)), coalesceMax))
+		_, _, first, _ := DeltaOf(o.ev)
+		o.text = make([]byte, 0, min(2*(len(first)+len(text)), CoalesceMax))
 		o.text = append(o.text, first...)
 	}
 	o.text = append(o.text, text...)
@@ -202,7 +193,7 @@ func (j *journal) mergeDelta(kind deltaKind, id, text string) bool {
 }
 
 // sealLocked marshals the open tail into the journal's last frame.
-func (j *journal) sealLocked() {
+func (j *Journal) sealLocked() {
 	o := j.open
 	if o == nil {
 		return
@@ -219,7 +210,7 @@ func (j *journal) sealLocked() {
 			k.ToolCallArgsDelta.Delta = merged
 		}
 	}
-	f, err := marshalFrame(o.ev)
+	f, err := MarshalFrame(o.ev)
 	if err != nil {
 		// Only text that is not UTF-8 fails, which sendLocked keeps out of merges.
 		panic("agentd: marshaling a merged delta: " + err.Error())
@@ -229,12 +220,35 @@ func (j *journal) sealLocked() {
 	j.trimLocked()
 }
 
-func newJournal(older older, gated bool) *journal {
-	return &journal{first: 1, changed: make(chan struct{}), older: older, gated: gated}
+// New returns an empty journal. older reads what it no longer keeps in memory (nil: the
+// store keeps nothing older); with gated, readers see a frame only once it is in the store.
+func New(older Older, gated bool) *Journal {
+	return &Journal{first: 1, changed: make(chan struct{}), older: older, gated: gated}
 }
 
-// append adds the frame of the event with the next seq, which the caller assigned.
-func (j *journal) append(f frame) {
+// FromStore returns the journal of a run taken up from the store: its frames up to seq
+// last are all in the store, none in memory.
+func FromStore(older Older, gated bool, last int64) *Journal {
+	j := New(older, gated)
+	j.first = last + 1
+	j.last.Store(last)
+	j.stored.Store(last)
+	return j
+}
+
+// Followed returns the journal of a run this server does not run, read from the store
+// (older) up to last, its end when finished; poll asks for the frames its holder adds.
+func Followed(older Older, last int64, finished bool, poll func(*Journal)) *Journal {
+	j := FromStore(older, false, last)
+	j.closed = finished
+	if !finished {
+		j.poll = poll
+	}
+	return j
+}
+
+// Append adds the frame of the event with the next seq, which the caller assigned.
+func (j *Journal) Append(f Frame) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.sealLocked()
@@ -248,7 +262,7 @@ func (j *journal) append(f frame) {
 }
 
 // trimLocked lets go of the oldest frames the store has, past what memory keeps.
-func (j *journal) trimLocked() {
+func (j *Journal) trimLocked() {
 	for j.size > hotJournalBytes && len(j.frames) > minJournalFrames && j.first <= j.stored.Load() {
 		j.size -= len(j.frames[0])
 		j.frames[0] = nil
@@ -257,7 +271,7 @@ func (j *journal) trimLocked() {
 	}
 }
 
-// unstored returns the frames not yet in the store, and the seq of the first. The open
+// Unstored returns the frames not yet in the store, and the seq of the first. The open
 // tail is left out, so that the next deltas of its block still merge into it until a
 // stream takes it: the store taking each delta as it comes would keep a client that is
 // behind from ever getting them merged when the model streams at a provider's pace.
@@ -265,7 +279,7 @@ func (j *journal) trimLocked() {
 // event, or by seal for someone who waits for the store (storedThrough); a tail a reader
 // sealed waits for either, kept in memory (trimLocked keeps what is not stored). A gated
 // journal, whose readers wait for the store, gives it the tail at once.
-func (j *journal) unstored() (first int64, frames []frame) {
+func (j *Journal) Unstored() (first int64, frames []Frame) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.gated {
@@ -275,16 +289,16 @@ func (j *journal) unstored() (first int64, frames []frame) {
 	return first, slices.Clone(j.frames[first-j.first:])
 }
 
-// seal makes the open tail a frame, for someone who waits until the store has every
+// Seal makes the open tail a frame, for someone who waits until the store has every
 // frame journaled.
-func (j *journal) seal() {
+func (j *Journal) Seal() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.sealLocked()
 }
 
-// storedUpTo records that the store has every frame up to seq.
-func (j *journal) storedUpTo(seq int64) {
+// StoredUpTo records that the store has every frame up to seq.
+func (j *Journal) StoredUpTo(seq int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.stored.Store(seq)
@@ -295,41 +309,41 @@ func (j *journal) storedUpTo(seq int64) {
 	j.storedWakeLocked()
 }
 
-// storeFailed records that the store refused the run's frames: nothing more of them
+// StoreFailed records that the store refused the run's frames: nothing more of them
 // will be stored.
-func (j *journal) storeFailed(err error) {
+func (j *Journal) StoreFailed(err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.failed = err
 	j.storedWakeLocked()
 }
 
-func (j *journal) storedWakeLocked() {
+func (j *Journal) storedWakeLocked() {
 	if j.storedChanged != nil {
 		close(j.storedChanged)
 		j.storedChanged = nil
 	}
 }
 
-// storedMark is where storing a journal stands: the last seq stored, and a channel
+// StoredMark is where storing a journal stands: the last seq stored, and a channel
 // closed when that changes.
-type storedMark struct {
-	seq     int64
-	changed <-chan struct{}
+type StoredMark struct {
+	Seq     int64
+	Changed <-chan struct{}
 }
 
-// storedState returns where storing stands, or why the store refused the frames.
-func (j *journal) storedState() (storedMark, error) {
+// StoredState returns where storing stands, or why the store refused the frames.
+func (j *Journal) StoredState() (StoredMark, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.storedChanged == nil {
 		j.storedChanged = make(chan struct{})
 	}
-	return storedMark{j.stored.Load(), j.storedChanged}, j.failed
+	return StoredMark{j.stored.Load(), j.storedChanged}, j.failed
 }
 
-// release lets go of every frame memory holds, all of them in the store: the run parked.
-func (j *journal) release() {
+// Release lets go of every frame memory holds, all of them in the store: the run parked.
+func (j *Journal) Release() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.stored.Load() < j.last.Load() {
@@ -341,11 +355,12 @@ func (j *journal) release() {
 	j.first = j.last.Load() + 1
 }
 
-// follow turns the journal of a run this server stopped running into one that follows
+// Follow turns the journal of a run this server stopped running into one that follows
 // the run from the store (poll), for the streams reading it: the frames the store never
 // took go (no reader saw them: the journal is gated), and the next reads come from the
-// store, which has every frame the run's new holder adds.
-func (j *journal) follow(poll func(*journal)) {
+// store, which has every frame the run's new holder adds. why is what StoredState says
+// from then on: nothing more of this server's is stored.
+func (j *Journal) Follow(poll func(*Journal), why error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	stored := j.stored.Load()
@@ -355,14 +370,14 @@ func (j *journal) follow(poll func(*journal)) {
 	j.last.Store(stored)
 	j.closed = false // its end, journaled here and not stored, comes from the store
 	j.gated = false
-	j.failed = errRunMoved
+	j.failed = why
 	j.poll = poll
 	j.storedWakeLocked()
 	j.wakeLocked()
 }
 
-// close records that the run ended: readers that have read everything are done.
-func (j *journal) close() {
+// Close records that the run ended: readers that have read everything are done.
+func (j *Journal) Close() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if !j.closed {
@@ -371,24 +386,24 @@ func (j *journal) close() {
 	}
 }
 
-func (j *journal) wakeLocked() {
+func (j *Journal) wakeLocked() {
 	close(j.changed)
 	j.changed = make(chan struct{})
 }
 
-// lose ends, with err, the reads of a journal that follows its run from the store, once
+// Lose ends, with err, the reads of a journal that follows its run from the store, once
 // its readers have read what it has.
-func (j *journal) lose(err error) {
+func (j *Journal) Lose(err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.lost = err
 	j.wakeLocked()
 }
 
-// addFetched adds to a journal that follows its run from the store the frames read
+// AddFetched adds to a journal that follows its run from the store the frames read
 // after seq after, those past its last, and wakes its readers, whatever it added. A
 // run_finished closes it.
-func (j *journal) addFetched(after int64, frames [][]byte) {
+func (j *Journal) AddFetched(after int64, frames [][]byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	added := false
@@ -408,48 +423,48 @@ func (j *journal) addFetched(after int64, frames [][]byte) {
 	}
 	// run_finished is a run's last event: only the last frame added can be it, and
 	// only that one is decoded.
-	if added && isRunFinished(j.frames[len(j.frames)-1]) {
+	if added && IsRunFinished(j.frames[len(j.frames)-1]) {
 		j.closed = true
 	}
 	j.trimLocked()
 	j.wakeLocked()
 }
 
-// visibleSeq returns the seq of the last frame readers may read.
-func (j *journal) visibleSeq() int64 {
+// VisibleSeq returns the seq of the last frame readers may read.
+func (j *Journal) VisibleSeq() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.visible()
 }
 
 // visible returns the seq of the last frame readers may read.
-func (j *journal) visible() int64 {
+func (j *Journal) visible() int64 {
 	if j.gated {
 		return j.stored.Load()
 	}
 	return j.last.Load()
 }
 
-// read appends to dst the frames after seq after, at most max of them. When there are
+// Read appends to dst the frames after seq after, at most max of them. When there are
 // none yet it returns a channel closed at the next change, and whether the reader is
 // done (the journal closed and read to its end). A cursor below what memory and the
-// store keep gets errEventsExpired.
-func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (frames []frame, changed <-chan struct{}, done bool, err error) {
+// store keep gets ErrEventsExpired.
+func (j *Journal) Read(ctx context.Context, after int64, max int, dst []Frame) (frames []Frame, changed <-chan struct{}, done bool, err error) {
 	j.mu.Lock()
 	if after+1 < j.first {
 		first, older := j.first, j.older
 		j.mu.Unlock()
 		if older == nil {
-			return dst, nil, false, errEventsExpired
+			return dst, nil, false, ErrEventsExpired
 		}
 		fs, err := older(ctx, after, min(max, int(first-1-after)))
 		switch {
 		case errors.Is(err, store.ErrExpired), err == nil && len(fs) == 0:
-			return dst, nil, false, errEventsExpired
+			return dst, nil, false, ErrEventsExpired
 		case err != nil:
 			return dst, nil, false, err
 		}
-		if end := after + int64(len(fs)); end == first-1 && isRunFinished(fs[len(fs)-1]) {
+		if end := after + int64(len(fs)); end == first-1 && IsRunFinished(fs[len(fs)-1]) {
 			// A journal following its run from the store, made as the run's end was
 			// stored and before its record said so: the end is its last frame.
 			j.mu.Lock()
@@ -479,4 +494,16 @@ func (j *journal) read(ctx context.Context, after int64, max int, dst []frame) (
 	i := int(after + 1 - j.first)
 	end := min(int(visible-j.first)+1, i+max)
 	return append(dst, j.frames[i:end]...), nil, false, nil
+}
+
+// Last returns the seq of the journal's last frame.
+func (j *Journal) Last() int64 { return j.last.Load() }
+
+// Stored returns the seq of the last frame in the store.
+func (j *Journal) Stored() int64 { return j.stored.Load() }
+
+// IsRunFinished reports whether f is the frame of run_finished, which ends a journal.
+func IsRunFinished(f []byte) bool {
+	ev, err := EventOf(f)
+	return err == nil && ev.GetRunFinished() != nil
 }

@@ -1,4 +1,4 @@
-package service
+package journal
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 )
 
-// errClientStalled is the cause of a run whose client read nothing for the stall timeout.
-var errClientStalled = errors.New("the client read nothing for too long")
+// ErrClientStalled is the cause of a run whose client read nothing for the stall timeout.
+var ErrClientStalled = errors.New("the client read nothing for too long")
 
-// outboxSize is how many events a run may have journaled beyond what the stream that
+// OutboxSize is how many events a run may have journaled beyond what the stream that
 // started it has sent before it waits for that client: little beyond what gRPC itself
 // holds (64 KiB a stream), so that flow control still holds the model back when the
 // client reads slowly.
-const outboxSize = 64
+const OutboxSize = 64
 
-// outbox carries a run's events to one stream: the frames of the run's journal from its
+// Outbox carries a run's events to one stream: the frames of the run's journal from its
 // cursor on, in order, and before them the stream's own unnumbered frames (attached,
 // heartbeats), sent by the one goroutine that sends on the stream. No lock that input
 // handling needs (acks, cancel) is held across a Send that flow control can block, and a
@@ -30,23 +30,26 @@ const outboxSize = 64
 //
 // The outbox ends once it has sent the journal's last frame after the journal closed (the
 // run ended), when a send fails, when it is abandoned, and when the journal no longer
-// keeps the frame it would send next (errEventsExpired). Every method may be called from
+// keeps the frame it would send next (ErrEventsExpired). Every method may be called from
 // any goroutine.
-type outbox struct {
-	id     string          // the stream's attachment_id; empty for the one that started the run
-	runs   bool            // a Run stream's, whose client answers the run on it
+type Outbox struct {
+	// ID is the stream's attachment_id; empty for the one that started the run.
+	ID string
+	// Runs is set on a Run stream's outbox, whose client answers the run on it.
+	Runs bool
+	// Release gives back the caller's attachment (attach) once the stream is let go; nil
+	// for the stream that started the run.
+	Release func()
+
 	ctx    context.Context // the stream's: it bounds reads from the store
-	j      *journal
-	send   func(frame) error
+	j      *Journal
+	send   func(Frame) error
 	onFail func(error) // called once, on the sender's goroutine, when a send fails
-	// release gives back the caller's attachment (attach) once the stream is let go;
-	// nil for the stream that started the run.
-	release func()
 
 	mu        sync.Mutex
-	side      []frame     // unnumbered frames, sent before the journal's next
+	side      []Frame     // unnumbered frames, sent before the journal's next
 	abandoned atomic.Bool // let go: nothing more is sent
-	err       error       // why the outbox ended early: the failed send's error, or errEventsExpired
+	err       error       // why the outbox ended early: the failed send's error, or ErrEventsExpired
 	wake      chan struct{}
 	// space is closed, and replaced, when a frame went out while someone waited for room:
 	// the run and the stream's receive goroutine may both wait (broadcast, not a token).
@@ -62,25 +65,25 @@ type outbox struct {
 	// lastSend is when the last send started, or a heartbeat was queued (unix
 	// nanoseconds): how long the stream has been silent.
 	lastSend atomic.Int64
-	beat     *time.Timer // the heartbeat's, once startHeartbeats armed it
+	beat     *time.Timer // the heartbeat's, once StartHeartbeats armed it
 }
 
-// newOutbox starts sending j's frames after seq after, behind side, on the stream of
+// NewOutbox starts sending j's frames after seq after, behind side, on the stream of
 // ctx.
-func newOutbox(ctx context.Context, j *journal, after int64, side []frame, send func(frame) error, onFail func(error)) *outbox {
-	o := &outbox{ctx: ctx, j: j, send: send, onFail: onFail, side: side, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
+func NewOutbox(ctx context.Context, j *Journal, after int64, side []Frame, send func(Frame) error, onFail func(error)) *Outbox {
+	o := &Outbox{ctx: ctx, j: j, send: send, onFail: onFail, side: side, wake: make(chan struct{}, 1), space: make(chan struct{}), done: make(chan struct{})}
 	o.cursor.Store(after)
 	o.lastSend.Store(time.Now().UnixNano())
 	go o.run()
 	return o
 }
 
-// startHeartbeats has the outbox send a heartbeat naming the last seq it sent after
+// StartHeartbeats has the outbox send a heartbeat naming the last seq it sent after
 // every interval the stream was silent with nothing to send, until it ends: whoever
 // runs the run, here, elsewhere or nobody for a while (a store that does not answer),
 // the client knows the stream is alive. It costs a timer that fires once an interval,
 // not one reset per frame. Called once, before any other goroutine may end the outbox.
-func (o *outbox) startHeartbeats(every time.Duration, runID string, now func() time.Time) {
+func (o *Outbox) StartHeartbeats(every time.Duration, runID string, now func() time.Time) {
 	var beat func()
 	beat = func() {
 		select {
@@ -92,14 +95,14 @@ func (o *outbox) startHeartbeats(every time.Duration, runID string, now func() t
 		if silent >= every {
 			o.mu.Lock()
 			quiet := o.err == nil && !o.abandoned.Load() && len(o.side) == 0 &&
-				o.sendingSince.Load() == 0 && o.j.visibleSeq() <= o.cursor.Load()
+				o.sendingSince.Load() == 0 && o.j.VisibleSeq() <= o.cursor.Load()
 			o.mu.Unlock()
 			if quiet {
 				// Behind events the client has not read yet, a heartbeat says nothing.
-				f, err := marshalFrame(&agentdv1.RunEvent{RunId: runID, Time: timestamppb.New(now()),
+				f, err := MarshalFrame(&agentdv1.RunEvent{RunId: runID, Time: timestamppb.New(now()),
 					Kind: &agentdv1.RunEvent_Heartbeat{Heartbeat: &agentdv1.Heartbeat{LastSeq: o.cursor.Load()}}})
 				if err == nil {
-					o.putSide(f)
+					o.PutSide(f)
 				}
 			}
 			o.lastSend.Store(time.Now().UnixNano())
@@ -121,8 +124,8 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// putSide queues an unnumbered frame, sent before the journal's next.
-func (o *outbox) putSide(f frame) {
+// PutSide queues an unnumbered frame, sent before the journal's next.
+func (o *Outbox) PutSide(f Frame) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.err != nil || o.abandoned.Load() {
@@ -132,15 +135,18 @@ func (o *outbox) putSide(f frame) {
 	signal(o.wake)
 }
 
-// behind returns how many journaled frames wait to be sent.
-func (o *outbox) behind() int64 { return o.j.last.Load() - o.cursor.Load() }
+// Cursor returns the seq of the last journal frame sent.
+func (o *Outbox) Cursor() int64 { return o.cursor.Load() }
 
-// wait blocks while the stream is outboxSize frames behind the journal: the client is
+// Behind returns how many journaled frames wait to be sent.
+func (o *Outbox) Behind() int64 { return o.j.last.Load() - o.cursor.Load() }
+
+// Wait blocks while the stream is OutboxSize frames behind the journal: the client is
 // behind, and the run waits for it (backpressure). It returns when there is room, when
 // ctx is done (the run unwinds without waiting), or with the error of an outbox that
 // ended early.
-func (o *outbox) wait(ctx context.Context) error {
-	if o.behind() < outboxSize {
+func (o *Outbox) Wait(ctx context.Context) error {
+	if o.Behind() < OutboxSize {
 		return nil // the common case, once per event: an ended outbox shows at the next wait
 	}
 	for {
@@ -148,7 +154,7 @@ func (o *outbox) wait(ctx context.Context) error {
 		// Counted before the check, and the sender counts its cursor before it looks at
 		// the count: either this check sees the room, or the sender sees this waiter.
 		o.spaceWaiters.Add(1)
-		if err := o.err; err != nil || o.behind() < outboxSize || o.abandoned.Load() {
+		if err := o.err; err != nil || o.Behind() < OutboxSize || o.abandoned.Load() {
 			o.spaceWaiters.Add(-1)
 			o.mu.Unlock()
 			return err
@@ -169,7 +175,7 @@ func (o *outbox) wait(ctx context.Context) error {
 }
 
 // freeSpace wakes everyone waiting for room.
-func (o *outbox) freeSpace() {
+func (o *Outbox) freeSpace() {
 	if o.spaceWaiters.Load() == 0 {
 		return
 	}
@@ -180,15 +186,15 @@ func (o *outbox) freeSpace() {
 	o.spaceWaiters.Store(0)
 }
 
-// failed returns why the outbox ended early, if it did.
-func (o *outbox) failed() error {
+// Failed returns why the outbox ended early, if it did.
+func (o *Outbox) Failed() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
 }
 
-// stalledFor returns how long the send in progress has waited for the client.
-func (o *outbox) stalledFor() time.Duration {
+// StalledFor returns how long the send in progress has waited for the client.
+func (o *Outbox) StalledFor() time.Duration {
 	since := o.sendingSince.Load()
 	if since == 0 {
 		return 0
@@ -196,19 +202,19 @@ func (o *outbox) stalledFor() time.Duration {
 	return time.Since(time.Unix(0, since))
 }
 
-// stop ends the outbox early for err: nothing more is sent, and its stream ends with
+// Stop ends the outbox early for err: nothing more is sent, and its stream ends with
 // what err says.
-func (o *outbox) stop(err error) {
+func (o *Outbox) Stop(err error) {
 	o.mu.Lock()
 	if o.err == nil {
 		o.err = err
 	}
 	o.mu.Unlock()
-	o.abandon()
+	o.Abandon()
 }
 
-// abandon lets the stream go: nothing more is sent to it.
-func (o *outbox) abandon() {
+// Abandon lets the stream go: nothing more is sent to it.
+func (o *Outbox) Abandon() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.abandoned.Store(true)
@@ -221,9 +227,9 @@ func (o *outbox) abandon() {
 	}
 }
 
-// flush waits until the outbox ends, or its client has read nothing for stall, or ctx
+// Flush waits until the outbox ends, or its client has read nothing for stall, or ctx
 // is done. It reports whether everything went out.
-func (o *outbox) flush(ctx context.Context, stall time.Duration) bool {
+func (o *Outbox) Flush(ctx context.Context, stall time.Duration) bool {
 	if o.abandoned.Load() {
 		return false
 	}
@@ -238,8 +244,8 @@ func (o *outbox) flush(ctx context.Context, stall time.Duration) bool {
 		case <-ctx.Done():
 			return false
 		case <-check.C:
-			if o.stalledFor() >= stall {
-				o.abandon()
+			if o.StalledFor() >= stall {
+				o.Abandon()
 				return false
 			}
 			check.Reset(stall / 4)
@@ -248,7 +254,7 @@ func (o *outbox) flush(ctx context.Context, stall time.Duration) bool {
 }
 
 // end records why the outbox ended early.
-func (o *outbox) end(err error) {
+func (o *Outbox) end(err error) {
 	o.mu.Lock()
 	o.err = err
 	o.side = nil
@@ -258,7 +264,7 @@ func (o *outbox) end(err error) {
 }
 
 // sendOne sends f, reporting false when the outbox ended.
-func (o *outbox) sendOne(f frame) bool {
+func (o *Outbox) sendOne(f Frame) bool {
 	if o.abandoned.Load() {
 		return false
 	}
@@ -275,7 +281,7 @@ func (o *outbox) sendOne(f frame) bool {
 }
 
 // run sends the side frames and the journal's frames until the outbox ends.
-func (o *outbox) run() {
+func (o *Outbox) run() {
 	defer func() {
 		close(o.done)
 		o.mu.Lock()
@@ -284,7 +290,7 @@ func (o *outbox) run() {
 		}
 		o.mu.Unlock()
 	}()
-	var batch []frame
+	var batch []Frame
 	for {
 		o.mu.Lock()
 		side := o.side
@@ -298,7 +304,7 @@ func (o *outbox) run() {
 		if o.abandoned.Load() {
 			return
 		}
-		frames, changed, done, err := o.j.read(o.ctx, o.cursor.Load(), outboxSize, batch[:0])
+		frames, changed, done, err := o.j.Read(o.ctx, o.cursor.Load(), OutboxSize, batch[:0])
 		if err != nil {
 			o.end(err)
 			return

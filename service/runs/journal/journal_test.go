@@ -1,37 +1,34 @@
-package service
+package journal
 
 import (
 	"strings"
 	"testing"
-	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
-	"github.com/agentd/agentd/service/store"
-	"github.com/agentd/agentd/service/store/memory"
 )
 
 // openText journals a text delta of block id with seq seq, as sendLocked does: merged
 // into the open tail when it can be, else as a new open tail. It reports whether it
 // merged.
-func openText(j *journal, seq int64, id, text string) bool {
-	if j.mergeDelta(textDelta, id, text) {
+func openText(j *Journal, seq int64, id, text string) bool {
+	if j.MergeDelta(TextDelta, id, text) {
 		return true
 	}
 	ev := &agentdv1.RunEvent{Seq: seq, Kind: &agentdv1.RunEvent_TextDelta{TextDelta: &agentdv1.TextDelta{MessageId: id, Delta: text}}}
-	j.openDelta(ev, textDelta, id, text)
+	j.OpenDelta(ev, TextDelta, id, text)
 	return false
 }
 
 // readAll reads every frame of j after seq after, decoded.
-func readAll(t *testing.T, j *journal, after int64) []*agentdv1.RunEvent {
+func readAll(t *testing.T, j *Journal, after int64) []*agentdv1.RunEvent {
 	t.Helper()
-	fs, _, _, err := j.read(t.Context(), after, 1<<20, nil)
+	fs, _, _, err := j.Read(t.Context(), after, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var evs []*agentdv1.RunEvent
 	for _, f := range fs {
-		ev, err := eventOf(f)
+		ev, err := EventOf(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +41,7 @@ func readAll(t *testing.T, j *journal, after int64) []*agentdv1.RunEvent {
 // event with all their text, under the first one's seq. Once it was read, the next
 // delta is an event of its own.
 func TestJournal_DeltasMergeUntilTaken(t *testing.T) {
-	j := newJournal(nil, false)
+	j := New(nil, false)
 	if openText(j, 1, "m1", "Once ") || !openText(j, 0, "m1", "upon ") || !openText(j, 0, "m1", "a ") {
 		t.Fatal("the second and third deltas of the block did not merge into the first")
 	}
@@ -67,32 +64,32 @@ func TestJournal_DeltasMergeUntilTaken(t *testing.T) {
 // across another event. The store's copy (unstored) leaves the open tail, which still
 // merges (see TestJournal_StoreLeavesTheOpenTail).
 func TestJournal_WhatDoesNotMerge(t *testing.T) {
-	j := newJournal(nil, false)
+	j := New(nil, false)
 	openText(j, 1, "m1", "a")
 	if openText(j, 2, "m2", "b") {
 		t.Error("deltas of two blocks merged")
 	}
-	if j.mergeDelta(reasoningDelta, "m2", "c") {
+	if j.MergeDelta(ReasoningDelta, "m2", "c") {
 		t.Error("a reasoning delta merged into a text delta")
 	}
-	big := strings.Repeat("x", coalesceMax)
+	big := strings.Repeat("x", CoalesceMax)
 	if openText(j, 3, "m2", big) {
-		t.Error("a delta merged past coalesceMax")
+		t.Error("a delta merged past CoalesceMax")
 	}
 	if openText(j, 4, "m2", "y") {
 		t.Error("a delta merged into a full one")
 	}
-	f, err := marshalFrame(&agentdv1.RunEvent{Seq: 5})
+	f, err := MarshalFrame(&agentdv1.RunEvent{Seq: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.append(f)
-	if j.mergeDelta(textDelta, "m2", "z") {
+	j.Append(f)
+	if j.MergeDelta(TextDelta, "m2", "z") {
 		t.Error("a delta merged across another event")
 	}
 	openText(j, 6, "m2", "z")
-	j.seal()
-	if j.mergeDelta(textDelta, "m2", "!") {
+	j.Seal()
+	if j.MergeDelta(TextDelta, "m2", "!") {
 		t.Error("a delta merged into a sealed one")
 	}
 	var texts []string
@@ -109,26 +106,26 @@ func TestJournal_WhatDoesNotMerge(t *testing.T) {
 // tail once sealed. A gated journal's store takes the tail at once: its readers wait
 // for the store.
 func TestJournal_StoreLeavesTheOpenTail(t *testing.T) {
-	j := newJournal(nil, false)
+	j := New(nil, false)
 	openText(j, 1, "m1", "Once ")
-	if first, frames := j.unstored(); first != 1 || len(frames) != 0 {
+	if first, frames := j.Unstored(); first != 1 || len(frames) != 0 {
 		t.Fatalf("unstored = %d frames from %d with only an open tail, want none from 1", len(frames), first)
 	}
 	if !openText(j, 0, "m1", "upon ") {
 		t.Fatal("a delta did not merge into the tail the store left")
 	}
-	j.seal()
-	first, frames := j.unstored()
+	j.Seal()
+	first, frames := j.Unstored()
 	if first != 1 || len(frames) != 1 {
 		t.Fatalf("unstored = %d frames from %d after seal, want 1 from 1", len(frames), first)
 	}
-	if ev, err := eventOf(frames[0]); err != nil || ev.GetTextDelta().GetDelta() != "Once upon " {
+	if ev, err := EventOf(frames[0]); err != nil || ev.GetTextDelta().GetDelta() != "Once upon " {
 		t.Fatalf("the store got %v (%v), want the merged delta", ev, err)
 	}
 
-	g := newJournal(nil, true)
+	g := New(nil, true)
 	openText(g, 1, "m1", "Once ")
-	if _, frames := g.unstored(); len(frames) != 1 {
+	if _, frames := g.Unstored(); len(frames) != 1 {
 		t.Fatalf("a gated journal's unstored = %d frames with an open tail, want 1", len(frames))
 	}
 	if openText(g, 0, "m1", "upon ") {
@@ -139,43 +136,3 @@ func TestJournal_StoreLeavesTheOpenTail(t *testing.T) {
 // A run that ends with its last delta still open, unsent (its stream failed as the
 // model streamed), has its journal flushed: flushRun seals the tail for the store rather
 // than wait for a frame the store never gets (storeTimeout).
-func TestFlushRun_StoresAnOpenTail(t *testing.T) {
-	st := memory.New(memory.Options{})
-	lease := store.Lease{RunID: "run_1", Holder: "a", Epoch: 1}
-	if err := st.CreateRun(t.Context(), store.Run{ID: lease.RunID, Holder: lease.Holder}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	w := newJournalWriter(&Server{}, st)
-	ss := &session{runID: lease.RunID, lease: lease, journal: newJournal(nil, false)}
-	f, err := marshalFrame(&agentdv1.RunEvent{Seq: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss.mu.Lock()
-	ss.journal.append(f)
-	w.mark(ss)
-	openText(ss.journal, 2, "m1", "Once ")
-	w.mark(ss)
-	ss.mu.Unlock()
-
-	flushed := make(chan error, 1)
-	go func() { flushed <- w.flushRun(ss) }()
-	select {
-	case err := <-flushed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("flushRun still waits after 5 s: the store never got the open tail")
-	}
-	frames, err := st.ReadEvents(t.Context(), lease.RunID, 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(frames) != 2 {
-		t.Fatalf("the store has %d frames, want 2", len(frames))
-	}
-	if ev, err := eventOf(frames[1]); err != nil || ev.GetTextDelta().GetDelta() != "Once " {
-		t.Errorf("the store's last frame is %v (%v), want the open delta", ev, err)
-	}
-}
