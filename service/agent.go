@@ -1,12 +1,19 @@
 package service
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -131,4 +138,34 @@ func toolInfos(a *Agent) []ToolInfo {
 		out = append(out, ToolInfo{Spec: spec, Policy: policy.For(spec.Name), Timeout: spec.Timeout})
 	}
 	return out
+}
+
+// agentToProto describes an agent for ListAgents.
+func agentToProto(e *Agent) *agentdv1.Agent {
+	a := &agentdv1.Agent{
+		Name: e.Name, Description: e.Description, Model: e.Runtime.Model().Name(),
+		ModelOverrideAllowed: e.Models != nil, MaxSteps: int32(e.Runtime.MaxSteps()),
+	}
+	for _, t := range toolInfos(e) {
+		ti := &agentdv1.ToolInfo{
+			Spec:             &agentdv1.ToolSpec{Name: t.Spec.Name, Description: t.Spec.Description},
+			Source:           t.Source,
+			Enabled:          !t.Policy.Disabled,
+			RequiresApproval: t.Policy.Approval > runtime.ApprovalAuto,
+			Approval:         wire.ApprovalToProto(t.Policy.Approval),
+			CompletesRun:     t.Spec.CompletesRun,
+			Parallel:         t.Parallel,
+		}
+		if t.Timeout > 0 {
+			ti.Timeout = durationpb.New(t.Timeout)
+		}
+		if len(t.Spec.Parameters) > 0 {
+			var m map[string]any
+			if err := json.Unmarshal(t.Spec.Parameters, &m); err == nil {
+				ti.Spec.Parameters, _ = structpb.NewStruct(m)
+			}
+		}
+		a.Tools = append(a.Tools, ti)
+	}
+	return a
 }

@@ -13,6 +13,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -25,10 +26,10 @@ import (
 // session, nil for the other kind.
 func (s *Server) attach(ctx context.Context, id string, after int64, send func(journal.Frame) error) (ss *session, o *journal.Outbox, err error) {
 	if id == "" {
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "run_id", Description: "must be set"}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "run_id", Description: "must be set"}})
 	}
 	if after < 0 {
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "after_seq", Description: "must not be negative"}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "after_seq", Description: "must not be negative"}})
 	}
 	caller := s.identity(ctx)
 	if caller != "" && !s.attachers.add(caller, 1, s.cfg.MaxAttachmentsPerCaller) {
@@ -173,17 +174,17 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	if fe := badIDs(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	var fe fieldErrors
+	var fe wire.FieldErrors
 	if in.GetRunId() == "" {
-		fe.add("run_id", "must be set")
+		fe.Add("run_id", "must be set")
 	}
 	switch key := in.GetClientKey(); {
 	case key == "":
-		fe.add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
+		fe.Add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
 	case len(key) > maxClientKey:
-		fe.add("client_key", "at most %d bytes", maxClientKey)
+		fe.Add("client_key", "at most %d bytes", maxClientKey)
 	case strings.HasPrefix(key, streamInputPrefix):
-		fe.add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", streamInputPrefix)
+		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", streamInputPrefix)
 	}
 	req := &agentdv1.RunRequest{}
 	switch k := in.GetInput().(type) {
@@ -196,7 +197,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	case *agentdv1.SendRunInputRequest_Cancel:
 		req.Kind = &agentdv1.RunRequest_Cancel{Cancel: k.Cancel}
 	default:
-		fe.add("input", "set one of approval_decision, steer, tool_result or cancel")
+		fe.Add("input", "set one of approval_decision, steer, tool_result or cancel")
 	}
 	if len(fe) > 0 {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
@@ -290,7 +291,7 @@ func steerBytes(st *agentdv1.Steer) int {
 
 // keyReused refuses a client_key used for another input of the run.
 func keyReused() error {
-	return invalidArgument(reasonInputKeyReused, fieldErrors{{Field: "client_key", Description: "this key was used for a different input of this run"}})
+	return invalidArgument(reasonInputKeyReused, wire.FieldErrors{{Field: "client_key", Description: "this key was used for a different input of this run"}})
 }
 
 // finishedStatus refuses input for a finished run.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 )
 
 // ServerOptions are the grpc.ServerOptions a grpc.Server that serves agentd needs, for
@@ -227,17 +228,17 @@ func takeRecords(m proto.Message, num protowire.Number) []string {
 
 // takeInvalidUTF8 removes the record of invalid UTF-8 the codec left on a client's
 // message and returns the field violations it names, or nil.
-func takeInvalidUTF8(m proto.Message) fieldErrors {
-	var fe fieldErrors
+func takeInvalidUTF8(m proto.Message) wire.FieldErrors {
+	var fe wire.FieldErrors
 	for _, p := range takeInvalidUTF8Paths(m) {
-		fe.add(p, "not valid UTF-8: protobuf strings must be UTF-8")
+		fe.Add(p, "not valid UTF-8: protobuf strings must be UTF-8")
 	}
 	return fe
 }
 
 // utf8Refusal is the input_ack error of a message with invalid UTF-8.
-func utf8Refusal(fe fieldErrors) *agentdv1.RunError {
-	return ackError(reasonInvalidUTF8, "%s", fe.summary())
+func utf8Refusal(fe wire.FieldErrors) *agentdv1.RunError {
+	return ackError(reasonInvalidUTF8, "%s", fe.Summary())
 }
 
 // sanitizer rewrites the wire bytes of a message, making the strings that must be UTF-8

@@ -13,6 +13,7 @@ import (
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
@@ -35,7 +36,7 @@ func (ss *session) emit(ev runtime.Event) error {
 	if handled, err := ss.sendDelta(ev); handled {
 		return err
 	}
-	pe := eventToProto(ev)
+	pe := wire.EventToProto(ev)
 	switch e := ev.(type) {
 	case *runtime.ApprovalRequested:
 		ar := pe.GetApprovalRequested()
@@ -100,7 +101,7 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 		err = errRunMoved
 	case !ss.journal.MergeDelta(kind, id, text):
 		// The journal's new open tail, marshaled when first taken (journal.openDelta).
-		pe := eventToProto(ev)
+		pe := wire.EventToProto(ev)
 		ss.stampLocked(pe)
 		ss.journal.OpenDelta(pe, kind, id, text)
 		ss.srv.writer.mark(ss)
@@ -239,7 +240,7 @@ func (ss *session) checkpoint() []byte {
 // the model again. The journal is stored up to here first, so that the checkpoint's seq
 // is in the store.
 func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
-	added := messagesToProto(sc.NewMessages)
+	added := wire.MessagesToProto(sc.NewMessages, wire.Options{})
 	digest, err := ss.history.DigestWith(added)
 	// The steers that came since the step began wait for the next: the checkpoint
 	// carries them.
@@ -256,7 +257,7 @@ func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 		return
 	}
 	ss.mu.Lock()
-	usage := addUsage(usageToProto(sc.Usage), ss.priorUsage)
+	usage := addUsage(wire.UsageToProto(sc.Usage), ss.priorUsage)
 	ss.mu.Unlock()
 	ss.storeCheckpoint(b, usage, added)
 }
@@ -297,11 +298,11 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 	clientCancelled := ss.clientCancelled && errors.Is(fin.Err, errClientCancel)
 	ss.mu.Unlock()
 	rf := &agentdv1.RunFinished{
-		Reason:      endReasonToProto(fin.Reason),
+		Reason:      wire.EndReasonToProto(fin.Reason),
 		Error:       runError(fin, clientCancelled),
-		NewMessages: messagesToProto(fin.NewMessages),
-		Usage:       usageToProto(fin.Usage),
-		FinalText:   protoString(fin.FinalText),
+		NewMessages: wire.MessagesToProto(fin.NewMessages, wire.Options{}),
+		Usage:       wire.UsageToProto(fin.Usage),
+		FinalText:   wire.ProtoString(fin.FinalText),
 	}
 	switch {
 	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, journal.ErrClientStalled):
@@ -309,7 +310,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
 	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errStoreFailed):
 		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
-		rf.Error = &agentdv1.RunError{Code: int32(codes.Unavailable), Reason: reasonStoreUnavailable, Message: protoString(fin.Err.Error()), Retryable: true}
+		rf.Error = &agentdv1.RunError{Code: int32(codes.Unavailable), Reason: reasonStoreUnavailable, Message: wire.ProtoString(fin.Err.Error()), Retryable: true}
 	}
 	if p := fin.Pending; p != nil {
 		// The parked step's assistant message travels in Pending, not in NewMessages, so
@@ -326,7 +327,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 			case c.State == runtime.CallAwaitingApproval:
 				rf.PendingApprovals = append(rf.PendingApprovals, &agentdv1.ApprovalRequested{
 					ApprovalId: c.ApprovalID, ToolCallId: c.Call.ID, ToolName: c.Call.Name,
-					ArgumentsJson: protoString(c.Call.Arguments), Editable: true, Reason: c.Reason,
+					ArgumentsJson: wire.ProtoString(c.Call.Arguments), Editable: true, Reason: c.Reason,
 				})
 			case c.State == runtime.CallReady && ss.tools.specs[c.Call.Name].Executor == runtime.ExecutorClient:
 				rf.PendingClientToolCallIds = append(rf.PendingClientToolCallIds, c.Call.ID)

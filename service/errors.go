@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 )
 
@@ -29,10 +30,10 @@ func statusError(code codes.Code, reason, msg string, meta map[string]string, de
 }
 
 // invalidArgument is INVALID_ARGUMENT with a BadRequest listing what is wrong.
-func invalidArgument(reason string, fe fieldErrors) error {
+func invalidArgument(reason string, fe wire.FieldErrors) error {
 	msg := "invalid request"
 	if len(fe) > 0 {
-		msg += ": " + fe.summary()
+		msg += ": " + fe.Summary()
 	}
 	return statusError(codes.InvalidArgument, reason, msg, nil, &errdetails.BadRequest{FieldViolations: fe})
 }
@@ -41,7 +42,7 @@ func invalidArgument(reason string, fe fieldErrors) error {
 // the RPC ends with. It is nil for the outcomes that end with OK.
 func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError {
 	mk := func(code codes.Code, reason, msg string, retryable bool) *agentdv1.RunError {
-		return &agentdv1.RunError{Code: int32(code), Reason: reason, Message: protoString(msg), Retryable: retryable}
+		return &agentdv1.RunError{Code: int32(code), Reason: reason, Message: wire.ProtoString(msg), Retryable: retryable}
 	}
 	switch fin.Reason {
 	case runtime.EndCompleted, runtime.EndAwaitingInput:
@@ -53,7 +54,7 @@ func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError
 		}
 		switch {
 		case clientCancelled:
-			return &agentdv1.RunError{Code: int32(codes.OK), Reason: reasonCancelled, Message: protoString(msg)}
+			return &agentdv1.RunError{Code: int32(codes.OK), Reason: reasonCancelled, Message: wire.ProtoString(msg)}
 		case errors.Is(fin.Err, context.DeadlineExceeded):
 			return mk(codes.DeadlineExceeded, reasonDeadline, "the run did not finish before the client's deadline", true)
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/runs/journal"
 )
@@ -26,7 +27,7 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 	for ev, err := range ss.entry.Runtime.Run(ctx, req) {
 		if err != nil {
 			// Refused before it started: nothing was journaled.
-			return nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: err.Error()}})
+			return nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start", Description: err.Error()}})
 		}
 		if fin, ok := ev.(*runtime.RunFinished); ok {
 			if fin.Reason == runtime.EndShutdown && ss.handsOver(fin) {
@@ -100,7 +101,7 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 		stop() // a panic in the run too: the timer must not re-arm for ever
 		if p := recover(); p != nil {
 			ss.srv.log.Error("the run panicked", "run_id", ss.runID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			re := &agentdv1.RunError{Code: int32(codes.Internal), Reason: reasonInternal, Message: protoString("the run failed: a fault in agentd")}
+			re := &agentdv1.RunError{Code: int32(codes.Internal), Reason: reasonInternal, Message: wire.ProtoString("the run failed: a fault in agentd")}
 			ss.mu.Lock()
 			ended := ss.ended
 			ss.mu.Unlock()
@@ -330,7 +331,7 @@ func stalledError(stall time.Duration) *agentdv1.RunError {
 	return &agentdv1.RunError{
 		Code:    int32(codes.ResourceExhausted),
 		Reason:  reasonClientStalled,
-		Message: protoString(fmt.Sprintf("the client read nothing for %s while events waited for it, so the run ended; its outcome and transcript are in the status details", stall)),
+		Message: wire.ProtoString(fmt.Sprintf("the client read nothing for %s while events waited for it, so the run ended; its outcome and transcript are in the status details", stall)),
 	}
 }
 

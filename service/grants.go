@@ -12,6 +12,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
@@ -200,12 +201,12 @@ func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantReques
 	if fe := badIDs(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	var fe fieldErrors
+	var fe wire.FieldErrors
 	if in.GetThreadId() == "" {
-		fe.add("thread_id", "must be set")
+		fe.Add("thread_id", "must be set")
 	}
 	if in.GetGrantId() == "" {
-		fe.add("grant_id", "must be set")
+		fe.Add("grant_id", "must be set")
 	}
 	if len(fe) > 0 {
 		return nil, invalidArgument(reasonInvalidArgument, fe)

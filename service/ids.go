@@ -7,6 +7,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/agentd/agentd/internal/wire"
 )
 
 // Every id a client sends (run_id, thread_id, request_id, client_key, an approval's or
@@ -22,8 +24,8 @@ const (
 
 // badIDs returns the violations of m's ids and metadata, or nil. It walks every field
 // set of m, the transcript's messages included, as decoding did.
-func badIDs(m proto.Message) fieldErrors {
-	var fe fieldErrors
+func badIDs(m proto.Message) wire.FieldErrors {
+	var fe wire.FieldErrors
 	walkIDs(m.ProtoReflect(), "", 0, &fe)
 	return fe
 }
@@ -34,7 +36,7 @@ func isIDField(fd protoreflect.FieldDescriptor) bool {
 	return name == "id" || strings.HasSuffix(name, "_id") || name == "client_key" || name == "agent"
 }
 
-func walkIDs(m protoreflect.Message, prefix string, depth int, fe *fieldErrors) {
+func walkIDs(m protoreflect.Message, prefix string, depth int, fe *wire.FieldErrors) {
 	if depth > protowire.DefaultRecursionLimit {
 		return // proto.Unmarshal refused deeper messages
 	}
@@ -43,7 +45,7 @@ func walkIDs(m protoreflect.Message, prefix string, depth int, fe *fieldErrors) 
 		switch {
 		case fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Struct" && !fd.IsList() && !fd.IsMap():
 			if n := proto.Size(v.Message().Interface()); n > maxMetadataBytes {
-				fe.add(path, "%d bytes, more than the %d allowed", n, maxMetadataBytes)
+				fe.Add(path, "%d bytes, more than the %d allowed", n, maxMetadataBytes)
 			}
 		case fd.IsList() && fd.Message() != nil:
 			l := v.List()
@@ -61,11 +63,11 @@ func walkIDs(m protoreflect.Message, prefix string, depth int, fe *fieldErrors) 
 }
 
 // checkID adds the violation of id, the value of the field at path, if any.
-func checkID(path, id string, fe *fieldErrors) {
+func checkID(path, id string, fe *wire.FieldErrors) {
 	switch {
 	case len(id) > maxIDBytes:
-		fe.add(path, "%d bytes, more than the %d an id may have", len(id), maxIDBytes)
+		fe.Add(path, "%d bytes, more than the %d an id may have", len(id), maxIDBytes)
 	case strings.IndexByte(id, 0) >= 0:
-		fe.add(path, "holds a NUL character, which no id may")
+		fe.Add(path, "holds a NUL character, which no id may")
 	}
 }

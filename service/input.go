@@ -206,7 +206,7 @@ func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream st
 	}
 	if fe := badIDs(req); fe != nil {
 		// An id too long, or with a NUL: refused, and the run goes on.
-		ss.ackLocked(in, ackError(reasonInvalidID, "%s", fe.summary()))
+		ss.ackLocked(in, ackError(reasonInvalidID, "%s", fe.Summary()))
 		return true
 	}
 	if ss.actLocked(in, req) {
@@ -468,10 +468,10 @@ func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 		if pm.GetRole() == agentdv1.Role_ROLE_UNSPECIFIED {
 			pm = &agentdv1.Message{Id: pm.GetId(), Role: agentdv1.Role_ROLE_USER, Parts: pm.GetParts()}
 		}
-		var fe fieldErrors
+		var fe wire.FieldErrors
 		m = steerMessage(pm, &fe)
 		if len(fe) > 0 {
-			ss.ackLocked(in, ackError(reasonInvalidSteer, "%s", fe.summary()))
+			ss.ackLocked(in, ackError(reasonInvalidSteer, "%s", fe.Summary()))
 			return
 		}
 	case st.GetText() != "":
@@ -515,14 +515,14 @@ func steerRefusal(err error) *agentdv1.RunError {
 
 // steerMessage converts a steer's message, which must be what a start's new input may
 // be: a user message of text and media.
-func steerMessage(pm *agentdv1.Message, fe *fieldErrors) runtime.Message {
-	m := messageFromProto(pm, "steer.message", fe)
+func steerMessage(pm *agentdv1.Message, fe *wire.FieldErrors) runtime.Message {
+	m := wire.MessageFromProto(pm, "steer.message", fe)
 	if m.Role != runtime.RoleUser {
-		fe.add("steer.message.role", "a steer is a user message")
+		fe.Add("steer.message.role", "a steer is a user message")
 	}
 	for j, p := range m.Parts {
 		if p.Kind != runtime.PartText && p.Kind != runtime.PartMedia {
-			fe.add(fmt.Sprintf("steer.message.parts[%d]", j), "a steer holds text and media; %s parts come from the model and tools, never from a steer", partKindName(p.Kind))
+			fe.Add(fmt.Sprintf("steer.message.parts[%d]", j), "a steer holds text and media; %s parts come from the model and tools, never from a steer", partKindName(p.Kind))
 		}
 	}
 	return m
@@ -547,7 +547,7 @@ func (ss *session) toolResultLocked(in input, tr *agentdv1.ToolResult) {
 		ss.ackLocked(in, refusal)
 		return
 	}
-	out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
+	out, err := wire.OutputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
 	if err != nil {
 		ss.ackLocked(in, ackError(reasonInvalidToolResult, "json: %v", err))
 		return

@@ -15,6 +15,7 @@ import (
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/store"
 )
@@ -482,7 +483,7 @@ func (s *Server) expire(ss *session) {
 	rf := &agentdv1.RunFinished{
 		Reason: agentdv1.RunEndReason_RUN_END_REASON_EXPIRED,
 		Error: &agentdv1.RunError{Code: int32(codes.DeadlineExceeded), Reason: reasonParkExpired,
-			Message: protoString(fmt.Sprintf("the run waited, parked, for %s without the input it needed", s.cfg.ParkTimeout))},
+			Message: wire.ProtoString(fmt.Sprintf("the run waited, parked, for %s without the input it needed", s.cfg.ParkTimeout))},
 		NewMessages: ss.priorNew, Usage: ss.priorUsage, Continuation: p.continuation,
 	}
 	ss.ended, ss.result, ss.status = true, rf, runStatus(rf.GetError())

@@ -13,6 +13,7 @@ import (
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
 	"github.com/agentd/agentd/service/runs/journal"
@@ -487,7 +488,7 @@ func (l *leftOver) completed(cp *continuationv1.RunCheckpoint) *agentdv1.RunFini
 	hist := min(int(cp.GetHistory()), len(cp.GetMessages()))
 	return &agentdv1.RunFinished{
 		Reason: agentdv1.RunEndReason_RUN_END_REASON_COMPLETED, NewMessages: cp.GetMessages()[hist:],
-		Usage: sf.GetUsage(), FinalText: protoString(text.String()),
+		Usage: sf.GetUsage(), FinalText: wire.ProtoString(text.String()),
 	}
 }
 
@@ -581,7 +582,7 @@ func (l *leftOver) takeCalls(ss *session, p *runtime.Pending, entry *Agent) *par
 		switch {
 		case l.results[id] != nil:
 			res := l.results[id]
-			out, err := outputFromProto(res.GetText(), res.GetJson(), res.GetIsError(), res.GetMedia())
+			out, err := wire.OutputFromProto(res.GetText(), res.GetJson(), res.GetIsError(), res.GetMedia())
 			if err != nil {
 				out = runtime.ErrorOutput("the call's result could not be read back: " + err.Error())
 			}
@@ -638,7 +639,7 @@ func (s *Server) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
 	rf := &agentdv1.RunFinished{
 		Reason:      agentdv1.RunEndReason_RUN_END_REASON_CANCELLED,
-		Error:       &agentdv1.RunError{Code: int32(codes.Canceled), Reason: reasonCancelled, Message: protoString("the run was cancelled: " + serverStopped + ", and " + why)},
+		Error:       &agentdv1.RunError{Code: int32(codes.Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
 		NewMessages: ss.priorNew, Usage: cp.GetUsage(), Continuation: cp.GetContinuation(),
 	}
 	ss.mu.Lock()

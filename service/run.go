@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -20,7 +21,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	first, err := s.recvStart(stream)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "start", Description: "the stream closed before its start message"}})
+			return invalidArgument(reasonFirstMessageNotStart, wire.FieldErrors{{Field: "start", Description: "the stream closed before its start message"}})
 		}
 		return err
 	}
@@ -39,7 +40,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	}
 	spec := first.GetStart()
 	if spec == nil {
-		return invalidArgument(reasonFirstMessageNotStart, fieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
+		return invalidArgument(reasonFirstMessageNotStart, wire.FieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
 	}
 	ss, req, err := s.newSession(stream.Context(), modeRun, spec)
 	if ra, ok := errors.AsType[*resumedAlready](err); ok {

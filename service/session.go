@@ -15,6 +15,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/internal/ids"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
 	"github.com/agentd/agentd/service/runs/journal"
@@ -166,7 +167,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		return nil, nil, drainingError()
 	}
 	if spec == nil {
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start", Description: "must be set"}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start", Description: "must be set"}})
 	}
 	var ct *opened
 	if len(spec.GetContinuation()) > 0 {

@@ -80,10 +80,10 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 		p.tools.specs[t.Name] = t
 	}
 
-	var fe fieldErrors
-	p.req.Messages = messagesFromProto(spec.GetMessages(), "start.messages", &fe)
+	var fe wire.FieldErrors
+	p.req.Messages = wire.MessagesFromProto(spec.GetMessages(), "start.messages", &fe)
 	if n := transcriptBytes(spec); n > limits.MaxTranscriptBytes {
-		fe.add("start.messages", "messages and input are %d bytes; the limit is %d (MaxTranscriptBytes)", n, limits.MaxTranscriptBytes)
+		fe.Add("start.messages", "messages and input are %d bytes; the limit is %d (MaxTranscriptBytes)", n, limits.MaxTranscriptBytes)
 	}
 	p.req.Policy = runtime.Policy{Tools: map[string]runtime.ToolPolicy{}}
 	p.planClientTools(spec, entry.Name, limits, &fe)
@@ -92,26 +92,26 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 	}
 	if md := spec.GetMetadata(); md != nil {
 		if err := wire.CheckValueDepth(structpb.NewStructValue(md)); err != nil {
-			fe.add("start.metadata", "%v", err)
+			fe.Add("start.metadata", "%v", err)
 		}
 		p.req.Metadata = md.AsMap()
 	}
 
-	history := messagesToProto(p.req.Messages)
+	history := wire.MessagesToProto(p.req.Messages, wire.Options{})
 	p.historyMsgs = history
 	if ct == nil {
 		if len(spec.GetDecisions()) > 0 || len(spec.GetToolResults()) > 0 {
-			fe.add("start.continuation", "decisions and tool_results resume a parked run: send its continuation too")
+			fe.Add("start.continuation", "decisions and tool_results resume a parked run: send its continuation too")
 		}
 		if in := spec.GetInput(); in != "" {
 			p.steers = append(p.steers, runtime.Steer{Message: runtime.UserMessage(in)})
 		}
 		if len(p.req.Messages) == 0 && spec.GetInput() == "" {
-			fe.add("start.messages", "a run needs input: messages, or input")
+			fe.Add("start.messages", "a run needs input: messages, or input")
 		}
 	} else if len(fe) == 0 {
 		if spec.GetInput() != "" {
-			fe.add("start.input", "a resumed run takes no new input; steer it once it runs, or start a new run")
+			fe.Add("start.input", "a resumed run takes no new input; steer it once it runs, or start a new run")
 		}
 		err := p.hashHistory(history)
 		if err == nil {
@@ -140,9 +140,9 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 
 // planClientTools checks the client's tools and compiles their schemas. A client tool
 // that asks for approvals gets its policy in the run's.
-func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits *Config, fe *fieldErrors) {
+func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits *Config, fe *wire.FieldErrors) {
 	if n := len(spec.GetClientTools()); n > limits.MaxClientTools {
-		fe.add("start.client_tools", "%d client tools declared; the limit is %d", n, limits.MaxClientTools)
+		fe.Add("start.client_tools", "%d client tools declared; the limit is %d", n, limits.MaxClientTools)
 	}
 	schemaBytes := 0
 	for i, ctool := range spec.GetClientTools() {
@@ -152,19 +152,19 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 		f := fmt.Sprintf("start.client_tools[%d]", i)
 		name := ctool.GetSpec().GetName()
 		if _, clash := p.tools.specs[name]; clash {
-			fe.add(f+".spec.name", "%q is already a tool of agent %s (or declared twice)", name, agent)
+			fe.Add(f+".spec.name", "%q is already a tool of agent %s (or declared twice)", name, agent)
 			continue
 		}
 		ts := runtime.ToolSpec{Name: name, Description: ctool.GetSpec().GetDescription(), Executor: runtime.ExecutorClient, CompletesRun: ctool.GetCompletesRun(), Timeout: limits.ClientToolTimeout}
 		if params := ctool.GetSpec().GetParameters(); params != nil {
 			raw, err := wire.ValueToJSON(structpb.NewStructValue(params))
 			if err != nil {
-				fe.add(f+".spec.parameters", "%v", err)
+				fe.Add(f+".spec.parameters", "%v", err)
 				continue
 			}
 			ts.Parameters = json.RawMessage(raw)
 			if schemaBytes += len(raw); schemaBytes > limits.MaxClientSchemaBytes {
-				fe.add("start.client_tools", "the client tools' schemas hold more than %d bytes together, as many as the server compiles for one run", limits.MaxClientSchemaBytes)
+				fe.Add("start.client_tools", "the client tools' schemas hold more than %d bytes together, as many as the server compiles for one run", limits.MaxClientSchemaBytes)
 				break
 			}
 		}
@@ -172,16 +172,16 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 		// cost too much is refused here, before the run starts.
 		schema, err := runtime.CompileSchema(ts.Parameters)
 		if err != nil {
-			fe.add(f+".spec.parameters", "not a usable JSON Schema: %v", err)
+			fe.Add(f+".spec.parameters", "not a usable JSON Schema: %v", err)
 			continue
 		}
 		p.tools.schemas[name] = schema
 		if d := ctool.GetTimeout(); d != nil {
 			switch t := d.AsDuration(); {
 			case t <= 0:
-				fe.add(f+".timeout", "must be positive")
+				fe.Add(f+".timeout", "must be positive")
 			case t > limits.MaxClientToolTimeout:
-				fe.add(f+".timeout", "%s is longer than the server allows, %s", t, limits.MaxClientToolTimeout)
+				fe.Add(f+".timeout", "%s is longer than the server allows, %s", t, limits.MaxClientToolTimeout)
 			}
 			ts.Timeout = d.AsDuration()
 		}
@@ -196,21 +196,21 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 // planConfig checks the run's settings, which may tighten the agent's policy, never
 // loosen it, and adds the client's tool policies to the run's. Its error is a status:
 // the model override of an agent that allows none is refused at once.
-func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMode, limits *Config, fe *fieldErrors) error {
+func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMode, limits *Config, fe *wire.FieldErrors) error {
 	if m := cfg.GetModel(); m != "" {
 		if entry.Models == nil {
 			return statusError(codes.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
 		}
 		model, err := entry.Models(m)
 		if err != nil {
-			fe.add("start.config.model", "%v", err)
+			fe.Add("start.config.model", "%v", err)
 		} else {
 			p.req.Model = model
 		}
 	}
 	if n := cfg.GetMaxSteps(); n != 0 {
 		if n < 0 || int(n) > entry.Runtime.MaxSteps() {
-			fe.add("start.config.max_steps", "must be between 1 and the agent's limit %d", entry.Runtime.MaxSteps())
+			fe.Add("start.config.max_steps", "must be between 1 and the agent's limit %d", entry.Runtime.MaxSteps())
 		}
 		p.req.MaxSteps = int(n)
 	}
@@ -223,27 +223,27 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMo
 		}
 	}
 	if _, ok := agentdv1.ApprovalPolicy_name[int32(p.policy)]; !ok {
-		fe.add("start.config.approval_policy", "unknown policy %d", p.policy)
+		fe.Add("start.config.approval_policy", "unknown policy %d", p.policy)
 	}
 	p.onDisconnect = cfg.GetOnDisconnect()
 	if _, ok := agentdv1.OnDisconnect_name[int32(p.onDisconnect)]; !ok {
-		fe.add("start.config.on_disconnect", "unknown value %d", p.onDisconnect)
+		fe.Add("start.config.on_disconnect", "unknown value %d", p.onDisconnect)
 	}
 	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == modeRun {
 		p.req.ApprovalTimeout = limits.ApprovalTimeout
 		if d := cfg.GetApprovalTimeout(); d != nil {
 			switch t := d.AsDuration(); {
 			case t <= 0:
-				fe.add("start.config.approval_timeout", "must be positive")
+				fe.Add("start.config.approval_timeout", "must be positive")
 			case t > limits.MaxApprovalTimeout:
-				fe.add("start.config.approval_timeout", "%s is longer than the server allows, %s", t, limits.MaxApprovalTimeout)
+				fe.Add("start.config.approval_timeout", "%s is longer than the server allows, %s", t, limits.MaxApprovalTimeout)
 			}
 			p.req.ApprovalTimeout = d.AsDuration()
 		}
 	}
 	for i, tp := range cfg.GetToolPolicies() {
 		if _, ok := p.tools.specs[tp.GetTool()]; !ok {
-			fe.add(fmt.Sprintf("start.config.tool_policies[%d].tool", i), "agent %s has no tool %q", entry.Name, tp.GetTool())
+			fe.Add(fmt.Sprintf("start.config.tool_policies[%d].tool", i), "agent %s has no tool %q", entry.Name, tp.GetTool())
 			continue
 		}
 		tpol := p.req.Policy.Tools[tp.GetTool()]
@@ -272,7 +272,7 @@ func (p *startPlan) hashHistory(history []*agentdv1.Message) error {
 
 // preload checks the decisions and client tool results a resume carries against the
 // parked step, and keeps them for the run.
-func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec *agentdv1.RunSpec, agent *Agent, fe *fieldErrors) {
+func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec *agentdv1.RunSpec, agent *Agent, fe *wire.FieldErrors) {
 	awaiting := map[string]runtime.PendingCall{}
 	ready := map[string]runtime.PendingCall{}
 	if pending != nil {
@@ -290,22 +290,22 @@ func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec 
 		f := fmt.Sprintf("start.decisions[%d]", i)
 		c, ok := awaiting[d.GetApprovalId()]
 		if !ok {
-			fe.add(f+".approval_id", "%q is not an approval the parked run waits for", d.GetApprovalId())
+			fe.Add(f+".approval_id", "%q is not an approval the parked run waits for", d.GetApprovalId())
 			continue
 		}
 		if _, dup := p.preDecisions[d.GetApprovalId()]; dup {
-			fe.add(f+".approval_id", "%q is decided twice", d.GetApprovalId())
+			fe.Add(f+".approval_id", "%q is decided twice", d.GetApprovalId())
 			continue
 		}
 		rd, refusal := p.tools.decision(ctx, d, c.Call.Name, c.Call.Arguments)
 		if refusal != nil {
-			fe.add(f, "%s", refusal.GetMessage())
+			fe.Add(f, "%s", refusal.GetMessage())
 			continue
 		}
 		if scope := d.GetScope(); scope > agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE {
 			allowed, _ := allowedScopes(agent, c.Call.Name, true, spec.GetHistory() == agentdv1.History_HISTORY_THREAD)
 			if rd.Outcome != runtime.OutcomeApproved || !slices.Contains(allowed, scope) {
-				fe.add(f+".scope", "%s is not allowed here: the agent allows %v for %s, with APPROVAL_OUTCOME_APPROVED", scope, allowed, c.Call.Name)
+				fe.Add(f+".scope", "%s is not allowed here: the agent allows %v for %s, with APPROVAL_OUTCOME_APPROVED", scope, allowed, c.Call.Name)
 				continue
 			}
 			p.preScopes[d.GetApprovalId()] = scope
@@ -317,12 +317,12 @@ func (p *startPlan) preload(ctx context.Context, pending *runtime.Pending, spec 
 		f := fmt.Sprintf("start.tool_results[%d]", i)
 		c, ok := ready[tr.GetToolCallId()]
 		if !ok || p.tools.specs[c.Call.Name].Executor != runtime.ExecutorClient {
-			fe.add(f+".tool_call_id", "%q is not a client tool call the parked run waits for (declare the client tool again in client_tools)", tr.GetToolCallId())
+			fe.Add(f+".tool_call_id", "%q is not a client tool call the parked run waits for (declare the client tool again in client_tools)", tr.GetToolCallId())
 			continue
 		}
-		out, err := outputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
+		out, err := wire.OutputFromProto(tr.GetText(), tr.GetJson(), tr.GetIsError(), tr.GetMedia())
 		if err != nil {
-			fe.add(f+".json", "%v", err)
+			fe.Add(f+".json", "%v", err)
 			continue
 		}
 		p.preResults[tr.GetToolCallId()] = out

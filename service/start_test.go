@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service/continuation"
@@ -76,10 +77,10 @@ func parkedPending() *runtime.Pending {
 // from the messages as the service decodes and encodes them again.
 func parked(t *testing.T) *opened {
 	t.Helper()
-	var fe fieldErrors
-	history := messagesToProto(messagesFromProto(parkedHistory(), "messages", &fe))
+	var fe wire.FieldErrors
+	history := wire.MessagesToProto(wire.MessagesFromProto(parkedHistory(), "messages", &fe), wire.Options{})
 	if len(fe) > 0 {
-		t.Fatal(fe.summary())
+		t.Fatal(fe.Summary())
 	}
 	digest, err := continuation.Digest(history)
 	if err != nil {

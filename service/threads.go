@@ -14,6 +14,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
+	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -39,18 +40,18 @@ func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	switch spec.GetHistory() {
 	case agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.History_HISTORY_CLIENT:
 		if spec.GetOnBusy() != agentdv1.OnBusy_ON_BUSY_UNSPECIFIED {
-			return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start.on_busy", Description: "applies to runs with history HISTORY_THREAD only"}})
+			return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.on_busy", Description: "applies to runs with history HISTORY_THREAD only"}})
 		}
 		return spec, nil, nil
 	case agentdv1.History_HISTORY_THREAD:
 	default:
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start.history", Description: fmt.Sprintf("unknown value %d", spec.GetHistory())}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.history", Description: fmt.Sprintf("unknown value %d", spec.GetHistory())}})
 	}
 	switch onBusy := spec.GetOnBusy(); {
 	case agentdv1.OnBusy_name[int32(onBusy)] == "":
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start.on_busy", Description: fmt.Sprintf("unknown value %d", onBusy)}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.on_busy", Description: fmt.Sprintf("unknown value %d", onBusy)}})
 	case onBusy == agentdv1.OnBusy_ON_BUSY_STEER && mode == modeExecute:
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start.on_busy", Description: "ExecuteRun cannot attach to the thread's active run: use Run or StartRun"}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.on_busy", Description: "ExecuteRun cannot attach to the thread's active run: use Run or StartRun"}})
 	}
 	id := spec.GetThreadId()
 	if id == "" && ct != nil {
@@ -178,7 +179,7 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
 	if in.GetThreadId() == "" {
-		return nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "thread_id", Description: "must be set"}})
+		return nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "thread_id", Description: "must be set"}})
 	}
 	from, err := pageIndex(in.GetPageToken())
 	if err != nil {
@@ -318,7 +319,7 @@ func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(journal.
 		steers = append(steers, &agentdv1.Steer{Text: e.text})
 	}
 	if len(steers) == 0 {
-		return nil, nil, invalidArgument(reasonInvalidArgument, fieldErrors{{Field: "start.input", Description: "on_busy STEER needs input or messages to steer into the active run"}})
+		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.input", Description: "on_busy STEER needs input or messages to steer into the active run"}})
 	}
 	ss := ref.ss
 	ss.mu.Lock()

@@ -381,7 +381,7 @@ func (h *Hook) BeforeTool(ctx context.Context, in *runtime.ToolCallInput) error 
 	if err == nil {
 		err = firstErr(checkDecision(BeforeTool, resp.GetDecision(), hooksv1.Decision_DECISION_DENY, hooksv1.Decision_DECISION_ANSWER), checkEvents(resp.GetEvents()))
 		if err == nil && resp.GetDecision() == hooksv1.Decision_DECISION_ANSWER {
-			answer, err = outputFromProto(resp.GetAnswer(), "answer")
+			answer, err = hookOutput(resp.GetAnswer(), "answer")
 		}
 	}
 	if err != nil {
@@ -417,14 +417,14 @@ func (h *Hook) AfterTool(ctx context.Context, in *runtime.ToolCallOutput) error 
 	}
 	req := &hooksv1.AfterToolRequest{
 		Run: h.runInfo(ctx, in.RunInfo), ToolCallId: in.Call.ID, ToolName: in.Call.Name,
-		ArgumentsJson: wire.ProtoString(in.Call.Arguments), Output: outputToProto(in.Output), Duration: durationpb.New(in.Duration),
+		ArgumentsJson: wire.ProtoString(in.Call.Arguments), Output: wire.HookOutputToProto(in.Output), Duration: durationpb.New(in.Duration),
 	}
 	resp, err := call(ctx, h, h.client.AfterTool, req)
 	var out runtime.Output
 	if err == nil {
 		err = firstErr(checkDecision(AfterTool, resp.GetDecision()), checkEvents(resp.GetEvents()))
 		if err == nil && resp.GetDecision() != hooksv1.Decision_DECISION_STOP && resp.GetOutput() != nil {
-			out, err = outputFromProto(resp.GetOutput(), "output")
+			out, err = hookOutput(resp.GetOutput(), "output")
 		}
 	}
 	if err != nil {
