@@ -1,4 +1,4 @@
-package runtime
+package schemacost
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 )
 
 // This file computes, for a schema that jsonschema-go v0.4.3 has resolved, what validating
-// arguments against it can cost (see schemaLimits). It follows references the way that
+// arguments against it can cost (see [Limits]). It follows references the way that
 // version does; a reference it cannot follow the same way makes the schema refused, so
 // the bound never rests on a guess.
 
@@ -25,8 +25,10 @@ const (
 	draft7SecSchemaURI = "https://json-schema.org/draft-07/schema#"
 )
 
-// schemaCost is what compiling learnt about the cost of validating against a schema.
-type schemaCost struct {
+// Cost is what compiling learnt about the cost of validating against a schema: [Analyze]
+// returns it, and a [Meter] sums it over the values of one call's arguments. Nothing
+// changes a Cost once Analyze has returned it, so it is safe for concurrent use.
+type Cost struct {
 	// work[d] is the most subschema applications a value at depth d of the arguments
 	// costs; calls[d] the most nested calls of the validator down to one of them. Both are
 	// zero past the depths the schema reaches.
@@ -62,15 +64,19 @@ func satMul(a, b uint64) uint64 {
 	return min(a*b, satMax)
 }
 
-func satString(n uint64) string {
+// FormatCount formats n, a count from the saturating arithmetic of this package (such as
+// [Meter.Work] or [Meter.Bytes]), for an error message: a count that reached the cap reads
+// "more than 4611686018427387904".
+func FormatCount(n uint64) string {
 	if n >= satMax {
 		return "more than " + strconv.FormatUint(satMax, 10)
 	}
 	return strconv.FormatUint(n, 10)
 }
 
-// jsonNesting returns how deeply the objects and arrays of JSON text b nest.
-func jsonNesting(b []byte) int {
+// JSONNesting returns how deeply the objects and arrays of JSON text b nest. It reads b as
+// it is, without checking that it is valid JSON.
+func JSONNesting(b []byte) int {
 	depth, deepest := 0, 0
 	inString, escaped := false, false
 	for _, c := range b {
@@ -150,10 +156,12 @@ var (
 	pointerUnescaper = strings.NewReplacer("~0", "~", "~1", "/")
 )
 
-// checkSchemaShape checks the limits that need no references followed: how deeply
+// CheckShape checks the limits that need no references followed: how deeply
 // subschemas nest, how many references there are, and how large the regular expressions
 // are. It runs before the schema is resolved, which compiles the regular expressions.
-func checkSchemaShape(root *jsonschema.Schema, limits schemaLimits) error {
+// A schema past a limit is refused with an error wrapping [ErrTooComplex]; limits must
+// have its defaults set ([Limits.WithDefaults]).
+func CheckShape(root *jsonschema.Schema, limits Limits) error {
 	var (
 		refs, deepest int
 		deepestAt     string
@@ -184,11 +192,11 @@ func checkSchemaShape(root *jsonschema.Schema, limits schemaLimits) error {
 	walk(root, "", 1)
 	switch {
 	case deepest > limits.MaxDepth:
-		return fmt.Errorf("%w: subschemas nest more than %d deep (at %s); the limit is %d", ErrSchemaTooComplex, limits.MaxDepth, deepestAt, limits.MaxDepth)
+		return fmt.Errorf("%w: subschemas nest more than %d deep (at %s); the limit is %d", ErrTooComplex, limits.MaxDepth, deepestAt, limits.MaxDepth)
 	case refs > limits.MaxRefs:
-		return fmt.Errorf("%w: the schema has %d $ref and $dynamicRef keywords; the limit is %d", ErrSchemaTooComplex, refs, limits.MaxRefs)
+		return fmt.Errorf("%w: the schema has %d $ref and $dynamicRef keywords; the limit is %d", ErrTooComplex, refs, limits.MaxRefs)
 	case patterns > uint64(limits.MaxPatternSize):
-		return fmt.Errorf("%w: the regular expressions of pattern and patternProperties compile to about %s instructions together; the limit is %d", ErrSchemaTooComplex, satString(patterns), limits.MaxPatternSize)
+		return fmt.Errorf("%w: the regular expressions of pattern and patternProperties compile to about %s instructions together; the limit is %d", ErrTooComplex, FormatCount(patterns), limits.MaxPatternSize)
 	}
 	return nil
 }
@@ -266,10 +274,12 @@ type schemaGraph struct {
 	dynamic map[string]int32 // dynamic anchor -> virtual node
 }
 
-// analyzeSchema builds the graph of a resolved schema, refuses it if a subschema applies to
+// Analyze builds the graph of a resolved schema, refuses it if a subschema applies to
 // the same value through itself or if validating one value can cost more than
-// limits.MaxWork, and returns what validating against it can cost.
-func analyzeSchema(root *jsonschema.Schema, limits schemaLimits) (schemaCost, error) {
+// limits.MaxWork (with an error wrapping [ErrTooComplex]), and returns what validating
+// against it can cost. A reference it cannot follow as jsonschema-go does is refused too.
+// limits must have its defaults set ([Limits.WithDefaults]).
+func Analyze(root *jsonschema.Schema, limits Limits) (Cost, error) {
 	g := &schemaGraph{
 		draft7:  root.Schema == draft7SchemaURI || root.Schema == draft7SecSchemaURI,
 		index:   map[*jsonschema.Schema]int32{},
@@ -277,19 +287,19 @@ func analyzeSchema(root *jsonschema.Schema, limits schemaLimits) (schemaCost, er
 		dynamic: map[string]int32{},
 	}
 	if err := g.addTree(root); err != nil {
-		return schemaCost{}, err
+		return Cost{}, err
 	}
 	if err := g.link(); err != nil {
-		return schemaCost{}, err
+		return Cost{}, err
 	}
 	g.reach()
 	order, err := g.sameOrder()
 	if err != nil {
-		return schemaCost{}, err
+		return Cost{}, err
 	}
 	cost, err := g.count(order, limits)
 	if err != nil {
-		return schemaCost{}, err
+		return Cost{}, err
 	}
 	g.errorCosts(&cost)
 	return cost, nil
@@ -686,7 +696,7 @@ func (g *schemaGraph) sameOrder() ([]int32, error) {
 							names = append(names, g.nodes[p].name)
 						}
 					}
-					return fmt.Errorf("%w: a subschema applies to the same value through itself (%s: $ref, allOf, anyOf and the like), so validating would never end", ErrSchemaTooComplex, strings.Join(names, " → "))
+					return fmt.Errorf("%w: a subschema applies to the same value through itself (%s: $ref, allOf, anyOf and the like), so validating would never end", ErrTooComplex, strings.Join(names, " → "))
 				case unseen:
 					if err := visit(t); err != nil {
 						return err
@@ -723,12 +733,12 @@ func (g *schemaGraph) sameOrder() ([]int32, error) {
 // A property matching several of them gets them all, and each subschema applying at a
 // level contributes its own worst, so the sums bound every value's count. work[d] is
 // A_d(root).
-func (g *schemaGraph) count(order []int32, limits schemaLimits) (schemaCost, error) {
+func (g *schemaGraph) count(order []int32, limits Limits) (Cost, error) {
 	n := len(g.nodes)
 	work0, calls0 := make([]uint64, n), make([]uint64, n)
 	prev, prevCalls := make([]uint64, n), make([]uint64, n)
 	cur, curCalls := make([]uint64, n), make([]uint64, n)
-	var cost schemaCost
+	var cost Cost
 	for d := 0; d <= limits.MaxArgsDepth; d++ {
 		for _, i := range order {
 			node := &g.nodes[i]
@@ -772,7 +782,7 @@ func (g *schemaGraph) count(order []int32, limits schemaLimits) (schemaCost, err
 			break // nothing applies this deep, nor deeper
 		}
 		if cur[0] > uint64(limits.MaxWork) {
-			return schemaCost{}, fmt.Errorf("%w: validating one value of the arguments (at depth %d) could take %s subschema applications; the limit is %d: the subschemas that anyOf, allOf, oneOf, $ref and the like apply to one value add up, and so do those that several keywords apply to one property or item", ErrSchemaTooComplex, d, satString(cur[0]), limits.MaxWork)
+			return Cost{}, fmt.Errorf("%w: validating one value of the arguments (at depth %d) could take %s subschema applications; the limit is %d: the subschemas that anyOf, allOf, oneOf, $ref and the like apply to one value add up, and so do those that several keywords apply to one property or item", ErrTooComplex, d, FormatCount(cur[0]), limits.MaxWork)
 		}
 		cost.work = append(cost.work, cur[0])
 		cost.calls = append(cost.calls, curCalls[0])
@@ -817,7 +827,7 @@ func (g *schemaGraph) inside(node *sgNode, d int, prev, prevCalls, work0, calls0
 
 // errorCosts sets what one application can cost in error text, in fixed work and in
 // matching regular expressions, the worst over the reached subschemas.
-func (g *schemaGraph) errorCosts(cost *schemaCost) {
+func (g *schemaGraph) errorCosts(cost *Cost) {
 	cost.base = 8 << 10
 	for _, n := range g.nodes {
 		if !n.reached || n.s == nil {
