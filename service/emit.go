@@ -80,7 +80,7 @@ func (ss *session) emit(ev runtime.Event) error {
 		// The durable record of the call's start: in the store before the tool runs, so
 		// that a replica taking the run up never runs it twice unknowingly. A store that
 		// will not take it stops the run before the tool runs.
-		return ss.srv.writer.flushRun(ss)
+		return ss.srv.writer.Flush(ss)
 	}
 	return ss.sendEvent(pe)
 }
@@ -104,7 +104,7 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 		pe := wire.EventToProto(ev)
 		ss.stampLocked(pe)
 		ss.journal.OpenDelta(pe, kind, id, text)
-		ss.srv.writer.mark(ss)
+		ss.srv.writer.Mark(ss)
 	}
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()
@@ -267,7 +267,7 @@ func (ss *session) storeStepCalls(sc *runtime.StepCalls) {
 // being added), the continuation, the usage (nil: as of the last step). The journal is
 // stored up to the checkpoint first.
 func (ss *session) storeCheckpoint(continuation []byte, usage *agentdv1.Usage, added []*agentdv1.Message) {
-	if err := ss.srv.writer.flushRun(ss); err != nil {
+	if err := ss.srv.writer.Flush(ss); err != nil {
 		ss.srv.log.Warn("storing the run's events failed: its checkpoint is not stored", "run_id", ss.runID, "error", err)
 		return
 	}

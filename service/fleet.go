@@ -6,6 +6,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -31,7 +32,7 @@ import (
 // claims the run and acts on it itself. No replica ever calls another.
 
 // errRunMoved is the cause of a run this server stopped because another replica holds it.
-var errRunMoved = errors.New("the run's lease was lost: another replica runs it now")
+var errRunMoved = journal.ErrMoved
 
 // defaultReplica names this process: its host name and a random suffix, so that a
 // restarted pod of the same name is a new holder.
@@ -158,7 +159,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 }
 
 // keepTrying does one of a run's writes to the store (f, under a context bounded by
-// storeTimeout), trying it again, backing off, while the store fails to answer and the
+// journal.StoreTimeout), trying it again, backing off, while the store fails to answer and the
 // run's lease lasts, as the journal writer does with its events. A fenced write lets
 // the run go to the replica holding it (lostRun); one the store has not taken for a
 // lease lets it go to whichever replica the store answers next (storeLost). A store
@@ -166,7 +167,7 @@ func (s *Server) renewLoop(ctx context.Context) {
 func (s *Server) keepTrying(ss *session, f func(ctx context.Context) error) error {
 	began := time.Now()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 		err := f(ctx)
 		cancel()
 		switch {
@@ -178,7 +179,7 @@ func (s *Server) keepTrying(ss *session, f func(ctx context.Context) error) erro
 		case errors.Is(err, store.ErrFenced):
 			s.lostRun(ss)
 			return err
-		case !storeTransient(err):
+		case !journal.Transient(err):
 			return err
 		}
 		s.writeFailed.Store(time.Now().UnixNano())
@@ -194,7 +195,7 @@ func (s *Server) keepTrying(ss *session, f func(ctx context.Context) error) erro
 			s.storeLost(ss)
 			return err
 		}
-		time.Sleep(retryDelay(failing))
+		time.Sleep(journal.RetryDelay(failing))
 	}
 }
 
@@ -206,6 +207,25 @@ func (s *Server) lostRun(ss *session) {
 	if s.letGo(ss, errRunMoved) {
 		s.log.Warn("the run's lease was lost: it stops here, another replica runs it", "run_id", ss.runID)
 	}
+}
+
+// errStoreFailed is the cause of a run whose events a store that keeps them in memory
+// would not take: it ends, its clients having seen its events as they came.
+var errStoreFailed = errors.New("the store failed")
+
+// errStoreLost is why the streams of a run end when this server could not keep it: its
+// store did not take its events, or renew its lease, for a whole lease. The run goes on
+// from the store, here or on another replica, once the store answers again.
+var errStoreLost = errors.New("the store did not answer for a lease")
+
+// storeRefused ends a run whose events a store that keeps them in memory refused: its
+// clients saw its events as they came, and the run says why it ended.
+func (s *Server) storeRefused(ss *session, err error) {
+	s.log.Error("the store refused a run's events: ending the run", "run_id", ss.runID, "error", err)
+	err = fmt.Errorf("%w: %w", errStoreFailed, err)
+	ss.journal.StoreFailed(err)
+	_, cancel := ss.runCtx()
+	cancel(err)
 }
 
 // storeLost stops a run this server cannot keep, its store having failed it for a
@@ -270,7 +290,7 @@ func (s *Server) takeoverLoop(ctx, runCtx context.Context) {
 			if room <= 0 {
 				break
 			}
-			qctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			qctx, cancel := context.WithTimeout(ctx, journal.StoreTimeout)
 			recs, err := s.store.ClaimNext(qctx, s.cfg.Replica, s.cfg.LeaseTTL, room, s.wakeAfter())
 			cancel()
 			if err != nil {
@@ -376,7 +396,7 @@ func (s *Server) taking(id string, take func() (*session, error)) (*session, err
 // It returns the run's session; store.ErrHeld when another replica holds it.
 func (s *Server) takeUp(ctx context.Context, id string) (*session, error) {
 	return s.taking(id, func() (*session, error) {
-		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		cctx, cancel := context.WithTimeout(ctx, journal.StoreTimeout)
 		rec, err := s.store.Claim(cctx, id, s.cfg.Replica, s.cfg.LeaseTTL, false)
 		cancel()
 		if err != nil {

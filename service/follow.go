@@ -144,7 +144,7 @@ func (f *follows) run() {
 			continue
 		}
 		last = time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 		got, err := f.s.store.ReadNewEvents(ctx, due, followBatch)
 		cancel()
 		if err != nil {

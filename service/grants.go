@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -169,7 +170,7 @@ func (ss *session) keepGrant(g *agentdv1.Grant) {
 	if !g.GetAnyArguments() {
 		sg.ArgumentsHash = argumentsHash(g.GetArgumentsJson())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 	defer cancel()
 	if err := ss.srv.store.PutGrant(ctx, sg); err != nil {
 		ss.srv.log.Warn("keeping a thread's grant failed: the thread's later calls are asked", "run_id", ss.runID, "thread_id", ss.thread, "grant_id", sg.ID, "error", err)

@@ -154,7 +154,7 @@ func (s *Server) keepStreamInput(runID, attachment string, req *agentdv1.RunRequ
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err == nil {
 		digest := sha256.Sum256(b)
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 		_, _, err = s.store.PutInput(ctx, store.Input{RunID: runID, Key: streamInputKey(attachment, req.GetClientSeq()), Digest: digest[:], Request: b, Answer: streamAnswer})
 		cancel()
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -199,7 +200,7 @@ func (ss *session) park(fin *runtime.RunFinished) error {
 			ss.mu.Unlock()
 		}
 	}()
-	if err := s.writer.flushRun(ss); err != nil {
+	if err := s.writer.Flush(ss); err != nil {
 		return err
 	}
 	// A parked run is held by no replica: whichever an input for it reaches takes it up,
@@ -440,7 +441,7 @@ func (s *Server) expire(ss *session) {
 	if p == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 	rec, err := s.store.Claim(ctx, ss.runID, s.cfg.Replica, s.cfg.LeaseTTL, false)
 	cancel()
 	if err == nil && rec.LastSeq != ss.journal.Last() {

@@ -14,6 +14,7 @@ import (
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -123,7 +124,7 @@ func (s *Server) ackStored(ss *session, ki *keyedInput) error {
 	if !s.gated || ki.seq == 0 {
 		return nil
 	}
-	err := s.writer.storedThrough(ss, ki.seq)
+	err := s.writer.StoredThrough(ss, ki.seq)
 	switch {
 	case err == nil:
 		return nil
@@ -168,7 +169,7 @@ func (s *Server) keepAnswer(runID, key string, resp *agentdv1.SendRunInputRespon
 	}
 	b, err := proto.Marshal(a)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 		err = s.store.AnswerInput(ctx, runID, key, b)
 		cancel()
 	}
@@ -217,7 +218,7 @@ func (s *Server) pumpInputs(runs []*session) {
 		for i, ss := range mine {
 			ids[i], byID[ss.runID] = ss.runID, ss
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 		ins, err := s.store.PendingInputs(ctx, ids)
 		cancel()
 		if err != nil {
@@ -273,7 +274,7 @@ func (s *Server) actStored(ss *session, in store.Input) {
 		return
 	}
 	go func() {
-		t := time.NewTimer(storeTimeout)
+		t := time.NewTimer(journal.StoreTimeout)
 		defer t.Stop()
 		select {
 		case <-ki.done:

@@ -306,7 +306,7 @@ func (s *Server) finishRun(ss *session) {
 	if moved {
 		return // its new holder finishes it
 	}
-	if err := s.writer.flushRun(ss); err != nil {
+	if err := s.writer.Flush(ss); err != nil {
 		if errors.Is(err, errRunMoved) {
 			return // its new holder finishes it, from what the store has
 		}
@@ -316,7 +316,7 @@ func (s *Server) finishRun(ss *session) {
 		err := s.keepTrying(ss, func(ctx context.Context) error { return s.addToThread(ctx, ss) })
 		if err != nil {
 			s.log.Error("adding the run's messages to its thread failed", "run_id", ss.runID, "thread_id", ss.thread, "error", err)
-			if s.gated && (errors.Is(err, store.ErrFenced) || storeTransient(err)) {
+			if s.gated && (errors.Is(err, store.ErrFenced) || journal.Transient(err)) {
 				return // let go: its new holder finishes it
 			}
 		}
@@ -338,7 +338,7 @@ func (s *Server) sweep() {
 	if stopped {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
 	now := s.now()
 	runs, threads, err := s.store.Sweep(ctx, now.Add(-s.cfg.RunRetention), now.Add(-s.cfg.ThreadRetention))
 	cancel()

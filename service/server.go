@@ -17,6 +17,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 	"github.com/agentd/agentd/service/store/memory"
 )
@@ -212,7 +213,7 @@ type Server struct {
 	// The store, its journal writer and sweeper, and the runs this server runs (runs.go).
 	store        store.Store
 	gated        bool // the store keeps frames on disk: streams send only what it has
-	writer       *journalWriter
+	writer       *journal.Writer
 	sweepMu      sync.Mutex
 	sweeper      *time.Timer
 	sweepStopped bool
@@ -369,7 +370,19 @@ func New(cfg Config) (*Server, error) {
 	if sh, ok := cfg.Store.(interface{ Shared() bool }); ok {
 		s.shared = sh.Shared()
 	}
-	s.writer = newJournalWriter(s, cfg.Store)
+	s.writer = journal.NewWriter(cfg.Store, journal.WriterConfig{
+		Gated: s.gated, LeaseTTL: cfg.LeaseTTL, Log: cfg.Logger,
+		Wrote: func(ok bool) {
+			if ok {
+				s.writeDone.Store(time.Now().UnixNano())
+			} else {
+				s.writeFailed.Store(time.Now().UnixNano())
+			}
+		},
+		Lost:    func(r journal.Run) { s.lostRun(r.(*session)) },
+		Refused: func(r journal.Run, err error) { s.storeRefused(r.(*session), err) },
+		GiveUp:  func(r journal.Run) { s.storeLost(r.(*session)) },
+	})
 	s.follows = newFollows(s)
 	s.started = time.Now()
 	s.wakeDefer.Store(int64(deferWake))

@@ -102,10 +102,7 @@ type session struct {
 	step            runtime.StepStarted // the last step started, for checkpoints
 	usage           *agentdv1.Usage     // as of the last step finished
 	keyed           keyedInputs         // SendRunInput's inputs, by client_key
-	dirty           bool                // journaled frames wait for the journal writer
-	// storeFailing is when the store began to fail the run's writes, zero while it
-	// takes them; storeRetry when the journal writer tries again.
-	storeFailing, storeRetry time.Time
+	writing         journal.Writing     // the journal writer's state of the run
 	// threaded is the run's thread start (history THREAD); nil for history CLIENT.
 	threaded *threadStart
 
@@ -393,7 +390,7 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent) error {
 		return err
 	}
 	ss.journal.Append(f)
-	ss.srv.writer.mark(ss)
+	ss.srv.writer.Mark(ss)
 	return nil
 }
 
@@ -458,3 +455,14 @@ func (ss *session) ackLocked(in input, refusal *agentdv1.RunError) int64 {
 	}
 	return ss.seq
 }
+
+// The run as the journal writer sees it (journal.Run).
+
+func (ss *session) Lock()                     { ss.mu.Lock() }
+func (ss *session) Unlock()                   { ss.mu.Unlock() }
+func (ss *session) Journal() *journal.Journal { return ss.journal }
+func (ss *session) Writing() *journal.Writing { return &ss.writing }
+func (ss *session) ID() string                { return ss.runID }
+
+// LeaseLocked returns the run's lease, and whether it is still run here.
+func (ss *session) LeaseLocked() (store.Lease, bool) { return ss.lease, !ss.moved }

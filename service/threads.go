@@ -134,7 +134,7 @@ func (s *Server) waitEnding(ctx context.Context, id string) bool {
 	if !ended || done == nil {
 		return false
 	}
-	t := time.NewTimer(storeTimeout)
+	t := time.NewTimer(journal.StoreTimeout)
 	defer t.Stop()
 	select {
 	case <-done:
