@@ -42,23 +42,24 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if spec == nil {
 		return invalidArgument(reasonFirstMessageNotStart, wire.FieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
 	}
-	ss, req, err := s.newSession(stream.Context(), modeRun, spec)
-	if ra, ok := errors.AsType[*resumedAlready](err); ok {
-		return s.attachRunStream(stream, ra.runID, 0, send)
+	st, err := s.newSession(stream.Context(), modeRun, spec)
+	if err != nil {
+		return err
 	}
-	if si, ok := errors.AsType[*steerInto](err); ok {
-		ss, o, err := s.steerBusy(stream.Context(), si, send)
+	switch st.outcome {
+	case resumedBefore:
+		return s.attachRunStream(stream, st.runID, 0, send)
+	case steeredInto:
+		ss, o, err := s.steerBusy(stream.Context(), st.runID, st.steer, send)
 		if err != nil {
 			return err
 		}
 		o.Runs = true
 		ss.addAnswerer()
 		go ss.receive(stream.Recv, o, false)
-		return s.serveAttached(stream.Context(), si.runID, ss, o)
+		return s.serveAttached(stream.Context(), st.runID, ss, o)
 	}
-	if err != nil {
-		return err
-	}
+	ss, req := st.ss, st.req
 	o := ss.attachStarter(stream.Context(), send)
 	o.Runs = true
 	// Client messages are read once run_started is journaled, so that it stays the first
@@ -108,24 +109,25 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 		return invalidArgument(reasonInvalidArgument, fe)
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
-	ss, req, err := s.newSession(stream.Context(), modeStart, in.GetStart())
-	if ra, ok := errors.AsType[*resumedAlready](err); ok {
-		ss, o, err := s.attach(stream.Context(), ra.runID, 0, send)
-		if err != nil {
-			return err
-		}
-		return s.serveAttached(stream.Context(), ra.runID, ss, o)
-	}
-	if si, ok := errors.AsType[*steerInto](err); ok {
-		ss, o, err := s.steerBusy(stream.Context(), si, send)
-		if err != nil {
-			return err
-		}
-		return s.serveAttached(stream.Context(), si.runID, ss, o)
-	}
+	st, err := s.newSession(stream.Context(), modeStart, in.GetStart())
 	if err != nil {
 		return err
 	}
+	switch st.outcome {
+	case resumedBefore:
+		ss, o, err := s.attach(stream.Context(), st.runID, 0, send)
+		if err != nil {
+			return err
+		}
+		return s.serveAttached(stream.Context(), st.runID, ss, o)
+	case steeredInto:
+		ss, o, err := s.steerBusy(stream.Context(), st.runID, st.steer, send)
+		if err != nil {
+			return err
+		}
+		return s.serveAttached(stream.Context(), st.runID, ss, o)
+	}
+	ss, req := st.ss, st.req
 	o := ss.attachStarter(stream.Context(), send)
 	ss.start(req)
 	return ss.serveStarter(stream.Context(), o)
@@ -141,14 +143,18 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	if fe := badIDs(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	ss, req, err := s.newSession(ctx, modeExecute, in.GetStart())
-	if ra, ok := errors.AsType[*resumedAlready](err); ok {
-		return s.executedAlready(ctx, ra.runID)
-	}
+	st, err := s.newSession(ctx, modeExecute, in.GetStart())
 	if err != nil {
 		return nil, err
 	}
-	ss.own(req)
+	switch st.outcome {
+	case resumedBefore:
+		return s.executedAlready(ctx, st.runID)
+	case steeredInto: // withThread refuses on_busy STEER for ExecuteRun
+		return nil, statusError(codes.Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
+	}
+	ss := st.ss
+	ss.own(st.req)
 	if ss.result == nil {
 		return nil, ss.status
 	}

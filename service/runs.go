@@ -224,7 +224,10 @@ func openSlots[T, R any](slots map[string]*answerSlot[T], f func(id string, s *a
 
 // createRun records a run that starts in the store: its record, and the spec it was
 // started with, messages aside.
-func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) error {
+// It returns the start's outcome instead when the run was started already (a resume of
+// a continuation another start resumed) or when the thread's active run takes the
+// start's input (on_busy STEER): nil for a new run.
+func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) (*started, error) {
 	bare := proto.CloneOf(spec)
 	bare.Messages, bare.Continuation = nil, nil
 	if ss.threaded != nil {
@@ -232,20 +235,20 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 	}
 	b, err := proto.Marshal(bare)
 	if err != nil {
-		return statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+		return nil, statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 	}
 	var cp []byte
 	if s.gated {
 		// A store that outlives the process gets what recovering the run needs from
 		// the start: its history, and the RPC that started it.
 		if cp, err = proto.Marshal(&continuationv1.RunCheckpoint{Messages: ss.historyMsgs, History: int64(len(ss.historyMsgs)), Rpc: rpcOf(ss.mode)}); err != nil {
-			return statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+			return nil, statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 		}
 	}
 	if ts := ss.threaded; ts != nil && ts.created {
 		err := s.store.CreateThread(ctx, store.Thread{ID: ts.id, Owner: ss.owner, Agent: ss.entry.Name})
 		if err != nil {
-			return storeStatus(err)
+			return nil, storeStatus(err)
 		}
 	}
 	err = s.store.CreateRun(ctx, store.Run{
@@ -254,21 +257,21 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 	}, s.cfg.LeaseTTL)
 	ss.lease = store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: 1}
 	if errors.Is(err, store.ErrExists) {
-		return &resumedAlready{runID: ss.runID}
+		return &started{outcome: resumedBefore, runID: ss.runID}, nil
 	}
 	if busy, ok := errors.AsType[*store.ThreadBusyError](err); ok {
 		if spec.GetOnBusy() == agentdv1.OnBusy_ON_BUSY_STEER {
-			return &steerInto{runID: busy.RunID, thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}
+			return &started{outcome: steeredInto, runID: busy.RunID, steer: &threadSteer{thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}}, nil
 		}
-		return threadBusy(ss.thread, busy.RunID)
+		return nil, threadBusy(ss.thread, busy.RunID)
 	}
 	if err == nil && cp != nil {
 		err = s.store.UpdateRun(ctx, ss.lease, store.Update{Status: store.Running, Checkpoint: cp})
 	}
 	if err != nil {
-		return storeStatus(err)
+		return nil, storeStatus(err)
 	}
-	return nil
+	return nil, nil
 }
 
 // resumedRunID is the id of the run that resumes a continuation: the same for every
@@ -278,12 +281,27 @@ func resumedRunID(continuation []byte) string {
 	return "run_c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:15]))
 }
 
-// resumedAlready is newSession's error for a start that resumes a continuation a run
-// resumed already: the start attaches to that run, from its first event.
-type resumedAlready struct{ runID string }
+// startOutcome is what a start came to.
+type startOutcome uint8
 
-func (e *resumedAlready) Error() string {
-	return "the continuation was resumed already, by run " + e.runID
+const (
+	// startedNew is a new run (a resume's too), which the caller starts.
+	startedNew startOutcome = iota
+	// resumedBefore is a resume of a continuation a run resumed already: the start
+	// attaches to that run, from its first event.
+	resumedBefore
+	// steeredInto is a start on a thread whose active run takes its input (on_busy
+	// STEER): the start's stream attaches to that run from the acks of its steers.
+	steeredInto
+)
+
+// started is newSession's outcome.
+type started struct {
+	outcome startOutcome
+	ss      *session         // startedNew: the run, which the caller starts with req
+	req     *runtime.Request // startedNew
+	runID   string           // resumedBefore and steeredInto: the run the start goes to
+	steer   *threadSteer     // steeredInto: what the start steers into that run
 }
 
 // rpcOf names the RPC of a mode in a checkpoint.

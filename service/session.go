@@ -157,38 +157,39 @@ type session struct {
 }
 
 // newSession checks a RunSpec and prepares its run, which the server then keeps: any
-// stream its owner opens may attach to it. Errors are gRPC statuses: nothing has been
-// sent yet.
-func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec) (*session, *runtime.Request, error) {
+// stream its owner opens may attach to it, or says what else the start came to (a run
+// resumed before, a thread's active run steered into). Errors are gRPC statuses:
+// nothing has been sent yet.
+func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec) (*started, error) {
 	if s.isDraining() {
-		return nil, nil, drainingError()
+		return nil, drainingError()
 	}
 	if spec == nil {
-		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start", Description: "must be set"}})
+		return nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start", Description: "must be set"}})
 	}
 	var ct *opened
 	if len(spec.GetContinuation()) > 0 {
 		var err error
 		if ct, err = s.openContinuation(spec.GetContinuation()); err != nil {
-			return nil, nil, continuationStatus(err)
+			return nil, continuationStatus(err)
 		}
 		// Checked before anything else of the start: another caller's resume must not
 		// take the run's id in the store, which would leave its owner a run it cannot see.
 		if err := ct.CheckCaller(s.identity(ctx)); err != nil {
-			return nil, nil, continuationStatus(err)
+			return nil, continuationStatus(err)
 		}
 	}
 	spec, threaded, err := s.withThread(ctx, mode, spec, ct)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	entry, err := s.agentFor(spec, ct)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: entry, limits: &s.cfg, mode: mode})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	caller := ""
 	if s.cfg.Caller != nil {
@@ -196,7 +197,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	}
 	counted, err := s.admit(caller)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	runID := ids.New("run")
 	if ct != nil {
@@ -216,9 +217,9 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		req.Hooks = runtime.Chain(s.log, hs...)
 	}
 	ss.owner = s.identity(ctx)
-	if err := s.createRun(ctx, ss, spec); err != nil {
+	if other, err := s.createRun(ctx, ss, spec); err != nil || other != nil {
 		s.unadmit(counted)
-		return nil, nil, err
+		return other, err
 	}
 	ctx, req.SpanLinks = s.runTraceContext(ctx)
 	if ss.detach {
@@ -232,7 +233,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 	ss.cancel = cancel
 	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { cancel(context.Cause(s.stopRuns)) })
 	s.keep(ss)
-	return ss, req, nil
+	return &started{outcome: startedNew, ss: ss, req: req}, nil
 }
 
 // agentFor returns the agent a start names, or its continuation's, or the default one.

@@ -292,24 +292,22 @@ func invalidPageToken() error {
 	return statusError(codes.InvalidArgument, reasonInvalidPageToken, "page_token is not one this server gave: send the next_page_token of the previous page, or none", nil)
 }
 
-// steerInto is newSession's answer to a start on a thread that has an active run, with
-// on_busy STEER: the start's input goes to that run, and the stream attaches to it.
-type steerInto struct {
-	runID, thread string
-	input         []*agentdv1.Message
-	text          string
+// threadSteer is a start's input on a thread that has an active run, with on_busy
+// STEER: it goes to that run, and the stream attaches to it.
+type threadSteer struct {
+	thread string
+	input  []*agentdv1.Message
+	text   string
 }
-
-func (e *steerInto) Error() string { return "the thread's active run takes the input: " + e.runID }
 
 // steerBusy steers a start's input into its thread's active run and attaches the stream
 // to that run from the first ack on: the stream's first events are attached, then the
 // acks of the steers, then what follows. A run this server does not run, or that is
 // ending, leaves the thread busy.
-func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
-	ref, err := s.lookup(ctx, e.runID)
+func (s *Server) steerBusy(ctx context.Context, runID string, e *threadSteer, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
+	ref, err := s.lookup(ctx, runID)
 	if err != nil || ref.ss == nil {
-		return nil, nil, threadBusy(e.thread, e.runID)
+		return nil, nil, threadBusy(e.thread, runID)
 	}
 	var steers []*agentdv1.Steer
 	for _, m := range e.input {
@@ -325,7 +323,7 @@ func (s *Server) steerBusy(ctx context.Context, e *steerInto, send func(journal.
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended || ss.ctx.Err() != nil {
-		return nil, nil, threadBusy(e.thread, e.runID)
+		return nil, nil, threadBusy(e.thread, runID)
 	}
 	after := ss.seq
 	for _, st := range steers {
