@@ -13,9 +13,19 @@ rules=(
   "./service/continuation/...|^$m/runtime(/|$)|^$m/service$|^$m/service/runs$|^$m/internal/wire$|^google\.golang\.org/grpc|continuations are gen message types, signed"
   "./internal/wire/...|^$m/service|^google\.golang\.org/grpc|wire maps runtime to gen, for whoever needs it"
   "./runtime/internal/schemacost/...|^$m/|the schema cost analysis stands alone"
+  "./service/runs/...|^$m/service$|^google\.golang\.org/grpc/(codes|status)$|the engine is not the wire: it never makes gRPC statuses"
+  "./service/agents/...|^$m/service$|the agents file makes the engine's agents"
 )
 
-fail=0
+# Only the daemon and the test kits import service: everything else reaches the engine.
+importers=$(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./... | grep -E " $m/service( |\$)" | cut -d' ' -f1 |
+  grep -vE "^$m/cmd/|^$m/service/servicetest$" || true)
+if [ -n "$importers" ]; then
+  echo "only cmd/ and test kits may import service, but these do: $importers" >&2
+  fail=1
+fi
+
+fail=${fail:-0}
 for rule in "${rules[@]}"; do
   IFS='|' read -r -a parts <<<"$rule"
   pkgs=${parts[0]}

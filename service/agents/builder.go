@@ -12,7 +12,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/workload"
 	"github.com/agentd/agentd/runtime/tool/builtin"
 	"github.com/agentd/agentd/runtime/tool/mcp"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // defaultToolTimeout is runtime.New's default for Config.ToolTimeout.
@@ -131,7 +131,7 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 // assemble builds the agent from its catalogue tools and the tools its MCP servers
 // offer now. It returns, sorted, the names of policy.tools entries that name none of
 // the agent's tools.
-func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
+func (b *agentBuilder) assemble() (*runs.Agent, []string, error) {
 	mcpTools, mcpPolicy := mcp.Merge(b.names, b.sources...)
 	tools := append(slices.Clone(b.tools), mcpTools...)
 	policy := runtime.Policy{Default: b.def, Tools: map[string]runtime.ToolPolicy{}}
@@ -173,9 +173,9 @@ func (b *agentBuilder) assemble() (*service.Agent, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &service.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []service.ToolInfo{}}
+	a := &runs.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []runs.ToolInfo{}}
 	for _, spec := range rt.Tools() {
-		a.Tools = append(a.Tools, service.ToolInfo{
+		a.Tools = append(a.Tools, runs.ToolInfo{
 			Spec:     spec,
 			Source:   source[spec.Name],
 			Policy:   policy.For(spec.Name),

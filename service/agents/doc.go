@@ -6,13 +6,11 @@
 // offers without a file.
 //
 // [NewRegistry] checks a Config and builds a [Registry], which implements
-// service.Agents: pass it as service.Config.Agents. When an MCP server's tools change,
-// the registry builds the agents that use it again.
+// runs.Agents (service.Agents is the same type): pass it as service.Config.Agents. When
+// an MCP server's tools change, the registry builds the agents that use it again.
 //
-// The package imports package service for the types it hands the server (service.Agent,
-// service.ToolInfo, service.ErrAgentNotFound): the agents file is one way to make
-// service.Agents, and the service defines what it serves, so that it never imports the
-// agents file's dependencies (the provider SDKs, MCP, YAML). This goes beyond the import
-// rule of agentd's design, which lets service/agents import runtime, runtime/llm/*,
-// runtime/tool/* and hooks/* alone.
+// The package imports the run engine (service/runs) for the types it hands the server
+// (runs.Agent, runs.ToolInfo, runs.ErrAgentNotFound), never package service: the agents
+// file is one way to make runs.Agents, and the engine defines what it runs, so that
+// neither imports the agents file's dependencies (the provider SDKs, MCP, YAML).
 package agents

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // policyOf returns the runtime policy of the agent named name, after checking that the
@@ -129,7 +129,7 @@ func TestPolicyMaxGrant(t *testing.T) {
 	}
 }
 
-func toolInfo(t *testing.T, reg *agents.Registry, agent, tool string) service.ToolInfo {
+func toolInfo(t *testing.T, reg *agents.Registry, agent, tool string) runs.ToolInfo {
 	t.Helper()
 	e, err := reg.Agent(agent)
 	if err != nil {
@@ -141,7 +141,7 @@ func toolInfo(t *testing.T, reg *agents.Registry, agent, tool string) service.To
 		}
 	}
 	t.Fatalf("agent %s has no tool %s", agent, tool)
-	return service.ToolInfo{}
+	return runs.ToolInfo{}
 }
 
 // TestMCPToolMaxGrant checks that MCP tools take the policy's max_grant, whatever

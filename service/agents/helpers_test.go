@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/agents/agentstest"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -41,7 +42,7 @@ type agentSummary struct {
 	Tools                    []toolSummary
 }
 
-func agentSummaryOf(e *service.Agent) agentSummary {
+func agentSummaryOf(e *runs.Agent) agentSummary {
 	s := agentSummary{
 		Name:               e.Name,
 		Description:        e.Description,
@@ -99,7 +100,7 @@ func workloadSize(t *testing.T, name string) workload.Size {
 }
 
 // runAgent runs req on e and returns the terminal event.
-func runAgent(t *testing.T, e *service.Agent, req *runtime.Request) *runtime.RunFinished {
+func runAgent(t *testing.T, e *runs.Agent, req *runtime.Request) *runtime.RunFinished {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -119,7 +120,7 @@ func runAgent(t *testing.T, e *service.Agent, req *runtime.Request) *runtime.Run
 }
 
 // defaultOf returns r's default agent.
-func defaultOf(t testing.TB, r *agents.Registry) *service.Agent {
+func defaultOf(t testing.TB, r *agents.Registry) *runs.Agent {
 	t.Helper()
 	a, err := r.Agent("")
 	if err != nil {
@@ -128,7 +129,7 @@ func defaultOf(t testing.TB, r *agents.Registry) *service.Agent {
 	return a
 }
 
-func hasTool(a *service.Agent, name string) bool {
+func hasTool(a *runs.Agent, name string) bool {
 	for _, ti := range a.Tools {
 		if ti.Spec.Name == name {
 			return true
@@ -170,7 +171,7 @@ func loadRegistry(t *testing.T, path string, models map[string]*rt.Model) *agent
 }
 
 // serveAgents serves a's agents over bufconn and returns a client.
-func serveAgents(t *testing.T, a service.Agents) agentdv1.AgentServiceClient {
+func serveAgents(t *testing.T, a runs.Agents) agentdv1.AgentServiceClient {
 	t.Helper()
 	return servicetest.NewClient(t, service.Config{Agents: a, Logger: quietLog})
 }

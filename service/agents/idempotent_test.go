@@ -14,12 +14,13 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
 // idempotency returns whether each of e's tools is idempotent, by name, as the runtime
 // has them, after checking that the service's tool list agrees.
-func idempotency(t *testing.T, e *service.Agent) map[string]bool {
+func idempotency(t *testing.T, e *runs.Agent) map[string]bool {
 	t.Helper()
 	got := map[string]bool{}
 	for _, spec := range e.Runtime.Tools() {

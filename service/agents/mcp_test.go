@@ -20,6 +20,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -279,7 +280,7 @@ agents:
 			return textResult("fresh result"), nil
 		})
 
-	var after *service.Agent
+	var after *runs.Agent
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		after, err = reg.Agent("ops")

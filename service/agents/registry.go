@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/tool/mcp"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // RegistryOptions configures [NewRegistry].
@@ -45,7 +45,7 @@ type RegistryOptions struct {
 	MCPConnectTimeout time.Duration
 }
 
-// Registry holds the agents of an agents file; it implements service.Agents. It is safe
+// Registry holds the agents of an agents file; it implements runs.Agents. It is safe
 // for concurrent use; callers must not modify the agents it returns.
 //
 // An agent never changes once returned. When an MCP server says its tools changed, the
@@ -66,12 +66,12 @@ type Registry struct {
 	closed bool
 }
 
-var _ service.Agents = (*Registry)(nil)
+var _ runs.Agents = (*Registry)(nil)
 
 // agentSet is one version of the registry's agents; it is never modified once stored.
 type agentSet struct {
-	agents []*service.Agent // by name
-	byName map[string]*service.Agent
+	agents []*runs.Agent // by name
+	byName map[string]*runs.Agent
 	def    string // the default agent's name
 }
 
@@ -118,7 +118,7 @@ func NewRegistry(cfg *Config, opts RegistryOptions) (*Registry, error) {
 // build builds cfg's agents. r.mu is held.
 func (r *Registry) build(cfg *Config, resolve ModelResolver, opts RegistryOptions) error {
 	defIdx := cfg.defaultIndex()
-	set := &agentSet{byName: map[string]*service.Agent{}, def: cfg.Agents[defIdx].Name}
+	set := &agentSet{byName: map[string]*runs.Agent{}, def: cfg.Agents[defIdx].Name}
 	var errs []error
 	for i := range cfg.Agents {
 		override := ""
@@ -160,11 +160,11 @@ func (r *Registry) build(cfg *Config, resolve ModelResolver, opts RegistryOption
 	return nil
 }
 
-func byName(a, b *service.Agent) int { return strings.Compare(a.Name, b.Name) }
+func byName(a, b *runs.Agent) int { return strings.Compare(a.Name, b.Name) }
 
 // assemble builds b's agent as the service serves it: a model override, when the agent
 // allows one, goes to the registry's models.
-func (r *Registry) assemble(b *agentBuilder) (*service.Agent, []string, error) {
+func (r *Registry) assemble(b *agentBuilder) (*runs.Agent, []string, error) {
 	a, unknown, err := b.assemble()
 	if err != nil {
 		return nil, nil, err
@@ -211,8 +211,8 @@ func (r *Registry) toolsChanged(server string) {
 }
 
 // Agent returns the named agent; "" names the default agent. An unknown name gets an
-// error that wraps service.ErrAgentNotFound and lists the agents.
-func (r *Registry) Agent(name string) (*service.Agent, error) {
+// error that wraps runs.ErrAgentNotFound and lists the agents.
+func (r *Registry) Agent(name string) (*runs.Agent, error) {
 	set := r.set.Load()
 	if name == "" {
 		return set.byName[set.def], nil
@@ -224,11 +224,11 @@ func (r *Registry) Agent(name string) (*service.Agent, error) {
 	for i, a := range set.agents {
 		names[i] = a.Name
 	}
-	return nil, fmt.Errorf("%w: %q; agents: %s", service.ErrAgentNotFound, name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("%w: %q; agents: %s", runs.ErrAgentNotFound, name, strings.Join(names, ", "))
 }
 
 // List returns every agent, sorted by name. The slice is the caller's.
-func (r *Registry) List() []*service.Agent { return slices.Clone(r.set.Load().agents) }
+func (r *Registry) List() []*runs.Agent { return slices.Clone(r.set.Load().agents) }
 
 // resolveModel returns the model spec names, for a client's model override of an agent
 // that allows one (AgentConfig.AllowModelOverride). The agents' own models are reused;

@@ -11,8 +11,8 @@ import (
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/demo"
 	"github.com/agentd/agentd/runtime/llm/workload"
-	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 )
 
 func TestRegistryDefaultAgents(t *testing.T) {
@@ -228,7 +228,7 @@ func TestRegistryAgent(t *testing.T) {
 		}
 	}
 	_, err = r.Agent("nope")
-	if !errors.Is(err, service.ErrAgentNotFound) {
+	if !errors.Is(err, runs.ErrAgentNotFound) {
 		t.Errorf("Agent(nope) error %v, want ErrAgentNotFound", err)
 	}
 	if want := `agent not found: "nope"; agents: bench, ops, zeta`; err == nil || err.Error() != want {
