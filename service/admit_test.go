@@ -28,7 +28,7 @@ func TestAdmitRefusesOnceDraining(t *testing.T) {
 	}
 	s.Drain(0)
 	_, err = s.admit("alice")
-	if status.Code(err) != codes.Unavailable {
+	if status.Code(toStatus(err)) != codes.Unavailable {
 		t.Fatalf("admit while draining = %v, want UNAVAILABLE", err)
 	}
 	if n := s.ActiveRuns(); n != 0 {

@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/internal/wire"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -59,7 +59,7 @@ func (s *Server) attach(ctx context.Context, id string, after int64, send func(j
 		ev.GetAttached().AttachmentId = id
 		f, err := journal.MarshalFrame(ev)
 		if err != nil {
-			return nil, nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+			return nil, nil, statusError(runs.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 		}
 		o := journal.NewOutbox(ctx, s.storedJournal(ref.rec), after, []journal.Frame{f}, send, func(error) {})
 		o.ID = id
@@ -92,7 +92,7 @@ func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send f
 	ev.GetAttached().AttachmentId = id
 	f, err := journal.MarshalFrame(ev)
 	if err != nil {
-		return nil, statusError(codes.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+		return nil, statusError(runs.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 	}
 	o := journal.NewOutbox(ctx, ss.journal, after, []journal.Frame{f}, send, func(error) {})
 	o.ID = id
@@ -103,14 +103,14 @@ func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send f
 
 // tooManyAttachments refuses an attach past a limit.
 func tooManyAttachments(msg string, limit int) error {
-	return statusError(codes.ResourceExhausted, reasonTooManyAttachments, msg, map[string]string{"limit": strconv.Itoa(limit)})
+	return statusError(runs.ResourceExhausted, reasonTooManyAttachments, msg, map[string]string{"limit": strconv.Itoa(limit)})
 }
 
 // checkCursor refuses an after_seq past a run's last event or below its oldest kept.
 func checkCursor(after, oldest, last int64) error {
 	switch {
 	case after > last:
-		return statusError(codes.OutOfRange, reasonCursorAhead,
+		return statusError(runs.OutOfRange, reasonCursorAhead,
 			fmt.Sprintf("after_seq %d is past the run's last event, seq %d", after, last),
 			map[string]string{"last_seq": strconv.FormatInt(last, 10)})
 	case after+1 < oldest:
@@ -167,7 +167,9 @@ func (k *keyedInputs) answered(key string, ack *agentdv1.InputAck, seq int64) {
 
 // SendRunInput implements agentdv1.AgentServiceServer: one input for a run, from any
 // client its owner allows.
-func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (*agentdv1.SendRunInputResponse, error) {
+func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (_ *agentdv1.SendRunInputResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -221,7 +223,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err != nil {
-		return nil, statusError(codes.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
+		return nil, statusError(runs.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
 	}
 	digest := sha256.Sum256(b)
 	release, err := s.holdInput(in.GetRunId(), len(b), s.cfg.MaxRunInputBytes)
@@ -254,7 +256,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 			// else it stayed parked, refused as going on elsewhere, until a restart.
 			return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
 		}
-		return nil, statusError(codes.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
+		return nil, statusError(runs.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
 	}
 	resp, err := s.inputHere(ctx, ss, in.GetClientKey(), digest, req)
 	if isMoved(err) {
@@ -272,7 +274,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 // bytes on this server.
 func (s *Server) holdInput(run string, n, limit int) (release func(), err error) {
 	if !s.inputs.add(run, n, limit) {
-		return nil, statusError(codes.ResourceExhausted, reasonTooManyInputs,
+		return nil, statusError(runs.ResourceExhausted, reasonTooManyInputs,
 			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, s.inputs.held(run), n, limit),
 			map[string]string{"run_id": run, "limit": strconv.Itoa(limit)})
 	}
@@ -296,7 +298,7 @@ func keyReused() error {
 
 // finishedStatus refuses input for a finished run.
 func finishedStatus(id string) error {
-	return statusError(codes.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": id})
+	return statusError(runs.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": id})
 }
 
 // takeKeyed acts on SendRunInput's input req of key, unless an input of that key came

@@ -13,20 +13,17 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // errorDomain is the google.rpc.ErrorInfo domain of agentd's errors; their reasons are in
 // reasons.go.
 const errorDomain = "agentd"
 
-// statusError is a gRPC status with an ErrorInfo (and the given extra details).
-func statusError(code codes.Code, reason, msg string, meta map[string]string, details ...protoadapt.MessageV1) error {
-	st := status.New(code, msg)
-	all := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: meta}}, details...)
-	if withDetails, err := st.WithDetails(all...); err == nil {
-		st = withDetails
-	}
-	return st.Err()
+// statusError is the engine's error of the given code and reason, which the wire
+// answers with a status carrying an ErrorInfo (and the given extra details).
+func statusError(code runs.Code, reason, msg string, meta map[string]string, details ...protoadapt.MessageV1) error {
+	return &runs.Error{Code: code, Reason: reason, Message: msg, Meta: meta, Details: details}
 }
 
 // invalidArgument is INVALID_ARGUMENT with a BadRequest listing what is wrong.
@@ -35,13 +32,52 @@ func invalidArgument(reason string, fe wire.FieldErrors) error {
 	if len(fe) > 0 {
 		msg += ": " + fe.Summary()
 	}
-	return statusError(codes.InvalidArgument, reason, msg, nil, &errdetails.BadRequest{FieldViolations: fe})
+	return &runs.Error{Code: runs.InvalidArgument, Reason: reason, Message: msg, Fields: fe}
+}
+
+// contextError is the error of a wait that ctx ended: CANCELED or DEADLINE_EXCEEDED, as
+// status.FromContextError says, with no ErrorInfo.
+func contextError(err error) error {
+	code := runs.Unknown
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = runs.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = runs.DeadlineExceeded
+	}
+	return &runs.Error{Code: code, Message: err.Error()}
+}
+
+// toStatus is the one mapping of the engine's errors to gRPC statuses: a *runs.Error
+// becomes the status of its code, with an ErrorInfo (when it has a reason), a
+// BadRequest (when it names fields) and its details; any other error is returned as it
+// is (a status already, such as a hook's, or an error gRPC reports as UNKNOWN).
+func toStatus(err error) error {
+	e, ok := errors.AsType[*runs.Error](err)
+	if !ok {
+		return err
+	}
+	st := status.New(codes.Code(e.Code), e.Message)
+	var details []protoadapt.MessageV1
+	if e.Reason != "" {
+		details = append(details, &errdetails.ErrorInfo{Reason: e.Reason, Domain: errorDomain, Metadata: e.Meta})
+	}
+	if len(e.Fields) > 0 {
+		details = append(details, &errdetails.BadRequest{FieldViolations: e.Fields})
+	}
+	details = append(details, e.Details...)
+	if len(details) > 0 {
+		if withDetails, err := st.WithDetails(details...); err == nil {
+			st = withDetails
+		}
+	}
+	return st.Err()
 }
 
 // runError describes how a run ended: the RunError of its run_finished and the status
 // the RPC ends with. It is nil for the outcomes that end with OK.
 func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError {
-	mk := func(code codes.Code, reason, msg string, retryable bool) *agentdv1.RunError {
+	mk := func(code runs.Code, reason, msg string, retryable bool) *agentdv1.RunError {
 		return &agentdv1.RunError{Code: int32(code), Reason: reason, Message: wire.ProtoString(msg), Retryable: retryable}
 	}
 	switch fin.Reason {
@@ -54,27 +90,27 @@ func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError
 		}
 		switch {
 		case clientCancelled:
-			return &agentdv1.RunError{Code: int32(codes.OK), Reason: reasonCancelled, Message: wire.ProtoString(msg)}
+			return &agentdv1.RunError{Code: int32(runs.OK), Reason: reasonCancelled, Message: wire.ProtoString(msg)}
 		case errors.Is(fin.Err, context.DeadlineExceeded):
-			return mk(codes.DeadlineExceeded, reasonDeadline, "the run did not finish before the client's deadline", true)
+			return mk(runs.DeadlineExceeded, reasonDeadline, "the run did not finish before the client's deadline", true)
 		}
-		return mk(codes.Canceled, reasonCancelled, msg, false)
+		return mk(runs.Canceled, reasonCancelled, msg, false)
 	case runtime.EndMaxSteps:
-		return mk(codes.ResourceExhausted, reasonMaxSteps, errString(fin.Err, "step limit reached"), false)
+		return mk(runs.ResourceExhausted, reasonMaxSteps, errString(fin.Err, "step limit reached"), false)
 	case runtime.EndStopped:
-		return mk(codes.Aborted, reasonStopped, errString(fin.Err, "stopped"), false)
+		return mk(runs.Aborted, reasonStopped, errString(fin.Err, "stopped"), false)
 	case runtime.EndShutdown:
-		return mk(codes.Unavailable, reasonShutdown, "the server shut down; resume the run from its continuation on another replica", true)
+		return mk(runs.Unavailable, reasonShutdown, "the server shut down; resume the run from its continuation on another replica", true)
 	case runtime.EndFailed:
 		if errors.Is(fin.Err, runtime.ErrMissingFinishReason) {
-			return mk(codes.Unavailable, reasonModelIncomplete, fin.Err.Error(), true)
+			return mk(runs.Unavailable, reasonModelIncomplete, fin.Err.Error(), true)
 		}
 		if _, ok := errors.AsType[*runtime.ModelError](fin.Err); ok {
-			return mk(codes.Unavailable, reasonModelError, fin.Err.Error(), true)
+			return mk(runs.Unavailable, reasonModelError, fin.Err.Error(), true)
 		}
-		return mk(codes.Internal, reasonInternal, errString(fin.Err, "the run failed"), false)
+		return mk(runs.Internal, reasonInternal, errString(fin.Err, "the run failed"), false)
 	}
-	return mk(codes.Internal, reasonInternal, "the run ended for an unknown reason", false)
+	return mk(runs.Internal, reasonInternal, "the run ended for an unknown reason", false)
 }
 
 func errString(err error, fallback string) string {
@@ -86,13 +122,13 @@ func errString(err error, fallback string) string {
 
 // runStatus is the status an RPC ends with after its run_finished.
 func runStatus(re *agentdv1.RunError, details ...protoadapt.MessageV1) error {
-	if re == nil || codes.Code(re.GetCode()) == codes.OK {
+	if re == nil || runs.Code(re.GetCode()) == runs.OK {
 		return nil
 	}
-	return statusError(codes.Code(re.GetCode()), re.GetReason(), re.GetMessage(), nil, details...)
+	return statusError(runs.Code(re.GetCode()), re.GetReason(), re.GetMessage(), nil, details...)
 }
 
 // ackError is the RunError of a refused client message.
 func ackError(reason, format string, args ...any) *agentdv1.RunError {
-	return &agentdv1.RunError{Code: int32(codes.FailedPrecondition), Reason: reason, Message: fmt.Sprintf(format, args...)}
+	return &agentdv1.RunError{Code: int32(runs.FailedPrecondition), Reason: reason, Message: fmt.Sprintf(format, args...)}
 }

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"slices"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -195,7 +195,9 @@ func grantToProto(g store.Grant) *agentdv1.Grant {
 
 // RevokeGrant implements agentdv1.AgentServiceServer: a thread's later calls that the
 // grant would have approved are asked again.
-func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantRequest) (*agentdv1.RevokeGrantResponse, error) {
+func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantRequest) (_ *agentdv1.RevokeGrantResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -218,7 +220,7 @@ func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantReques
 	}
 	switch err := s.store.RevokeGrant(ctx, th.ID, in.GetGrantId()); {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, statusError(codes.NotFound, reasonGrantNotFound, "the thread has no grant "+in.GetGrantId(), map[string]string{"grant_id": in.GetGrantId()})
+		return nil, statusError(runs.NotFound, reasonGrantNotFound, "the thread has no grant "+in.GetGrantId(), map[string]string{"grant_id": in.GetGrantId()})
 	case err != nil:
 		return nil, storeStatus(err)
 	}

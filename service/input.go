@@ -22,6 +22,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -46,7 +47,7 @@ func (s *Server) recvStart(stream grpc.BidiStreamingServer[agentdv1.RunRequest, 
 	case r := <-ch:
 		return r.req, r.err
 	case <-t.C:
-		return nil, statusError(codes.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
+		return nil, statusError(runs.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
 	case <-stream.Context().Done():
 		return nil, status.FromContextError(stream.Context().Err()).Err()
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -639,7 +639,7 @@ func (s *Server) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
 	rf := &agentdv1.RunFinished{
 		Reason:      agentdv1.RunEndReason_RUN_END_REASON_CANCELLED,
-		Error:       &agentdv1.RunError{Code: int32(codes.Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
+		Error:       &agentdv1.RunError{Code: int32(runs.Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
 		NewMessages: ss.priorNew, Usage: cp.GetUsage(), Continuation: cp.GetContinuation(),
 	}
 	ss.mu.Lock()

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -36,7 +36,7 @@ func (s *Server) relay(ctx context.Context, rec store.Run, key string, digest [s
 		if time.Now().After(giveUp) {
 			// The input is stored: the run's holder acts on it when it can. The client
 			// learns so in bounded time, and a retry of the same key gets its answer.
-			return nil, statusError(codes.Unavailable, reasonInputUnanswered,
+			return nil, statusError(runs.Unavailable, reasonInputUnanswered,
 				fmt.Sprintf("the input is stored, but the replica running the run did not answer it within %s: send it again with the same client_key", s.cfg.InputAnswerTimeout),
 				map[string]string{"run_id": rec.ID})
 		}
@@ -76,7 +76,7 @@ func (s *Server) relay(ctx context.Context, rec store.Run, key string, digest [s
 		select {
 		case <-wait.ch:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, contextError(ctx.Err())
 		}
 	}
 }
@@ -106,7 +106,7 @@ func (s *Server) inputHere(ctx context.Context, ss *session, key string, digest 
 	select {
 	case <-ki.done:
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, contextError(ctx.Err())
 	}
 	if err := s.ackStored(ss, ki); err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func (s *Server) ackStored(ss *session, ki *keyedInput) error {
 	case errors.Is(err, errRunMoved):
 		return errRunMoved
 	}
-	return statusError(codes.Unavailable, reasonStoreUnavailable, "the input was taken, but storing it failed: send it again (the same client_key)", map[string]string{"run_id": ss.runID})
+	return statusError(runs.Unavailable, reasonStoreUnavailable, "the input was taken, but storing it failed: send it again (the same client_key)", map[string]string{"run_id": ss.runID})
 }
 
 // isMoved reports whether err says the run moved to another replica.
@@ -142,7 +142,7 @@ func isMoved(err error) bool {
 	if errors.Is(err, errRunMoved) {
 		return true
 	}
-	info := errorInfo(status.Convert(err))
+	info := errorInfo(status.Convert(toStatus(err)))
 	return info != nil && info.GetReason() == reasonRunMoved
 }
 
@@ -161,7 +161,7 @@ func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 func (s *Server) keepAnswer(runID, key string, resp *agentdv1.SendRunInputResponse, refusal error) {
 	a := &continuationv1.InputAnswer{Ack: resp.GetAck(), Seq: resp.GetSeq()}
 	if refusal != nil {
-		st := status.Convert(refusal)
+		st := status.Convert(toStatus(refusal))
 		a.Code, a.Message = int32(st.Code()), st.Message()
 		if info := errorInfo(st); info != nil {
 			a.Reason, a.Metadata = info.GetReason(), info.GetMetadata()
@@ -182,10 +182,10 @@ func (s *Server) keepAnswer(runID, key string, resp *agentdv1.SendRunInputRespon
 func decodeAnswer(b []byte) (*agentdv1.SendRunInputResponse, error) {
 	a := &continuationv1.InputAnswer{}
 	if err := proto.Unmarshal(b, a); err != nil {
-		return nil, statusError(codes.Internal, reasonInternal, "decoding a kept answer: "+err.Error(), nil)
+		return nil, statusError(runs.Internal, reasonInternal, "decoding a kept answer: "+err.Error(), nil)
 	}
 	if a.GetCode() != 0 {
-		return nil, statusError(codes.Code(a.GetCode()), a.GetReason(), a.GetMessage(), a.GetMetadata())
+		return nil, statusError(runs.Code(a.GetCode()), a.GetReason(), a.GetMessage(), a.GetMetadata())
 	}
 	return &agentdv1.SendRunInputResponse{Ack: a.GetAck(), Seq: a.GetSeq()}, nil
 }
@@ -259,7 +259,7 @@ func (ss *session) knowsKey(key string) bool {
 func (s *Server) actStored(ss *session, in store.Input) {
 	req := &agentdv1.RunRequest{}
 	if err := proto.Unmarshal(in.Request, req); err != nil {
-		s.keepAnswer(ss.runID, in.Key, nil, statusError(codes.Internal, reasonInternal, "decoding a stored input: "+err.Error(), nil))
+		s.keepAnswer(ss.runID, in.Key, nil, statusError(runs.Internal, reasonInternal, "decoding a stored input: "+err.Error(), nil))
 		return
 	}
 	var digest [sha256.Size]byte

@@ -7,17 +7,19 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
 // Run implements agentdv1.AgentServiceServer: a whole conversation on one stream, which
 // starts a run or attaches to one.
-func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) error {
+func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) (err error) {
+	defer func() { err = toStatus(err) }()
+
 	first, err := s.recvStart(stream)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -26,7 +28,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		return err
 	}
 	if why, ok := takeUndecodable(first); ok {
-		return statusError(codes.InvalidArgument, reasonInvalidArgument, why, nil)
+		return statusError(runs.InvalidArgument, reasonInvalidArgument, why, nil)
 	}
 	if fe := takeInvalidUTF8(first); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
@@ -101,7 +103,9 @@ func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunReq
 
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
 // caller that cannot answer; what would need it parks the run.
-func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStreamingServer[agentdv1.StartRunResponse]) error {
+func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStreamingServer[agentdv1.StartRunResponse]) (err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -136,7 +140,9 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 // ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
 // back, on the RPC's goroutine and bound to its context. A failed run's status carries
 // the whole outcome as a detail, so nothing is lost.
-func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (*agentdv1.ExecuteRunResponse, error) {
+func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (_ *agentdv1.ExecuteRunResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -151,7 +157,7 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	case resumedBefore:
 		return s.executedAlready(ctx, st.runID)
 	case steeredInto: // withThread refuses on_busy STEER for ExecuteRun
-		return nil, statusError(codes.Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
+		return nil, statusError(runs.Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
 	}
 	ss := st.ss
 	ss.own(st.req)
@@ -202,7 +208,9 @@ func (s *Server) executedAlready(ctx context.Context, id string) (*agentdv1.Exec
 }
 
 // AttachRun implements agentdv1.AgentServiceServer: a run's events from a cursor on.
-func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStreamingServer[agentdv1.AttachRunResponse]) error {
+func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStreamingServer[agentdv1.AttachRunResponse]) (err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -217,7 +225,9 @@ func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStre
 }
 
 // ListAgents implements agentdv1.AgentServiceServer.
-func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (*agentdv1.ListAgentsResponse, error) {
+func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (_ *agentdv1.ListAgentsResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	resp := &agentdv1.ListAgentsResponse{}
 	def, err := s.agents.Agent("")
 	for _, e := range s.agents.List() {

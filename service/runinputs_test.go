@@ -17,7 +17,7 @@ func TestRunInputs_Bounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.holdInput("a", 50, limit); status.Code(err) != codes.ResourceExhausted {
+	if _, err := s.holdInput("a", 50, limit); status.Code(toStatus(err)) != codes.ResourceExhausted {
 		t.Fatalf("past the bound: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	other, err := s.holdInput("b", 500, limit) // alone, any size: the message size bounds it

@@ -11,14 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -105,7 +104,7 @@ type runRef struct {
 // lookup returns the run of id, if the caller may see it: the identity that started it
 // or, for a run started anonymously, anyone. A run the caller may not see is not found.
 func (s *Server) lookup(ctx context.Context, id string) (runRef, error) {
-	notFound := statusError(codes.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
+	notFound := statusError(runs.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
 	who := s.identity(ctx)
 	s.liveMu.Lock()
 	ss := s.live[id]
@@ -131,9 +130,9 @@ func (s *Server) lookup(ctx context.Context, id string) (runRef, error) {
 // storeStatus is the status of an RPC the store failed.
 func storeStatus(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.FromContextError(err).Err()
+		return contextError(err)
 	}
-	return statusError(codes.Unavailable, reasonStoreUnavailable, "the server's store failed: "+err.Error()+"; retry", nil)
+	return statusError(runs.Unavailable, reasonStoreUnavailable, "the server's store failed: "+err.Error()+"; retry", nil)
 }
 
 // olderFrames reads a run's frames from the store: what its journal no longer keeps in
@@ -235,14 +234,14 @@ func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunS
 	}
 	b, err := proto.Marshal(bare)
 	if err != nil {
-		return nil, statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+		return nil, statusError(runs.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 	}
 	var cp []byte
 	if s.gated {
 		// A store that outlives the process gets what recovering the run needs from
 		// the start: its history, and the RPC that started it.
 		if cp, err = proto.Marshal(&continuationv1.RunCheckpoint{Messages: ss.historyMsgs, History: int64(len(ss.historyMsgs)), Rpc: rpcOf(ss.mode)}); err != nil {
-			return nil, statusError(codes.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+			return nil, statusError(runs.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 		}
 	}
 	if ts := ss.threaded; ts != nil && ts.created {

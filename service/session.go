@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -18,6 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -247,7 +247,7 @@ func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 		err = fmt.Errorf("%w: %q", ErrAgentNotFound, name)
 	}
 	if err != nil {
-		return nil, statusError(codes.NotFound, reasonAgentNotFound, err.Error(), map[string]string{"agent": name})
+		return nil, statusError(runs.NotFound, reasonAgentNotFound, err.Error(), map[string]string{"agent": name})
 	}
 	return entry, nil
 }
@@ -259,14 +259,14 @@ func (s *Server) admit(caller string) (string, error) {
 	counted := ""
 	if caller != "" && s.cfg.MaxRunsPerCaller > 0 {
 		if !s.callers.add(caller, 1, s.cfg.MaxRunsPerCaller) {
-			return "", statusError(codes.ResourceExhausted, reasonTooManyCallerRuns, fmt.Sprintf("caller %s has %d runs in progress, as many as the server allows one caller: start this one when one of them ends", caller, s.cfg.MaxRunsPerCaller), map[string]string{"limit": strconv.Itoa(s.cfg.MaxRunsPerCaller)})
+			return "", statusError(runs.ResourceExhausted, reasonTooManyCallerRuns, fmt.Sprintf("caller %s has %d runs in progress, as many as the server allows one caller: start this one when one of them ends", caller, s.cfg.MaxRunsPerCaller), map[string]string{"limit": strconv.Itoa(s.cfg.MaxRunsPerCaller)})
 		}
 		counted = caller
 	}
 	if n := s.active.Add(1); n > int64(s.cfg.MaxConcurrentRuns) {
 		s.active.Add(-1)
 		s.callers.sub(counted, 1)
-		return "", statusError(codes.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
+		return "", statusError(runs.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
 	}
 	// Checked again where the run is counted: a start that passed the first check as
 	// draining began is refused like any start after it.
@@ -283,7 +283,7 @@ func (s *Server) admit(caller string) (string, error) {
 
 // drainingError refuses a run on a server that is draining.
 func drainingError() error {
-	return statusError(codes.Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
+	return statusError(runs.Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
 }
 
 // sessionFor returns the session of a planned run, before its context is set.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // startPlan is a start checked and turned into what its run needs. planStart makes it
@@ -128,12 +128,12 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 	}
 	if p.history == nil {
 		if err := p.hashHistory(history); err != nil {
-			return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+			return nil, statusError(runs.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 		}
 	}
 	var err error
 	if p.transcript, err = p.history.Clone(); err != nil {
-		return nil, statusError(codes.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+		return nil, statusError(runs.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 	}
 	return p, nil
 }
@@ -199,7 +199,7 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMode, limits *Config, fe *wire.FieldErrors) error {
 	if m := cfg.GetModel(); m != "" {
 		if entry.Models == nil {
-			return statusError(codes.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
+			return statusError(runs.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
 		}
 		model, err := entry.Models(m)
 		if err != nil {
@@ -348,5 +348,5 @@ func continuationStatus(err error) error {
 	case errors.Is(err, continuation.ErrMismatch):
 		reason = reasonContinuationMismatch
 	}
-	return statusError(codes.FailedPrecondition, reason, err.Error(), nil)
+	return statusError(runs.FailedPrecondition, reason, err.Error(), nil)
 }

@@ -274,7 +274,7 @@ func TestPlanStartRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("planned %+v, want it refused", p)
 			}
-			st := status.Convert(err)
+			st := status.Convert(toStatus(err))
 			code, reason := tt.code, tt.reason
 			if code == codes.OK {
 				code, reason = codes.InvalidArgument, reasonInvalidArgument
@@ -443,7 +443,7 @@ func TestPlanStart(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := planStart(ctx, startInput{spec: spec, ct: parked(t), agent: planAgent(t), limits: limits, mode: modeRun})
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "start.decisions[0]: edited_arguments for tool calc") {
+		if status.Code(toStatus(err)) != codes.InvalidArgument || !strings.Contains(err.Error(), "start.decisions[0]: edited_arguments for tool calc") {
 			t.Errorf("planStart with ctx done = %v, want the decision refused", err)
 		}
 		if !errors.Is(ctx.Err(), context.Canceled) {

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/internal/wire"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -80,7 +80,7 @@ func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		for _, m := range msgs {
 			pm := &agentdv1.Message{}
 			if err := proto.Unmarshal(m.Data, pm); err != nil {
-				return nil, nil, statusError(codes.Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", id, m.Index, err), nil)
+				return nil, nil, statusError(runs.Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", id, m.Index, err), nil)
 			}
 			history = append(history, pm)
 		}
@@ -146,11 +146,11 @@ func (s *Server) waitEnding(ctx context.Context, id string) bool {
 }
 
 func threadNotFound(id string) error {
-	return statusError(codes.NotFound, reasonThreadNotFound, "no thread "+strconv.Quote(id)+" of yours on this server: it never existed, was deleted or expired, or another caller owns it", map[string]string{"thread_id": id})
+	return statusError(runs.NotFound, reasonThreadNotFound, "no thread "+strconv.Quote(id)+" of yours on this server: it never existed, was deleted or expired, or another caller owns it", map[string]string{"thread_id": id})
 }
 
 func threadBusy(id, active string) error {
-	return statusError(codes.Aborted, reasonThreadBusy, fmt.Sprintf("thread %s has an active run, %s: attach to it, wait for it to finish, or start with on_busy STEER", id, active), map[string]string{"thread_id": id, "active_run_id": active})
+	return statusError(runs.Aborted, reasonThreadBusy, fmt.Sprintf("thread %s has an active run, %s: attach to it, wait for it to finish, or start with on_busy STEER", id, active), map[string]string{"thread_id": id, "active_run_id": active})
 }
 
 // addToThread adds a finished run's messages to its thread: the start's own, then the
@@ -171,7 +171,9 @@ func (s *Server) addToThread(ctx context.Context, ss *session) error {
 }
 
 // GetThread implements agentdv1.AgentServiceServer.
-func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (*agentdv1.GetThreadResponse, error) {
+func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (_ *agentdv1.GetThreadResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -201,7 +203,7 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 	for _, m := range msgs {
 		pm := &agentdv1.Message{}
 		if err := proto.Unmarshal(m.Data, pm); err != nil {
-			return nil, statusError(codes.Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", th.ID, m.Index, err), nil)
+			return nil, statusError(runs.Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", th.ID, m.Index, err), nil)
 		}
 		resp.Messages = append(resp.Messages, pm)
 	}
@@ -212,7 +214,9 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 }
 
 // ListThreads implements agentdv1.AgentServiceServer.
-func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsRequest) (*agentdv1.ListThreadsResponse, error) {
+func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsRequest) (_ *agentdv1.ListThreadsResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	after := ""
 	if tok := in.GetPageToken(); tok != "" {
 		var ok bool
@@ -237,7 +241,9 @@ func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsReques
 }
 
 // DeleteThread implements agentdv1.AgentServiceServer.
-func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequest) (*agentdv1.DeleteThreadResponse, error) {
+func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequest) (_ *agentdv1.DeleteThreadResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
 	if fe := takeInvalidUTF8(in); fe != nil {
 		return nil, invalidArgument(reasonInvalidUTF8, fe)
 	}
@@ -289,7 +295,7 @@ func pageIndex(tok string) (int64, error) {
 }
 
 func invalidPageToken() error {
-	return statusError(codes.InvalidArgument, reasonInvalidPageToken, "page_token is not one this server gave: send the next_page_token of the previous page, or none", nil)
+	return statusError(runs.InvalidArgument, reasonInvalidPageToken, "page_token is not one this server gave: send the next_page_token of the previous page, or none", nil)
 }
 
 // threadSteer is a start's input on a thread that has an active run, with on_busy

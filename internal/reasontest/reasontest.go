@@ -154,7 +154,8 @@ type Use struct {
 
 // Used returns every reason that the Go files under dir (tests and testdata aside) can put
 // on the wire, each package on its own. A reason reaches the wire as the Reason of an
-// ErrorInfo literal (Status) or of a RunError literal (Run); a parameter that reaches
+// ErrorInfo literal or of a runs.Error literal (the run engine's errors, which the wire
+// makes statuses of: Status), or of a RunError literal (Run); a parameter that reaches
 // one makes its function's calls reach it too, in the same set unless wrappers names the
 // function (ackError builds a RunError, but an ack's). Every package-level constant whose
 // name starts with "reason" is a use too, in no particular set. Used fails on any value
@@ -375,7 +376,7 @@ func (p *pkg) walk(n ast.Node, in []*fn) {
 	})
 }
 
-// compositeSink records the Reason of an ErrorInfo or RunError literal.
+// compositeSink records the Reason of an ErrorInfo, runs.Error or RunError literal.
 func (p *pkg) compositeSink(lit *ast.CompositeLit, in []*fn) {
 	var set Set
 	switch typeName(lit.Type) {
@@ -383,6 +384,10 @@ func (p *pkg) compositeSink(lit *ast.CompositeLit, in []*fn) {
 		set = Status
 	case "RunError":
 		set = Run
+	case "Error":
+		if sel, ok := lit.Type.(*ast.SelectorExpr); ok && isIdent(sel.X, "runs") {
+			set = Status
+		}
 	}
 	for _, el := range lit.Elts {
 		kv, ok := el.(*ast.KeyValueExpr)
@@ -432,6 +437,12 @@ func (p *pkg) resolve(e ast.Expr, in []*fn, set Set) {
 	case *ast.CallExpr:
 		// A reason read back from a RunError or ErrorInfo was checked where it was made.
 		if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "GetReason" && len(x.Args) == 0 {
+			return
+		}
+	case *ast.SelectorExpr:
+		// So was one read back from a runs.Error (its Reason field), which the wire
+		// makes a status of.
+		if x.Sel.Name == "Reason" {
 			return
 		}
 	}
@@ -574,6 +585,11 @@ func calleeIdent(e ast.Expr) *ast.Ident {
 		return calleeIdent(e.X)
 	}
 	return nil
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
 }
 
 func typeName(e ast.Expr) string {

@@ -136,6 +136,15 @@ func runError(stopped bool) *agentdv1.RunError {
 
 func forward(re *agentdv1.RunError) *errdetails.ErrorInfo { return statusError(re.GetReason(), "") }
 
+func engineError(draining bool) error {
+	if draining {
+		return &runs.Error{Code: 14, Reason: "DRAINING"}
+	}
+	return &runs.Error{Code: 13, Reason: reasonInternal}
+}
+
+func toStatus(e *runs.Error) *errdetails.ErrorInfo { return &errdetails.ErrorInfo{Reason: e.Reason} }
+
 func refuse() *agentdv1.RunError { return ackError("RATE_LIMITED") }
 `
 
@@ -166,6 +175,8 @@ func TestUsed(t *testing.T) {
 		"run INTERNAL aliased p.go",
 		"run MAX_STEPS  p.go",
 		"status BAD_START reasonBadStart p.go",
+		"status DRAINING  p.go",
+		"status INTERNAL reasonInternal p.go",
 	}
 	if diff := cmp.Diff(want, gots); diff != "" {
 		t.Errorf("Used (-want +got):\n%s", diff)
