@@ -18,8 +18,16 @@ import (
 	"github.com/agentd/agentd/service/store"
 )
 
-// emit does what the session must know of one runtime event, converts it and journals
-// it: every run, ExecuteRun's too, may have streams attached.
+// emit takes one runtime event through the run's pipeline: every run, ExecuteRun's too,
+// may have streams attached, so every event goes to the journal.
+//
+//	observe   what the session must know of it (observe), and whether a woken run
+//	          reports it again (rereported): then it goes no further
+//	delta     a delta merges into the journal's open tail, unconverted (sendDelta)
+//	convert   the wire's event (wire.EventToProto)
+//	decorate  what the run adds to it: grants and scopes, the request id, usage across
+//	          parks, the transcript's digest (decorate)
+//	journal   numbered, journaled, and what must be durable first is (journalEvent)
 func (ss *session) emit(ev runtime.Event) error {
 	if sc, ok := ev.(*runtime.StepCalls); ok {
 		// Nothing goes to clients: a store on disk keeps where the step's calls start.
@@ -36,6 +44,15 @@ func (ss *session) emit(ev runtime.Event) error {
 		return err
 	}
 	pe := wire.EventToProto(ev)
+	ss.decorate(ev, pe)
+	return ss.journalEvent(ev, pe)
+}
+
+// decorate adds to pe, the wire's event of ev, what the run knows and the runtime does
+// not: the scopes an approval may be granted for, the grant that decided one, the
+// request id, the usage of the stretches before a park; a step's new messages join the
+// transcript the run's checkpoints are digested from.
+func (ss *session) decorate(ev runtime.Event, pe *agentdv1.RunEvent) {
 	switch e := ev.(type) {
 	case *runtime.ApprovalRequested:
 		ar := pe.GetApprovalRequested()
@@ -52,6 +69,27 @@ func (ss *session) emit(ev runtime.Event) error {
 		ss.mu.Unlock()
 	case *runtime.RunStarted:
 		pe.GetRunStarted().RequestId = ss.reqID
+	case *runtime.StepFinished:
+		sf := pe.GetStepFinished()
+		for _, m := range sf.GetNewMessages() {
+			ss.transcript.Add(m)
+		}
+		if ss.srv.gated {
+			ss.newSoFar = append(ss.newSoFar, sf.GetNewMessages()...)
+		}
+		ss.mu.Lock()
+		sf.Usage = addUsage(sf.GetUsage(), ss.priorUsage)
+		ss.usage = sf.GetUsage()
+		ss.mu.Unlock()
+	}
+}
+
+// journalEvent journals pe, the event of ev, and holds the run back until what must be
+// durable before the run goes on is: a step's end with its checkpoint, and a tool's
+// start, which a store on disk must have before the tool runs.
+func (ss *session) journalEvent(ev runtime.Event, pe *agentdv1.RunEvent) error {
+	switch e := ev.(type) {
+	case *runtime.RunStarted:
 		if err := ss.sendEvent(pe); err != nil {
 			return err
 		}
@@ -60,17 +98,6 @@ func (ss *session) emit(ev runtime.Event) error {
 		}
 		return nil
 	case *runtime.StepFinished:
-		for _, m := range pe.GetStepFinished().GetNewMessages() {
-			ss.transcript.Add(m)
-		}
-		if ss.srv.gated {
-			ss.newSoFar = append(ss.newSoFar, pe.GetStepFinished().GetNewMessages()...)
-		}
-		ss.mu.Lock()
-		sf := pe.GetStepFinished()
-		sf.Usage = addUsage(sf.GetUsage(), ss.priorUsage)
-		ss.usage = sf.GetUsage()
-		ss.mu.Unlock()
 		return ss.finishStep(e, pe)
 	case *runtime.ToolExecutionStarted:
 		if err := ss.sendEvent(pe); err != nil || !ss.srv.gated {
