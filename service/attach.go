@@ -24,7 +24,7 @@ import (
 // falls between what attached says and what follows it. A run the server does not run
 // (finished, or going on elsewhere) is read from the store. ss is the live run's
 // session, nil for the other kind.
-func (s *Server) attach(ctx context.Context, id string, after int64, send func(journal.Frame) error) (ss *session, o *journal.Outbox, err error) {
+func (s *manager) attach(ctx context.Context, id string, after int64, send func(journal.Frame) error) (ss *session, o *journal.Outbox, err error) {
 	if id == "" {
 		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "run_id", Description: "must be set"}})
 	}
@@ -272,7 +272,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 // holdInput counts n bytes of SendRunInput input for run until release: each input is
 // stored whole until it is answered, and a run's unanswered ones may hold at most limit
 // bytes on this server.
-func (s *Server) holdInput(run string, n, limit int) (release func(), err error) {
+func (s *manager) holdInput(run string, n, limit int) (release func(), err error) {
 	if !s.inputs.add(run, n, limit) {
 		return nil, statusError(runs.ResourceExhausted, reasonTooManyInputs,
 			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, s.inputs.held(run), n, limit),

@@ -21,7 +21,7 @@ func awaitSession(t *testing.T, mode rpcMode) *session {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	ss := &session{
-		srv:  testServer(t),
+		srv:  testServer(t).manager,
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
 		journal:     journal.New(nil, false),
 		outs:        map[*journal.Outbox]struct{}{},

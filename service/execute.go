@@ -252,7 +252,7 @@ func (ss *session) serveStarter(ctx context.Context, o *journal.Outbox) error {
 // serveAttached sends a run's events on a stream that attached to it (ss, nil for a run
 // read from the store), and returns the status its RPC ends with: OK once run_finished
 // went out.
-func (s *Server) serveAttached(ctx context.Context, id string, ss *session, o *journal.Outbox) error {
+func (s *manager) serveAttached(ctx context.Context, id string, ss *session, o *journal.Outbox) error {
 	if o.Release != nil {
 		defer o.Release()
 	}

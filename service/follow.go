@@ -34,7 +34,7 @@ const storePollInterval = time.Second
 // waits: a run nobody reads any more is read no more. One goroutine reads, while any
 // run is wanted.
 type follows struct {
-	s *Server
+	s *manager
 
 	mu      sync.Mutex
 	runs    map[string]*followedRun
@@ -49,7 +49,7 @@ type followedRun struct {
 	read    time.Time // when it was last read; zero for never
 }
 
-func newFollows(s *Server) *follows {
+func newFollows(s *manager) *follows {
 	return &follows{s: s, runs: map[string]*followedRun{}, kick: make(chan struct{}, 1)}
 }
 

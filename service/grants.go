@@ -229,7 +229,7 @@ func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantReques
 }
 
 // threadGrants lists a thread's grants for GetThread.
-func (s *Server) threadGrants(ctx context.Context, id string) ([]*agentdv1.Grant, error) {
+func (s *manager) threadGrants(ctx context.Context, id string) ([]*agentdv1.Grant, error) {
 	gs, err := s.store.Grants(ctx, id)
 	if err != nil {
 		return nil, storeStatus(err)

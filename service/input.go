@@ -151,7 +151,7 @@ var streamAnswer = func() []byte {
 // keepStreamInput keeps a Run stream's input in the store before the run acts on it,
 // so that a replica taking the run up after its ack was journaled acts on it too. A
 // store that fails leaves it unkept: the run acts on it all the same.
-func (s *Server) keepStreamInput(runID, attachment string, req *agentdv1.RunRequest) {
+func (s *manager) keepStreamInput(runID, attachment string, req *agentdv1.RunRequest) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err == nil {
 		digest := sha256.Sum256(b)

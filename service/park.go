@@ -257,7 +257,7 @@ func (ss *session) publishPark() {
 
 // parkTimers starts a parked run's timers: its end after left, its approvals' expiry,
 // go_away when the server drains. A run woken in the meantime has them stopped.
-func (s *Server) parkTimers(ss *session, p *parkedRun, left time.Duration) {
+func (s *manager) parkTimers(ss *session, p *parkedRun, left time.Duration) {
 	expiry := time.AfterFunc(left, func() { s.expire(ss) })
 	due := s.wakeWhenDue(ss, p.approvals)
 	beat := ss.keepAlive()
@@ -274,7 +274,7 @@ func (s *Server) parkTimers(ss *session, p *parkedRun, left time.Duration) {
 
 // wakeWhenDue returns a timer that wakes a parked run when the first of its approvals
 // expires, or nil when none does.
-func (s *Server) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequested) *time.Timer {
+func (s *manager) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequested) *time.Timer {
 	var due time.Time
 	for _, a := range approvals {
 		if exp := a.GetExpiresAt(); exp != nil && (due.IsZero() || exp.AsTime().Before(due)) {
@@ -298,7 +298,7 @@ func (s *Server) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequeste
 // attaches to it: its hooks and caller are the woken run's). It returns at once for a
 // run that is not parked. The caller counts as an answerer (addAnswerer) before it
 // wakes the run, so that the run waits for what it brings instead of parking again.
-func (s *Server) wake(ctx context.Context, ss *session) error {
+func (s *manager) wake(ctx context.Context, ss *session) error {
 	ss.wakeMu.Lock()
 	defer ss.wakeMu.Unlock()
 	ss.mu.Lock()
@@ -357,7 +357,7 @@ func (s *Server) wake(ctx context.Context, ss *session) error {
 // is the start to plan it from: the run's own, with the checkpoint's transcript and
 // continuation (ct, nil to start over); filter is what the runtime will report again
 // that the journal has.
-func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *opened, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
+func (s *manager) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *opened, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
 	spec.ThreadId = ss.thread
 	spec.History, spec.OnBusy, spec.Decisions, spec.ToolResults = agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.OnBusy_ON_BUSY_UNSPECIFIED, nil, nil
 	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: ss.entry, limits: &s.cfg, mode: ss.mode})
@@ -418,7 +418,7 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 	if hs := hooks.FromContext(ctx); len(hs) > 0 {
 		req.Hooks = runtime.Chain(s.log, hs...)
 	}
-	runCtx, links := s.runTraceContext(context.WithoutCancel(ctx))
+	runCtx, links := s.traceContext(context.WithoutCancel(ctx))
 	req.SpanLinks = links
 	var cancel context.CancelCauseFunc
 	ss.ctx, cancel = context.WithCancelCause(runCtx)
@@ -432,7 +432,7 @@ func (s *Server) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpe
 // expire ends a run that stayed parked for the park timeout: its approvals expire, its
 // calls are cancelled, and run_finished says EXPIRED, with the run's messages and a
 // continuation that still resumes it while it has not expired itself.
-func (s *Server) expire(ss *session) {
+func (s *manager) expire(ss *session) {
 	ss.wakeMu.Lock()
 	defer ss.wakeMu.Unlock()
 	ss.mu.Lock()

@@ -41,7 +41,7 @@ const serverStopped = "the server that ran it stopped"
 // ctx carries what the recovered runs run with, as an RPC's context would after the
 // server's interceptors: hooks.NewContext for server-wide hooks. It returns how many
 // runs it took up.
-func (s *Server) RecoverRuns(ctx context.Context) (int, error) {
+func (s *manager) RecoverRuns(ctx context.Context) (int, error) {
 	if !s.gated {
 		return 0, nil // a memory store starts empty
 	}
@@ -73,7 +73,7 @@ func (s *Server) RecoverRuns(ctx context.Context) (int, error) {
 }
 
 // recoverRun takes up one run left by a stopped process.
-func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
+func (s *manager) recoverRun(ctx context.Context, rec store.Run) error {
 	spec, cp := &agentdv1.RunSpec{}, &continuationv1.RunCheckpoint{}
 	if err := errors.Join(proto.Unmarshal(rec.Spec, spec), proto.Unmarshal(rec.Checkpoint, cp)); err != nil {
 		return fmt.Errorf("its record does not decode: %w", err)
@@ -185,7 +185,7 @@ func (s *Server) recoverRun(ctx context.Context, rec store.Run) error {
 // journal carries only the step's assistant message and results, not the messages the
 // step began with (steers), which cp holds past its step_messages. A replica that takes
 // the run up after this one reads the step's end onto all of cp's messages.
-func (s *Server) storeUncut(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint) error {
+func (s *manager) storeUncut(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint) error {
 	if stepStart(cp) == len(cp.GetMessages()) {
 		return nil
 	}
@@ -212,7 +212,7 @@ func (s *Server) storeUncut(ctx context.Context, ss *session, cp *continuationv1
 // stored as the key's answer too, where the lost stretch did not store it, for a retry
 // that comes after the run has finished. An input of a Run stream is read back from
 // where keepStreamInput kept it.
-func (s *Server) ackedBefore(ctx context.Context, ss *session, acks []ackedInput, from int64) []replayedInput {
+func (s *manager) ackedBefore(ctx context.Context, ss *session, acks []ackedInput, from int64) []replayedInput {
 	var out []replayedInput
 	for _, a := range acks {
 		key := a.ack.GetClientKey()
@@ -265,7 +265,7 @@ type replayedInput struct {
 // replayInputs acts again, once the run taken up is ready, on the inputs the lost
 // stretch acked (ackedBefore), as it did then but without a second ack: one that no
 // longer applies (its approval resolved, or closed by the takeover) changes nothing.
-func (s *Server) replayInputs(ss *session, ready <-chan struct{}, replays []replayedInput) {
+func (s *manager) replayInputs(ss *session, ready <-chan struct{}, replays []replayedInput) {
 	defer ss.dropAnswerer()
 	<-ready
 	for _, r := range replays {
@@ -295,7 +295,7 @@ func stepStart(cp *continuationv1.RunCheckpoint) int {
 
 // shell is the session of a run the store holds and this server does not run yet: what
 // attaching to it needs, and what restarting it fills in.
-func (s *Server) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *continuationv1.RunCheckpoint) *session {
+func (s *manager) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *continuationv1.RunCheckpoint) *session {
 	mode := modeRun
 	switch cp.GetRpc() {
 	case continuationv1.Rpc_RPC_START_RUN:
@@ -362,7 +362,7 @@ type leftBlock struct {
 // readLeft reads the journal of a run left by a lost process from its checkpoint cp on.
 // With agentErr set (the run cannot go on) it reads from cp all the same, to close what
 // is open.
-func (s *Server) readLeft(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint, agentErr error) (*leftOver, error) {
+func (s *manager) readLeft(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint, agentErr error) (*leftOver, error) {
 	l := &leftOver{cp: cp, asked: map[string]*agentdv1.ApprovalRequested{}}
 	l.reset()
 	// A later checkpoint in the journal follows the transcript as of the last step's end.
@@ -624,7 +624,7 @@ func resultEvent(c *runtime.PendingCall) *agentdv1.RunEvent {
 }
 
 // endedLeft records the end of a run whose journal has its run_finished.
-func (s *Server) endedLeft(ss *session, rf *agentdv1.RunFinished) {
+func (s *manager) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 	ss.mu.Lock()
 	ss.ended, ss.result = true, rf
 	ss.mu.Unlock()
@@ -636,7 +636,7 @@ func (s *Server) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 
 // endLeft ends a run left by a stopped process that cannot go on: run_finished
 // CANCELLED, with the messages and usage of its last checkpoint.
-func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
+func (s *manager) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
 	rf := &agentdv1.RunFinished{
 		Reason:      agentdv1.RunEndReason_RUN_END_REASON_CANCELLED,
 		Error:       &agentdv1.RunError{Code: int32(runs.Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
@@ -655,7 +655,7 @@ func (s *Server) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why stri
 
 // logMismatch logs, for a run taken up whose checkpoint's continuation was not sealed
 // over the messages it goes on from, what the two were: a bug, which this names.
-func (s *Server) logMismatch(ss *session, ct *opened, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
+func (s *manager) logMismatch(ss *session, ct *opened, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
 	d, err := continuation.Digest(msgs)
 	if err != nil || slices.Equal(d, ct.Digest) {
 		return

@@ -28,7 +28,7 @@ import (
 // brings; a finished run is read from the store alone, for Config.RunRetention.
 
 // identity returns who owns what an RPC starts: Config.Identity's name for it.
-func (s *Server) identity(ctx context.Context) string {
+func (s *manager) identity(ctx context.Context) string {
 	if s.cfg.Identity != nil {
 		return s.cfg.Identity(ctx)
 	}
@@ -39,14 +39,14 @@ func (s *Server) identity(ctx context.Context) string {
 }
 
 // keep records a run this server runs.
-func (s *Server) keep(ss *session) {
+func (s *manager) keep(ss *session) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	s.live[ss.runID] = ss
 }
 
 // release forgets a live run that ended: the store has it.
-func (s *Server) release(ss *session) {
+func (s *manager) release(ss *session) {
 	ss.mu.Lock()
 	ss.dropParkLocked() // a park its end overtook
 	ss.mu.Unlock()
@@ -59,7 +59,7 @@ func (s *Server) release(ss *session) {
 
 // ParkedRuns returns how many runs wait parked, with nothing of them running: their
 // clients went away while they waited for one (see ParkTimeout).
-func (s *Server) ParkedRuns() int {
+func (s *manager) ParkedRuns() int {
 	n := 0
 	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
@@ -73,7 +73,7 @@ func (s *Server) ParkedRuns() int {
 
 // stopParked stops the timers of the parked runs, for a server that shuts down: they
 // stay parked in the store, for the next process that serves it.
-func (s *Server) stopParked() {
+func (s *manager) stopParked() {
 	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
 		p := ss.parked
@@ -85,7 +85,7 @@ func (s *Server) stopParked() {
 }
 
 // liveRuns returns the runs this server keeps in memory, going on or parked.
-func (s *Server) liveRuns() []*session {
+func (s *manager) liveRuns() []*session {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	runs := make([]*session, 0, len(s.live))
@@ -103,7 +103,7 @@ type runRef struct {
 
 // lookup returns the run of id, if the caller may see it: the identity that started it
 // or, for a run started anonymously, anyone. A run the caller may not see is not found.
-func (s *Server) lookup(ctx context.Context, id string) (runRef, error) {
+func (s *manager) lookup(ctx context.Context, id string) (runRef, error) {
 	notFound := statusError(runs.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
 	who := s.identity(ctx)
 	s.liveMu.Lock()
@@ -137,7 +137,7 @@ func storeStatus(err error) error {
 
 // olderFrames reads a run's frames from the store: what its journal no longer keeps in
 // memory.
-func (s *Server) olderFrames(id string) journal.Older {
+func (s *manager) olderFrames(id string) journal.Older {
 	return func(ctx context.Context, after int64, max int) ([]journal.Frame, error) {
 		bs, err := s.store.ReadEvents(ctx, id, after, max)
 		out := make([]journal.Frame, len(bs))
@@ -150,7 +150,7 @@ func (s *Server) olderFrames(id string) journal.Older {
 
 // storedJournal is the journal of a run the server does not run: every frame comes from
 // the store, and while the run is not finished the store is polled for more.
-func (s *Server) storedJournal(rec store.Run) *journal.Journal {
+func (s *manager) storedJournal(rec store.Run) *journal.Journal {
 	return journal.Followed(s.olderFrames(rec.ID), rec.LastSeq, rec.Status == store.Finished, s.follows.poll(rec.ID))
 }
 
@@ -179,7 +179,7 @@ func (ss *session) attachedLocked(oldest int64) *agentdv1.RunEvent {
 
 // storedAttached is the attached event of a stream attaching to a run the server does
 // not run: what the store says of it, with the usage of its last step or its end.
-func (s *Server) storedAttached(ctx context.Context, rec store.Run, oldest int64) *agentdv1.RunEvent {
+func (s *manager) storedAttached(ctx context.Context, rec store.Run, oldest int64) *agentdv1.RunEvent {
 	a := &agentdv1.Attached{
 		ThreadId: rec.ThreadID, Agent: rec.Agent, State: agentdv1.RunState_RUN_STATE_RUNNING,
 		LastSeq: rec.LastSeq, OldestSeq: oldest, RequestId: rec.RequestID,
@@ -226,7 +226,7 @@ func openSlots[T, R any](slots map[string]*answerSlot[T], f func(id string, s *a
 // It returns the start's outcome instead when the run was started already (a resume of
 // a continuation another start resumed) or when the thread's active run takes the
 // start's input (on_busy STEER): nil for a new run.
-func (s *Server) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) (*started, error) {
+func (s *manager) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) (*started, error) {
 	bare := proto.CloneOf(spec)
 	bare.Messages, bare.Continuation = nil, nil
 	if ss.threaded != nil {
@@ -316,7 +316,7 @@ func rpcOf(m rpcMode) continuationv1.Rpc {
 
 // finishRun records in the store that a run ended, once its last frames are there, and
 // adds its messages to its thread before it frees the thread.
-func (s *Server) finishRun(ss *session) {
+func (s *manager) finishRun(ss *session) {
 	ss.mu.Lock()
 	moved := ss.moved
 	ss.mu.Unlock()
@@ -348,7 +348,7 @@ func (s *Server) finishRun(ss *session) {
 
 // sweep lets the store drop what retention no longer keeps, every sweepInterval until
 // the server shuts down.
-func (s *Server) sweep() {
+func (s *manager) sweep() {
 	s.sweepMu.Lock()
 	stopped := s.sweepStopped
 	s.sweepMu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -180,7 +181,14 @@ type Config struct {
 // Server implements agentdv1.AgentServiceServer. It is safe for concurrent use.
 type Server struct {
 	agentdv1.UnimplementedAgentServiceServer
+	*manager
 
+	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
+}
+
+// manager is the run engine apart from the streams: the runs this server runs, their
+// store and journal writer, parking, the fleet, threads and grants. Server is its wire.
+type manager struct {
 	cfg    Config
 	log    *slog.Logger
 	agents Agents
@@ -194,7 +202,12 @@ type Server struct {
 	// parkedLoad counts the runs parked here and their checkpoints' bytes (parklimits.go).
 	parkedLoad parkedLoad
 
-	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
+	// drained, called once as draining starts, tells the wire (health).
+	drained func()
+	// traceContext is the context a run's span starts from, from the RPC's
+	// (Server.runTraceContext).
+	traceContext func(context.Context) (context.Context, []trace.Link)
+
 	// admitMu is read-held while a run is counted in runs, and held while draining
 	// starts: no run is counted once Drain has returned, so Shutdown's runs.Wait never
 	// races an Add (a WaitGroup must not be added to from zero while it is waited on).
@@ -355,7 +368,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Logger.Warn("no continuation key configured: a random one is used, so parked runs resume only on this process (set AGENTD_CONTINUATION_KEY on every replica)")
 	}
-	s := &Server{
+	srv := &Server{}
+	s := &manager{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		agents: cfg.Agents,
@@ -390,11 +404,14 @@ func New(cfg Config) (*Server, error) {
 	s.streamsCtx, s.endStreams = context.WithCancelCause(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
 	s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
+	s.drained = func() { srv.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) }
+	s.traceContext = srv.runTraceContext
+	srv.manager = s
 	s.startFleet()
-	return s, nil
+	return srv, nil
 }
 
-func (s *Server) now() time.Time { return s.cfg.Now() }
+func (s *manager) now() time.Time { return s.cfg.Now() }
 
 // Register installs the AgentService on gs, and nothing else: gs may hold the caller's
 // own services, health and reflection among them. With [Config.Health] it reports
@@ -423,26 +440,26 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 // [Config.Health] so load balancers stop sending runs here, new runs are refused with
 // UNAVAILABLE, and every open stream gets a go_away event saying how long its run has
 // before it is shut down (period). Drain is idempotent; see [Server.Shutdown].
-func (s *Server) Drain(period time.Duration) {
+func (s *manager) Drain(period time.Duration) {
 	s.drainOnce.Do(func() {
 		s.drainUntil.Store(s.now().Add(period).UnixNano())
 		s.log.Info("draining: the service is NOT_SERVING, new runs are refused", "period", period.String())
 		s.admitMu.Lock()
 		s.drainCancel()
 		s.admitMu.Unlock()
-		s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+		s.drained()
 	})
 }
 
-func (s *Server) isDraining() bool { return s.drainCtx.Err() != nil }
+func (s *manager) isDraining() bool { return s.drainCtx.Err() != nil }
 
-func (s *Server) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Load()) }
+func (s *manager) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Load()) }
 
 // Shutdown drains the server (see [Server.Drain]) and waits for the runs in progress to
 // finish, up to period. Runs still going then end SHUTDOWN, each with a continuation
 // that any replica sharing the continuation key resumes. Shutdown returns when every run
 // has ended, or when ctx is done.
-func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
+func (s *manager) Shutdown(ctx context.Context, period time.Duration) error {
 	s.Drain(period)
 	s.sweepMu.Lock()
 	s.sweepStopped = true
@@ -529,7 +546,7 @@ func (c *counts) sub(key string, n int) {
 }
 
 // ActiveRuns returns the number of runs in progress.
-func (s *Server) ActiveRuns() int { return int(s.active.Load()) }
+func (s *manager) ActiveRuns() int { return int(s.active.Load()) }
 
 // GracefulStop stops gs gracefully: it stops accepting connections and waits for open RPCs
 // to finish, but no longer than ctx allows. When ctx is done first, it closes every

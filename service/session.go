@@ -47,7 +47,7 @@ var errClientCancel = errors.New("cancelled by the client")
 // that started the run while it stays attached (outbox.wait, with mu not held): that
 // holds the model back when it reads slowly.
 type session struct {
-	srv    *Server
+	srv    *manager
 	mode   rpcMode
 	entry  *Agent
 	ctx    context.Context
@@ -160,7 +160,7 @@ type session struct {
 // stream its owner opens may attach to it, or says what else the start came to (a run
 // resumed before, a thread's active run steered into). Errors are gRPC statuses:
 // nothing has been sent yet.
-func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec) (*started, error) {
+func (s *manager) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec) (*started, error) {
 	if s.isDraining() {
 		return nil, drainingError()
 	}
@@ -221,7 +221,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 		s.unadmit(counted)
 		return other, err
 	}
-	ctx, req.SpanLinks = s.runTraceContext(ctx)
+	ctx, req.SpanLinks = s.traceContext(ctx)
 	if ss.detach {
 		// The run outlives the RPC that started it, with the RPC's values (trace,
 		// hooks, caller), not its end.
@@ -237,7 +237,7 @@ func (s *Server) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 }
 
 // agentFor returns the agent a start names, or its continuation's, or the default one.
-func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
+func (s *manager) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 	name := spec.GetAgent()
 	if name == "" && ct != nil {
 		name = ct.Agent
@@ -255,7 +255,7 @@ func (s *Server) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 // admit counts a run against the caller's share of the server, then against the
 // server's limit. It returns the caller it counted, which unadmit releases: empty
 // when no per-caller limit applies.
-func (s *Server) admit(caller string) (string, error) {
+func (s *manager) admit(caller string) (string, error) {
 	counted := ""
 	if caller != "" && s.cfg.MaxRunsPerCaller > 0 {
 		if !s.callers.add(caller, 1, s.cfg.MaxRunsPerCaller) {
@@ -287,7 +287,7 @@ func drainingError() error {
 }
 
 // sessionFor returns the session of a planned run, before its context is set.
-func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, plan *startPlan) *session {
+func (s *manager) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, plan *startPlan) *session {
 	thread := plan.thread
 	if thread == "" {
 		thread = ids.New("thread")
@@ -307,7 +307,7 @@ func (s *Server) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pla
 // baseSession returns what every session of a run starts with, whether the run starts
 // here or a stopped process left it (shell): no answer slots yet, no stream attached,
 // the input closed for an RPC that takes none.
-func (s *Server) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID string, onDisconnect agentdv1.OnDisconnect) *session {
+func (s *manager) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID string, onDisconnect agentdv1.OnDisconnect) *session {
 	ss := &session{
 		srv: s, mode: mode, entry: entry, runID: runID, thread: thread, reqID: reqID,
 		detach:      mode != modeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
@@ -369,7 +369,7 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 }
 
 // unadmit releases a run's place, which admit counted.
-func (s *Server) unadmit(caller string) {
+func (s *manager) unadmit(caller string) {
 	s.callers.sub(caller, 1)
 	s.active.Add(-1)
 	s.runs.Done()

@@ -36,7 +36,7 @@ type threadStart struct {
 
 // withThread returns the spec a start on a thread runs: spec with the thread's messages
 // as its history, ahead of its own. A start with history CLIENT is returned as it is.
-func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, ct *opened) (*agentdv1.RunSpec, *threadStart, error) {
+func (s *manager) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, ct *opened) (*agentdv1.RunSpec, *threadStart, error) {
 	switch spec.GetHistory() {
 	case agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.History_HISTORY_CLIENT:
 		if spec.GetOnBusy() != agentdv1.OnBusy_ON_BUSY_UNSPECIFIED {
@@ -93,7 +93,7 @@ func (s *Server) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.Ru
 }
 
 // thread returns the thread of id, if the caller owns it.
-func (s *Server) thread(ctx context.Context, id string) (store.Thread, error) {
+func (s *manager) thread(ctx context.Context, id string) (store.Thread, error) {
 	th, err := s.store.GetThread(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -109,7 +109,7 @@ func (s *Server) thread(ctx context.Context, id string) (store.Thread, error) {
 // settledThread is thread, once the thread's active run, when it has sent its
 // run_finished, is recorded as ended (waitEnding): a client that read run_finished and
 // goes on with the thread (its next turn, its history) finds the run's messages there.
-func (s *Server) settledThread(ctx context.Context, id string) (store.Thread, error) {
+func (s *manager) settledThread(ctx context.Context, id string) (store.Thread, error) {
 	th, err := s.thread(ctx, id)
 	if err == nil && th.ActiveRunID != "" && s.waitEnding(ctx, th.ActiveRunID) {
 		th, err = s.thread(ctx, id)
@@ -121,7 +121,7 @@ func (s *Server) settledThread(ctx context.Context, id string) (store.Thread, er
 // run_finished, to be recorded as ended (its messages added to its thread, the thread
 // no longer busy), and reports whether it waited. A client that starts a thread's next
 // turn as soon as it reads run_finished finds the thread free and whole.
-func (s *Server) waitEnding(ctx context.Context, id string) bool {
+func (s *manager) waitEnding(ctx context.Context, id string) bool {
 	s.liveMu.Lock()
 	ss := s.live[id]
 	s.liveMu.Unlock()
@@ -155,7 +155,7 @@ func threadBusy(id, active string) error {
 
 // addToThread adds a finished run's messages to its thread: the start's own, then the
 // run's new ones.
-func (s *Server) addToThread(ctx context.Context, ss *session) error {
+func (s *manager) addToThread(ctx context.Context, ss *session) error {
 	var msgs [][]byte
 	for _, m := range append(ss.threaded.input, ss.result.GetNewMessages()...) {
 		b, err := proto.Marshal(m)
@@ -310,7 +310,7 @@ type threadSteer struct {
 // to that run from the first ack on: the stream's first events are attached, then the
 // acks of the steers, then what follows. A run this server does not run, or that is
 // ending, leaves the thread busy.
-func (s *Server) steerBusy(ctx context.Context, runID string, e *threadSteer, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
+func (s *manager) steerBusy(ctx context.Context, runID string, e *threadSteer, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
 	ref, err := s.lookup(ctx, runID)
 	if err != nil || ref.ss == nil {
 		return nil, nil, threadBusy(e.thread, runID)
