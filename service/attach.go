@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -165,59 +164,24 @@ func (k *keyedInputs) answered(key string, ack *agentdv1.InputAck, seq int64) {
 	}
 }
 
-// SendRunInput implements agentdv1.AgentServiceServer: one input for a run, from any
-// client its owner allows.
-func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (_ *agentdv1.SendRunInputResponse, err error) {
-	defer func() { err = toStatus(err) }()
-
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
-	}
-	var fe wire.FieldErrors
-	if in.GetRunId() == "" {
-		fe.Add("run_id", "must be set")
-	}
-	switch key := in.GetClientKey(); {
-	case key == "":
-		fe.Add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
-	case len(key) > maxClientKey:
-		fe.Add("client_key", "at most %d bytes", maxClientKey)
-	case strings.HasPrefix(key, streamInputPrefix):
-		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", streamInputPrefix)
-	}
-	req := &agentdv1.RunRequest{}
-	switch k := in.GetInput().(type) {
-	case *agentdv1.SendRunInputRequest_ApprovalDecision:
-		req.Kind = &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: k.ApprovalDecision}
-	case *agentdv1.SendRunInputRequest_Steer:
-		req.Kind = &agentdv1.RunRequest_Steer{Steer: k.Steer}
-	case *agentdv1.SendRunInputRequest_ToolResult:
-		req.Kind = &agentdv1.RunRequest_ToolResult{ToolResult: k.ToolResult}
-	case *agentdv1.SendRunInputRequest_Cancel:
-		req.Kind = &agentdv1.RunRequest_Cancel{Cancel: k.Cancel}
-	default:
-		fe.Add("input", "set one of approval_decision, steer, tool_result or cancel")
-	}
-	if len(fe) > 0 {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
-	}
-	ref, err := s.lookup(ctx, in.GetRunId())
+// sendInput acts on one input for a run, for SendRunInput: it is stored before the run
+// acts on it, and its answer after, under the client's key, so that a retry, on any
+// replica, gets the same answer.
+func (s *manager) sendInput(ctx context.Context, runID, key string, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
+	ref, err := s.lookup(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if st := in.GetSteer(); st != nil {
+	if st := req.GetSteer(); st != nil {
 		// A steer larger than a run's whole queue is refused before it is stored: kept,
 		// a flood of them would hold the store past its bounds, only to be refused.
 		if n, limit := steerBytes(st), s.cfg.MaxQueuedSteerBytes; n > limit {
-			return &agentdv1.SendRunInputResponse{Ack: &agentdv1.InputAck{ClientKey: in.GetClientKey(),
+			return &agentdv1.SendRunInputResponse{Ack: &agentdv1.InputAck{ClientKey: key,
 				Error: ackError(reasonSteerQueueFull, "the steer holds %d bytes, more than the %d this server holds for a run's steers", n, limit)}}, nil
 		}
 		// So is one past the run's steer rate, which the run would refuse as it came.
 		if ss := ref.ss; ss != nil && ss.steerLimit.Tokens() < 1 {
-			return &agentdv1.SendRunInputResponse{Ack: &agentdv1.InputAck{ClientKey: in.GetClientKey(),
+			return &agentdv1.SendRunInputResponse{Ack: &agentdv1.InputAck{ClientKey: key,
 				Error: ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst())}}, nil
 		}
 	}
@@ -226,14 +190,14 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 		return nil, statusError(runs.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
 	}
 	digest := sha256.Sum256(b)
-	release, err := s.holdInput(in.GetRunId(), len(b), s.cfg.MaxRunInputBytes)
+	release, err := s.holdInput(runID, len(b), s.cfg.MaxRunInputBytes)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	// The input is stored before it is acted on, and its answer after: a retry finds
 	// the answer however long after, the run finished or not.
-	kept, created, err := s.store.PutInput(ctx, store.Input{RunID: in.GetRunId(), Key: in.GetClientKey(), Digest: digest[:], Request: b})
+	kept, created, err := s.store.PutInput(ctx, store.Input{RunID: runID, Key: key, Digest: digest[:], Request: b})
 	if err != nil {
 		return nil, storeStatus(err)
 	}
@@ -254,17 +218,17 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 			// A run parked with no session here (a store of this process alone: one this
 			// server let go) is taken up as a replica sharing the store would take it:
 			// else it stayed parked, refused as going on elsewhere, until a restart.
-			return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
+			return s.relay(ctx, ref.rec, key, digest, req)
 		}
 		return nil, statusError(runs.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
 	}
-	resp, err := s.inputHere(ctx, ss, in.GetClientKey(), digest, req)
+	resp, err := s.inputHere(ctx, ss, key, digest, req)
 	if isMoved(err) {
-		ref, err := s.lookup(ctx, in.GetRunId())
+		ref, err := s.lookup(ctx, runID)
 		if err != nil {
 			return nil, err
 		}
-		return s.relay(ctx, ref.rec, in.GetClientKey(), digest, req)
+		return s.relay(ctx, ref.rec, key, digest, req)
 	}
 	return resp, err
 }

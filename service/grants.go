@@ -11,7 +11,6 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
-	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
@@ -193,39 +192,20 @@ func grantToProto(g store.Grant) *agentdv1.Grant {
 	}
 }
 
-// RevokeGrant implements agentdv1.AgentServiceServer: a thread's later calls that the
-// grant would have approved are asked again.
-func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantRequest) (_ *agentdv1.RevokeGrantResponse, err error) {
-	defer func() { err = toStatus(err) }()
-
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
-	}
-	var fe wire.FieldErrors
-	if in.GetThreadId() == "" {
-		fe.Add("thread_id", "must be set")
-	}
-	if in.GetGrantId() == "" {
-		fe.Add("grant_id", "must be set")
-	}
-	if len(fe) > 0 {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
-	}
-	th, err := s.thread(ctx, in.GetThreadId())
+// revokeGrant revokes a thread's grant, for RevokeGrant.
+func (s *manager) revokeGrant(ctx context.Context, threadID, grantID string) error {
+	th, err := s.thread(ctx, threadID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	switch err := s.store.RevokeGrant(ctx, th.ID, in.GetGrantId()); {
+	switch err := s.store.RevokeGrant(ctx, th.ID, grantID); {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, statusError(runs.NotFound, reasonGrantNotFound, "the thread has no grant "+in.GetGrantId(), map[string]string{"grant_id": in.GetGrantId()})
+		return statusError(runs.NotFound, reasonGrantNotFound, "the thread has no grant "+grantID, map[string]string{"grant_id": grantID})
 	case err != nil:
-		return nil, storeStatus(err)
+		return storeStatus(err)
 	}
-	s.log.Info("grant revoked", "thread_id", th.ID, "grant_id", in.GetGrantId())
-	return &agentdv1.RevokeGrantResponse{}, nil
+	s.log.Info("grant revoked", "thread_id", th.ID, "grant_id", grantID)
+	return nil
 }
 
 // threadGrants lists a thread's grants for GetThread.

@@ -13,45 +13,15 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
-
-// recvStart reads a Run stream's first message, which must come within the start
-// timeout: a stream that never starts a run does not hold the server. The receive it
-// waits for is not joined: when the time is up the handler returns, and the end of the
-// RPC ends the receive.
-func (s *Server) recvStart(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) (*agentdv1.RunRequest, error) {
-	type received struct {
-		req *agentdv1.RunRequest
-		err error
-	}
-	ch := make(chan received, 1)
-	go func() {
-		req, err := stream.Recv()
-		ch <- received{req, err}
-	}()
-	t := time.NewTimer(s.cfg.StartTimeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.req, r.err
-	case <-t.C:
-		return nil, statusError(runs.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
-	case <-stream.Context().Done():
-		return nil, status.FromContextError(stream.Context().Err()).Err()
-	}
-}
 
 // closeInput records that nothing more comes from the client: what then needs the client
 // parks the run.
@@ -94,7 +64,7 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *journal
 			if !starter {
 				return
 			}
-			if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
+			if errors.Is(err, errClientGone) {
 				if ss.detach {
 					return // the run goes on, and waits for whoever attaches
 				}
@@ -128,6 +98,11 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *journal
 		}
 	}
 }
+
+// errClientGone is what the receive of a Run stream whose client went away (its RPC
+// cancelled, its connection closed, its deadline passed) returns, wrapping the
+// receive's own error (clientRecv).
+var errClientGone = errors.New("the client went away")
 
 // streamInputPrefix begins the keys under which the inputs of Run streams are kept:
 // SendRunInput refuses client keys that begin with it.

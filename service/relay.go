@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
@@ -136,24 +134,11 @@ func (s *manager) ackStored(ss *session, ki *keyedInput) error {
 
 // isMoved reports whether err says the run moved to another replica.
 func isMoved(err error) bool {
-	if err == nil {
-		return false
-	}
 	if errors.Is(err, errRunMoved) {
 		return true
 	}
-	info := errorInfo(status.Convert(toStatus(err)))
-	return info != nil && info.GetReason() == reasonRunMoved
-}
-
-// errorInfo returns a status's ErrorInfo, if it has one.
-func errorInfo(st *status.Status) *errdetails.ErrorInfo {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info
-		}
-	}
-	return nil
+	e, ok := errors.AsType[*runs.Error](err)
+	return ok && e.Reason == reasonRunMoved
 }
 
 // keepAnswer stores the answer to an input, the response or the refusal, so that a
@@ -161,11 +146,11 @@ func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 func (s *manager) keepAnswer(runID, key string, resp *agentdv1.SendRunInputResponse, refusal error) {
 	a := &continuationv1.InputAnswer{Ack: resp.GetAck(), Seq: resp.GetSeq()}
 	if refusal != nil {
-		st := status.Convert(toStatus(refusal))
-		a.Code, a.Message = int32(st.Code()), st.Message()
-		if info := errorInfo(st); info != nil {
-			a.Reason, a.Metadata = info.GetReason(), info.GetMetadata()
+		e, ok := errors.AsType[*runs.Error](refusal)
+		if !ok {
+			e = &runs.Error{Code: runs.Unknown, Message: refusal.Error()}
 		}
+		a.Code, a.Message, a.Reason, a.Metadata = int32(e.Code), e.Message, e.Reason, e.Meta
 	}
 	b, err := proto.Marshal(a)
 	if err == nil {

@@ -3,10 +3,15 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
@@ -58,7 +63,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		}
 		o.Runs = true
 		ss.addAnswerer()
-		go ss.receive(stream.Recv, o, false)
+		go ss.receive(clientRecv(stream.Recv), o, false)
 		return s.serveAttached(stream.Context(), st.runID, ss, o)
 	}
 	ss, req := st.ss, st.req
@@ -68,7 +73,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	// event and every ack follows it.
 	ss.started = func() {
 		ss.addAnswerer()
-		go ss.receive(stream.Recv, o, true)
+		go ss.receive(clientRecv(stream.Recv), o, true)
 	}
 	ss.start(req)
 	return ss.serveStarter(stream.Context(), o)
@@ -93,7 +98,7 @@ func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunReq
 		// A stream that can answer wakes a parked run: the run waits for it.
 		o.Runs = true
 		ss.addAnswerer()
-		go ss.receive(stream.Recv, o, false)
+		go ss.receive(clientRecv(stream.Recv), o, false)
 		ss.mu.Lock()
 		ss.readyLocked() // wakes a run parked, or parking, for the stream that can answer
 		ss.mu.Unlock()
@@ -236,4 +241,84 @@ func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (_ *ag
 		resp.Agents = append(resp.Agents, a)
 	}
 	return resp, nil
+}
+
+// SendRunInput implements agentdv1.AgentServiceServer: one input for a run, from any
+// client its owner allows.
+func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (_ *agentdv1.SendRunInputResponse, err error) {
+	defer func() { err = toStatus(err) }()
+
+	if fe := takeInvalidUTF8(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidUTF8, fe)
+	}
+	if fe := badIDs(in); fe != nil {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
+	}
+	var fe wire.FieldErrors
+	if in.GetRunId() == "" {
+		fe.Add("run_id", "must be set")
+	}
+	switch key := in.GetClientKey(); {
+	case key == "":
+		fe.Add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
+	case len(key) > maxClientKey:
+		fe.Add("client_key", "at most %d bytes", maxClientKey)
+	case strings.HasPrefix(key, streamInputPrefix):
+		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", streamInputPrefix)
+	}
+	req := &agentdv1.RunRequest{}
+	switch k := in.GetInput().(type) {
+	case *agentdv1.SendRunInputRequest_ApprovalDecision:
+		req.Kind = &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: k.ApprovalDecision}
+	case *agentdv1.SendRunInputRequest_Steer:
+		req.Kind = &agentdv1.RunRequest_Steer{Steer: k.Steer}
+	case *agentdv1.SendRunInputRequest_ToolResult:
+		req.Kind = &agentdv1.RunRequest_ToolResult{ToolResult: k.ToolResult}
+	case *agentdv1.SendRunInputRequest_Cancel:
+		req.Kind = &agentdv1.RunRequest_Cancel{Cancel: k.Cancel}
+	default:
+		fe.Add("input", "set one of approval_decision, steer, tool_result or cancel")
+	}
+	if len(fe) > 0 {
+		return nil, invalidArgument(reasonInvalidArgument, fe)
+	}
+	return s.sendInput(ctx, in.GetRunId(), in.GetClientKey(), req)
+}
+
+// recvStart reads a Run stream's first message, which must come within the start
+// timeout: a stream that never starts a run does not hold the server. The receive it
+// waits for is not joined: when the time is up the handler returns, and the end of the
+// RPC ends the receive.
+func (s *Server) recvStart(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse]) (*agentdv1.RunRequest, error) {
+	type received struct {
+		req *agentdv1.RunRequest
+		err error
+	}
+	ch := make(chan received, 1)
+	go func() {
+		req, err := stream.Recv()
+		ch <- received{req, err}
+	}()
+	t := time.NewTimer(s.cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.req, r.err
+	case <-t.C:
+		return nil, statusError(runs.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
+	case <-stream.Context().Done():
+		return nil, status.FromContextError(stream.Context().Err()).Err()
+	}
+}
+
+// clientRecv is a Run stream's receive as the engine takes it: a client gone (the RPC
+// cancelled or past its deadline) is errClientGone.
+func clientRecv(recv func() (*agentdv1.RunRequest, error)) func() (*agentdv1.RunRequest, error) {
+	return func() (*agentdv1.RunRequest, error) {
+		req, err := recv()
+		if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
+			err = fmt.Errorf("%w: %w", errClientGone, err)
+		}
+		return req, err
+	}
 }

@@ -170,28 +170,17 @@ func (s *manager) addToThread(ctx context.Context, ss *session) error {
 	return s.store.AppendMessages(ctx, ss.thread, ss.heldLease(), msgs)
 }
 
-// GetThread implements agentdv1.AgentServiceServer.
-func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (_ *agentdv1.GetThreadResponse, err error) {
-	defer func() { err = toStatus(err) }()
-
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
-	}
-	if in.GetThreadId() == "" {
-		return nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "thread_id", Description: "must be set"}})
-	}
-	from, err := pageIndex(in.GetPageToken())
+// getThread reads a page of a thread's messages, with its grants, for GetThread.
+func (s *manager) getThread(ctx context.Context, id, pageToken string, size32 int32) (*agentdv1.GetThreadResponse, error) {
+	from, err := pageIndex(pageToken)
 	if err != nil {
 		return nil, err
 	}
-	th, err := s.settledThread(ctx, in.GetThreadId())
+	th, err := s.settledThread(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	size := pageSize(in.GetPageSize(), 100)
+	size := pageSize(size32, 100)
 	msgs, err := s.store.ThreadMessages(ctx, th.ID, from, size)
 	if err != nil {
 		return nil, storeStatus(err)
@@ -213,18 +202,16 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 	return resp, nil
 }
 
-// ListThreads implements agentdv1.AgentServiceServer.
-func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsRequest) (_ *agentdv1.ListThreadsResponse, err error) {
-	defer func() { err = toStatus(err) }()
-
+// listThreads lists a page of the caller's threads, for ListThreads.
+func (s *manager) listThreads(ctx context.Context, pageToken string, size32 int32) (*agentdv1.ListThreadsResponse, error) {
 	after := ""
-	if tok := in.GetPageToken(); tok != "" {
+	if pageToken != "" {
 		var ok bool
-		if after, ok = strings.CutPrefix(tok, "t"); !ok || after == "" {
+		if after, ok = strings.CutPrefix(pageToken, "t"); !ok || after == "" {
 			return nil, invalidPageToken()
 		}
 	}
-	size := pageSize(in.GetPageSize(), 50)
+	size := pageSize(size32, 50)
 	ths, err := s.store.ListThreads(ctx, s.identity(ctx), after, size+1)
 	if err != nil {
 		return nil, storeStatus(err)
@@ -240,27 +227,19 @@ func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsReques
 	return resp, nil
 }
 
-// DeleteThread implements agentdv1.AgentServiceServer.
-func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequest) (_ *agentdv1.DeleteThreadResponse, err error) {
-	defer func() { err = toStatus(err) }()
-
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
-	}
-	th, err := s.thread(ctx, in.GetThreadId())
+// deleteThread deletes a thread that has no active run, for DeleteThread.
+func (s *manager) deleteThread(ctx context.Context, id string) error {
+	th, err := s.thread(ctx, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if th.ActiveRunID != "" {
-		return nil, threadBusy(th.ID, th.ActiveRunID)
+		return threadBusy(th.ID, th.ActiveRunID)
 	}
 	if err := s.store.DeleteThread(ctx, th.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, storeStatus(err)
+		return storeStatus(err)
 	}
-	return &agentdv1.DeleteThreadResponse{}, nil
+	return nil
 }
 
 func threadToProto(th store.Thread) *agentdv1.Thread {
