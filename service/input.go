@@ -170,19 +170,9 @@ func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream st
 		ss.ackLocked(in, ackError(reasonRateLimited, "too many messages on this stream: at most %g a second (burst %d)", float64(lim.Limit()), lim.Burst()))
 		return false
 	}
-	if why, ok := takeUndecodable(req); ok {
-		// A transcoder could not decode it (MarkUndecodable): refused, and the run goes on.
-		ss.ackLocked(in, ackError(reasonInvalidMessage, "%s", why))
-		return true
-	}
-	if fe := takeInvalidUTF8(req); fe != nil {
-		// Decoded with the strings made valid (Codec): refused, and the run goes on.
-		ss.ackLocked(in, utf8Refusal(fe))
-		return true
-	}
-	if fe := badIDs(req); fe != nil {
-		// An id too long, or with a NUL: refused, and the run goes on.
-		ss.ackLocked(in, ackError(reasonInvalidID, "%s", fe.Summary()))
+	if re := ss.srv.check(req); re != nil {
+		// The wire's refusal of what it could not take as sent: the run goes on.
+		ss.ackLocked(in, re)
 		return true
 	}
 	if ss.actLocked(in, req) {

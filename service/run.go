@@ -322,3 +322,21 @@ func clientRecv(recv func() (*agentdv1.RunRequest, error)) func() (*agentdv1.Run
 		return req, err
 	}
 }
+
+// checkInput is the wire's check of a client message after start, which the run acks
+// with the refusal it returns: nil for a message the run may act on.
+func checkInput(req *agentdv1.RunRequest) *agentdv1.RunError {
+	if why, ok := takeUndecodable(req); ok {
+		// A transcoder could not decode it (MarkUndecodable).
+		return ackError(reasonInvalidMessage, "%s", why)
+	}
+	if fe := takeInvalidUTF8(req); fe != nil {
+		// Decoded with the strings made valid (Codec).
+		return utf8Refusal(fe)
+	}
+	if fe := badIDs(req); fe != nil {
+		// An id too long, or with a NUL.
+		return ackError(reasonInvalidID, "%s", fe.Summary())
+	}
+	return nil
+}
