@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/demo"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // TestAdmitRefusesOnceDraining: a start that passed newSession's drain check just as
@@ -22,7 +23,7 @@ func TestAdmitRefusesOnceDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Agents: agents, ContinuationKey: []byte("a continuation key for tests, 32+ bytes long"), MaxRunsPerCaller: 1})
+	s, err := New(Config{Agents: agents, Config: runs.Config{ContinuationKey: []byte("a continuation key for tests, 32+ bytes long"), MaxRunsPerCaller: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

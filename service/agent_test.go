@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -115,7 +116,7 @@ func TestListAgentsGoAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := servicetest.NewClient(t, service.Config{Agents: set, Logger: quietLog, ContinuationKey: testKey}).ListAgents(t.Context(), &agentdv1.ListAgentsRequest{})
+	resp, err := servicetest.NewClient(t, service.Config{Agents: set, Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}}).ListAgents(t.Context(), &agentdv1.ListAgentsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestModelOverrideGoAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := servicetest.NewClient(t, service.Config{Agents: set, Logger: quietLog, ContinuationKey: testKey})
+	c := servicetest.NewClient(t, service.Config{Agents: set, Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}})
 	run := func(agent, model string) (*agentdv1.ExecuteRunResponse, error) {
 		return c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: &agentdv1.RunSpec{
 			Agent: agent, Input: "hi", Config: &agentdv1.RunConfig{Model: model},
@@ -197,7 +198,7 @@ func TestRegisterBesideTheCallersHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := service.New(service.Config{Agents: set, Health: hs, Logger: quietLog, ContinuationKey: testKey})
+	srv, err := service.New(service.Config{Agents: set, Health: hs, Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestRegisterWithoutHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := service.New(service.Config{Agents: set, Logger: quietLog, ContinuationKey: testKey})
+	srv, err := service.New(service.Config{Agents: set, Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

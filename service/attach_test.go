@@ -19,6 +19,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 	"github.com/agentd/agentd/service/store/memory"
 )
@@ -122,7 +123,7 @@ func TestAttach_ClientKilledThenReattached(t *testing.T) {
 				gate := make(chan struct{})
 				m := &rt.Model{Steps: []rt.Step{streamGated(gate, []string{"Once ", "upon "}, []string{"a ", "time."})}}
 				// The client is killed at its second delta: none may merge.
-				srv := newTestServer(t, service.Config{ExactDeltas: true}, scripted{name: "teller", model: m})
+				srv := newTestServer(t, service.Config{Config: runs.Config{ExactDeltas: true}}, scripted{name: "teller", model: m})
 				seen := 0
 				return srv, servicetest.Input("teller", "a story"), func(ev *agentdv1.RunEvent) bool {
 						if ev.GetTextDelta() != nil {
@@ -299,7 +300,7 @@ func TestAttach_Refusals(t *testing.T) {
 	for i := range pieces {
 		pieces[i] = "word "
 	}
-	srv := newTestServer(t, service.Config{Identity: identity, Store: memory.New(memory.Options{MaxRunBytes: 4096})}, scripted{name: "talker", model: &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}})
+	srv := newTestServer(t, service.Config{Config: runs.Config{Identity: identity, Store: memory.New(memory.Options{MaxRunBytes: 4096})}}, scripted{name: "talker", model: &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}})
 	as := func(who string) context.Context { return metadata.AppendToOutgoingContext(t.Context(), "x-who", who) }
 	rc, err := srv.Client.Run(as("alice"))
 	if err != nil {
@@ -389,7 +390,7 @@ func metaOf(err error) map[string]string {
 // place.
 func TestAttach_AttachmentsAreBounded(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Call(0, "echo", `{"step":0,"text":"hi"}`)}}
-	srv := newTestServer(t, service.Config{Identity: threadIdentity, MaxAttachmentsPerRun: 3, MaxAttachmentsPerCaller: 4},
+	srv := newTestServer(t, service.Config{Config: runs.Config{Identity: threadIdentity, MaxAttachmentsPerRun: 3, MaxAttachmentsPerCaller: 4}},
 		scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}})
 	as := func(who string) context.Context { return metadata.AppendToOutgoingContext(t.Context(), "x-who", who) }
 	waiting := func(who string) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/logtest"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -56,7 +57,7 @@ func TestHooks_AuditByInterceptorRecordsTheDecisionsOfTheAgentsOwnHooks(t *testi
 			hook := func(name string) named { return named{name: name, mu: &mu, seen: &seen} }
 			var logs logtest.Buffer
 			auditor := audit.New(slog.New(slog.NewJSONHandler(&logs, nil)))
-			srv := servicetest.NewServer(t, service.Config{Agents: ownHooksAgent(t, tt.own(hook("agent"))), ContinuationKey: testKey, Logger: quietLog},
+			srv := servicetest.NewServer(t, service.Config{Agents: ownHooksAgent(t, tt.own(hook("agent"))), Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}},
 				servicetest.WithServerOptions(
 					grpc.ChainUnaryInterceptor(hooks.UnaryServerInterceptor(hook("server")), hooks.UnaryServerInterceptor(auditor)),
 					grpc.ChainStreamInterceptor(hooks.StreamServerInterceptor(hook("server")), hooks.StreamServerInterceptor(auditor)),

@@ -13,6 +13,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -51,7 +52,7 @@ func wantViolation(t *testing.T, err error, field string, want ...string) {
 
 func TestBadInput_OversizedMessageNamesTheLimit(t *testing.T) {
 	const limit = 64 << 10
-	cfg := service.Config{Logger: slog.New(slog.DiscardHandler), ContinuationKey: testKey}
+	cfg := service.Config{Logger: slog.New(slog.DiscardHandler), Config: runs.Config{ContinuationKey: testKey}}
 	srv := servicetest.NewServer(t, cfg, servicetest.WithServerOptions(grpc.MaxRecvMsgSize(limit)))
 	s := servicetest.Open(t, srv.Client, servicetest.Input("", strings.Repeat("x", 2*limit)))
 	if ev := s.Next(); ev != nil {
@@ -125,7 +126,7 @@ func TestBadInput_HugeTranscriptNamesTheLimit(t *testing.T) {
 	}}
 	wantViolation(t, refusal(t, c, spec), "start.messages", "the limit is 2097152", "MaxTranscriptBytes")
 
-	small := newTestServer(t, service.Config{MaxTranscriptBytes: 1 << 10}).Client
+	small := newTestServer(t, service.Config{Config: runs.Config{MaxTranscriptBytes: 1 << 10}}).Client
 	wantViolation(t, refusal(t, small, servicetest.Input("", strings.Repeat("x", 2<<10))), "start.messages", "the limit is 1024")
 }
 

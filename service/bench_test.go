@@ -32,6 +32,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/workload"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/store/sqlite"
 )
 
@@ -193,7 +194,7 @@ func newWorkloadService(tb testing.TB, size workload.Size, policy *agents.Policy
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg := service.Config{Agents: reg, Logger: discardLogger, ContinuationKey: benchKey, MaxConcurrentRuns: 1 << 20}
+	cfg := service.Config{Agents: reg, Logger: discardLogger, Config: runs.Config{ContinuationKey: benchKey, MaxConcurrentRuns: 1 << 20}}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -24,6 +24,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -50,7 +51,7 @@ func cancelMsg() *agentdv1.RunRequest {
 // While a run waits on an approval, the steers it holds are bounded in number and in
 // bytes; past either bound a steer is refused in its ack, naming the limit.
 func TestBounds_QueuedSteersAreBounded(t *testing.T) {
-	cfg := service.Config{SteerRate: 1000, SteerBurst: 1000, MaxQueuedSteers: 3, MaxQueuedSteerBytes: 64 << 10}
+	cfg := service.Config{Config: runs.Config{SteerRate: 1000, SteerBurst: 1000, MaxQueuedSteers: 3, MaxQueuedSteerBytes: 64 << 10}}
 	s, _ := awaitApproval(t, newTestServer(t, cfg).Client)
 	var seqs []int64
 	for i := range 4 {
@@ -66,7 +67,7 @@ func TestBounds_QueuedSteersAreBounded(t *testing.T) {
 		t.Errorf("fourth steer: %v, want STEER_QUEUE_FULL saying 3 steers wait", a)
 	}
 
-	s2, _ := awaitApproval(t, newTestServer(t, service.Config{SteerRate: 1000, SteerBurst: 1000, MaxQueuedSteerBytes: 1 << 20}).Client)
+	s2, _ := awaitApproval(t, newTestServer(t, service.Config{Config: runs.Config{SteerRate: 1000, SteerBurst: 1000, MaxQueuedSteerBytes: 1 << 20}}).Client)
 	big := strings.Repeat("x", 600<<10)
 	first, second := s2.Send(steerText(big)), s2.Send(steerText(big))
 	s2.Until(isAck(second))
@@ -261,7 +262,7 @@ func TestInput_SteerMessagesAreChecked(t *testing.T) {
 // Every kind of client message is bounded per stream: a flood of pings is refused past
 // the stream's rate, and the run goes on.
 func TestBounds_EveryMessageKindIsRateLimited(t *testing.T) {
-	s, _ := awaitApproval(t, newTestServer(t, service.Config{MessageRate: 50, MessageBurst: 10}).Client)
+	s, _ := awaitApproval(t, newTestServer(t, service.Config{Config: runs.Config{MessageRate: 50, MessageBurst: 10}}).Client)
 	var seqs []int64
 	for range 40 {
 		seqs = append(seqs, s.Send(ping()))
@@ -298,13 +299,18 @@ func TestBounds_EveryMessageKindIsRateLimited(t *testing.T) {
 // One caller cannot take every run slot: past its own limit its runs are refused, while
 // another caller still gets in.
 func TestBounds_RunsPerCaller(t *testing.T) {
-	cfg := service.Config{MaxRunsPerCaller: 2, Caller: func(ctx context.Context) string {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if v := md.Get("x-caller"); len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}}
+	cfg := service.Config{
+		Config: runs.Config{
+			MaxRunsPerCaller: 2,
+			Caller: func(ctx context.Context) string {
+				md, _ := metadata.FromIncomingContext(ctx)
+				if v := md.Get("x-caller"); len(v) > 0 {
+					return v[0]
+				}
+				return ""
+			},
+		},
+	}
 	c := newTestServer(t, cfg).Client
 	as := func(caller string) context.Context {
 		return metadata.AppendToOutgoingContext(t.Context(), "x-caller", caller)
@@ -359,7 +365,7 @@ func TestBounds_StalledClientIsLetGo(t *testing.T) {
 			pieces[i] = "0123456789 "
 		}
 		m := &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}
-		srv := newTestServer(t, service.Config{StallTimeout: 2 * time.Minute}, scripted{name: "chatty", model: m})
+		srv := newTestServer(t, service.Config{Config: runs.Config{StallTimeout: 2 * time.Minute}}, scripted{name: "chatty", model: m})
 		// A client with fixed, small flow-control windows: it takes in 64 KiB and no more
 		// until it reads.
 		conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
@@ -573,7 +579,7 @@ func TestBounds_RefusedRequestsKeepNoSchemas(t *testing.T) {
 // The schemas of a run's client tools are bounded together, in bytes: compiling costs
 // time in proportion to their size.
 func TestBounds_ClientToolSchemasAreBoundedTogether(t *testing.T) {
-	c := newTestServer(t, service.Config{MaxClientSchemaBytes: 8 << 10}).Client
+	c := newTestServer(t, service.Config{Config: runs.Config{MaxClientSchemaBytes: 8 << 10}}).Client
 	spec := servicetest.Input("", "hi")
 	for i := range 3 {
 		props := map[string]any{}
@@ -631,7 +637,7 @@ func TestInput_DecisionForAnApprovalAnInterruptCancelledIsRefused(t *testing.T) 
 // having every message acked into agentd's memory.
 func TestBounds_AClientThatNeverReadsCannotQueueAcks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newTestServer(t, service.Config{MessageRate: 1e6, MessageBurst: 1e6}).Client
+		c := newTestServer(t, service.Config{Config: runs.Config{MessageRate: 1e6, MessageBurst: 1e6}}).Client
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		s, err := c.Run(ctx)

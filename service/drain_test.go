@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -458,7 +459,7 @@ func backpressureBoundsServerMemory(t *testing.T, exact bool, bound int64) {
 			yield(rt.Finish(runtime.FinishStop), nil)
 		}
 	}
-	srv := newTestServer(t, service.Config{ExactDeltas: exact}, scripted{name: "flood", model: &rt.Model{Steps: []rt.Step{{Func: flood}}}})
+	srv := newTestServer(t, service.Config{Config: runs.Config{ExactDeltas: exact}}, scripted{name: "flood", model: &rt.Model{Steps: []rt.Step{{Func: flood}}}})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	s, err := srv.Client.Run(ctx)
@@ -560,7 +561,7 @@ func heartbeatsStillFlow(t *testing.T) {
 	}
 	first.Events = append(first.Events, rt.Call(0, "wait", `{}`).Events...)
 	m := &rt.Model{Steps: []rt.Step{first, rt.Say("finished")}}
-	srv := newTestServer(t, service.Config{HeartbeatInterval: interval},
+	srv := newTestServer(t, service.Config{Config: runs.Config{HeartbeatInterval: interval}},
 		scripted{name: "dawdler", model: m, goTools: []runtime.Tool{wait}})
 	s := servicetest.Open(t, srv.Client, servicetest.Input("dawdler", "go"))
 	var evs []*agentdv1.RunEvent

@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/workload"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -52,7 +53,7 @@ func workloadExecute() *agentdv1.ExecuteRunRequest {
 func BenchmarkExecuteRun(b *testing.B) {
 	for _, size := range workload.Sizes() {
 		b.Run(size.Name, func(b *testing.B) {
-			srv, err := service.New(service.Config{Agents: workloadAgents(b, size), Logger: quietLog, ContinuationKey: testKey})
+			srv, err := service.New(service.Config{Agents: workloadAgents(b, size), Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -79,7 +80,7 @@ func TestExecuteRunIsJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The two runs' events are compared kind for kind: deltas may not merge.
-	c := servicetest.NewClient(t, service.Config{Agents: workloadAgents(t, size), Logger: quietLog, ContinuationKey: testKey, ExactDeltas: true})
+	c := servicetest.NewClient(t, service.Config{Agents: workloadAgents(t, size), Logger: quietLog, Config: runs.Config{ContinuationKey: testKey, ExactDeltas: true}})
 	ctx := t.Context()
 	resp, err := c.ExecuteRun(ctx, workloadExecute())
 	if err != nil {

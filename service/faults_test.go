@@ -25,6 +25,7 @@ import (
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/agents/agentstest"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -207,7 +208,7 @@ func newFaultRig(t *testing.T, hook *faultHook, extra ...runtime.Hooks) *faultRi
 	}
 	t.Cleanup(func() { reg.Close() })
 	all := withAgents(t, reg, &service.Agent{Name: "worker", Runtime: worker})
-	r.svc, err = service.New(service.Config{Agents: all, Logger: log, ContinuationKey: testKey})
+	r.svc, err = service.New(service.Config{Agents: all, Logger: log, Config: runs.Config{ContinuationKey: testKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 	"github.com/agentd/agentd/service/store"
 	"github.com/agentd/agentd/service/store/postgres"
@@ -196,7 +197,7 @@ func newFleetWith(t *testing.T, with func(*service.Config), model *rt.Model, pol
 	f.countB = &countingStore{Store: open()}
 	f.cutA, f.cutB = &cutStore{Store: open()}, &cutStore{Store: f.countB}
 	cfg := func(name string, st store.Store) service.Config {
-		c := service.Config{Agents: ags, Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey, Logger: quietLog}
+		c := service.Config{Agents: ags, Logger: quietLog, Config: runs.Config{Store: st, Replica: name, LeaseTTL: fleetLease, ContinuationKey: testKey}}
 		if with != nil {
 			with(&c)
 		}
@@ -651,9 +652,9 @@ func (c *countingStore) ReadEvents(ctx context.Context, id string, after int64, 
 // two). Logged for the record, and bounded so that a change that adds calls per step
 // shows.
 func TestFleet_StoreCallsPerStep(t *testing.T) {
-	const runs = 20
+	const nRuns = 20
 	var steps []rt.Step
-	for range runs {
+	for range nRuns {
 		steps = append(steps, rt.Call(0, "echo", `{"n":1}`), rt.Say("done"))
 	}
 	r, err := runtime.New(runtime.Config{Name: "worker", Model: &rt.Model{Steps: steps}, Tools: []runtime.Tool{rt.Tool("echo", rt.Echo)}, Logger: quietLog})
@@ -665,9 +666,9 @@ func TestFleet_StoreCallsPerStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := &countingStore{Store: pgtest.Open(t)}
-	srv := servicetest.NewServer(t, service.Config{Agents: ags, Store: cs, ContinuationKey: testKey, Logger: quietLog})
+	srv := servicetest.NewServer(t, service.Config{Agents: ags, Logger: quietLog, Config: runs.Config{Store: cs, ContinuationKey: testKey}})
 	before := cs.snapshot()
-	for range runs {
+	for range nRuns {
 		resp, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("worker", "go")})
 		if err != nil || resp.GetResult().GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 			t.Fatalf("ExecuteRun = %v, %v", resp, err)
@@ -678,10 +679,10 @@ func TestFleet_StoreCallsPerStep(t *testing.T) {
 	for _, m := range []string{"CreateRun", "UpdateRun", "AppendEvents", "GetRun", "ReadEvents", "EventBounds", "PendingInputs", "Renew", "ClaimNext"} {
 		n := after[m] - before[m]
 		total += n
-		line += fmt.Sprintf(" %s %.2f", m, float64(n)/(2*runs))
+		line += fmt.Sprintf(" %s %.2f", m, float64(n)/(2*nRuns))
 	}
-	perStep := float64(total) / (2 * runs)
-	t.Logf("store calls per step (a run of 2 steps, 1 tool call, %d runs): %.2f in all:%s", runs, perStep, line)
+	perStep := float64(total) / (2 * nRuns)
+	t.Logf("store calls per step (a run of 2 steps, 1 tool call, %d runs): %.2f in all:%s", nRuns, perStep, line)
 	if perStep > 8 {
 		t.Errorf("%.2f store calls per step, want at most 8", perStep)
 	}

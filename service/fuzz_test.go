@@ -15,6 +15,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -223,7 +224,7 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{3, 3, 1, 0, 5, 1, 2, 'o', 'k', 6, 7}) // steers of every shape
 	f.Add([]byte{0, 0, 0, 3, 79, 0})                   // deep metadata
 	f.Add([]byte{0, 0, 2, 0, 0})                       // auto-approve
-	c := newTestServer(f, service.Config{SteerRate: 1000, SteerBurst: 1000}).Client
+	c := newTestServer(f, service.Config{Config: runs.Config{SteerRate: 1000, SteerBurst: 1000}}).Client
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzInput{b: data}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

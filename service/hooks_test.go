@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/runtime/tool/builtin"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -57,7 +58,7 @@ func TestHooks_InterceptorsRunFirstInInstallationOrderThenTheAgents(t *testing.T
 	var mu sync.Mutex
 	var seen []string
 	hook := func(name string) runtime.Hooks { return named{name: name, mu: &mu, seen: &seen} }
-	srv := servicetest.NewServer(t, service.Config{Agents: ownHooksAgent(t, hook("agent")), ContinuationKey: testKey, Logger: quietLog},
+	srv := servicetest.NewServer(t, service.Config{Agents: ownHooksAgent(t, hook("agent")), Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}},
 		servicetest.WithServerOptions(
 			grpc.ChainStreamInterceptor(hooks.StreamServerInterceptor(hook("first")), hooks.StreamServerInterceptor(hook("second"))),
 			grpc.ChainUnaryInterceptor(hooks.UnaryServerInterceptor(hook("first")), hooks.UnaryServerInterceptor(hook("second"))),
@@ -98,7 +99,7 @@ agents:
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	c := servicetest.NewClient(t, service.Config{Agents: reg, ContinuationKey: testKey, Logger: slog.New(slog.DiscardHandler)})
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: slog.New(slog.DiscardHandler), Config: runs.Config{ContinuationKey: testKey}})
 	if _, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("plain", "what is 2+2?")}); err != nil {
 		t.Fatalf("the agent without hooks: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/store"
 	"github.com/agentd/agentd/service/store/memory"
 	"github.com/agentd/agentd/service/store/sqlite"
@@ -50,7 +51,7 @@ func TestSendRunInput_SteersToAParkedRunAreBounded(t *testing.T) {
 				t.Cleanup(func() { s.Close() })
 				st = s
 			}
-			srv := askerServer(t, service.Config{Store: st, MaxQueuedSteerBytes: 1 << 20, SteerRate: 1000, SteerBurst: 1000})
+			srv := askerServer(t, service.Config{Config: runs.Config{Store: st, MaxQueuedSteerBytes: 1 << 20, SteerRate: 1000, SteerBurst: 1000}})
 			runID, approvalID, _ := parkRun(t, srv)
 
 			big := strings.Repeat("x", 3900<<10)
@@ -105,7 +106,7 @@ func TestSendRunInput_AtOnceToAParkedRunOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv := askerServer(t, service.Config{Store: st, SteerRate: 1000, SteerBurst: 1000, ParkAfter: time.Millisecond})
+	srv := askerServer(t, service.Config{Config: runs.Config{Store: st, SteerRate: 1000, SteerBurst: 1000, ParkAfter: time.Millisecond}})
 	runID, approvalID, _ := parkRun(t, srv)
 	text := strings.Repeat("z", 200<<10)
 	var wg sync.WaitGroup
@@ -145,7 +146,7 @@ func TestSendRunInput_AnswersInBoundedTime(t *testing.T) {
 	if err := st.CreateRun(t.Context(), store.Run{ID: "run_elsewhere", Holder: "ghost", Status: store.Running}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	srv := askerServer(t, service.Config{Store: st, Replica: "here", InputAnswerTimeout: 300 * time.Millisecond})
+	srv := askerServer(t, service.Config{Config: runs.Config{Store: st, Replica: "here", InputAnswerTimeout: 300 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	began := time.Now()

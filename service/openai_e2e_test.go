@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/runtime/llm/openai"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -112,7 +113,7 @@ func TestOpenAIEndToEnd(t *testing.T) {
 	if def, _ := reg.Agent(""); def.Runtime.Model().Name() != "openai:fake-model" {
 		t.Fatalf("default agent's model = %q, want openai:fake-model", def.Runtime.Model().Name())
 	}
-	c := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, ContinuationKey: testKey}).Client
+	c := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, Config: runs.Config{ContinuationKey: testKey}}).Client
 
 	s := servicetest.Open(t, c, servicetest.Input("", "what is 6*7?"))
 	fin, err := s.Finish()

@@ -12,6 +12,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -140,7 +141,7 @@ func TestPark_SendRunInputWakesTheRun(t *testing.T) {
 // A run parked for the park timeout ends EXPIRED: its approval expires, its call is
 // cancelled, and run_finished carries the run's messages and a continuation.
 func TestPark_Expires(t *testing.T) {
-	srv := askerServer(t, service.Config{ParkTimeout: 100 * time.Millisecond})
+	srv := askerServer(t, service.Config{Config: runs.Config{ParkTimeout: 100 * time.Millisecond}})
 	runID, approvalID, _ := parkRun(t, srv)
 	waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
 	evs, errs := watch(t, srv.Client, runID, 0)
@@ -191,7 +192,7 @@ func TestPark_CancelEndsTheParkedRun(t *testing.T) {
 // all the same, the stream still open: the decision sent on it wakes the run, and the
 // stream reads one run from start to end.
 func TestPark_WithItsStreamOpen(t *testing.T) {
-	srv := askerServer(t, service.Config{ParkAfter: 20 * time.Millisecond})
+	srv := askerServer(t, service.Config{Config: runs.Config{ParkAfter: 20 * time.Millisecond}})
 	s := servicetest.Open(t, srv.Client, servicetest.Input("asker", "echo hi"))
 	asked := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetApprovalRequested() != nil })
 	waitState(t, srv.Client, asked.GetRunId(), agentdv1.RunState_RUN_STATE_PARKED)
@@ -211,7 +212,7 @@ func TestPark_WithItsStreamOpen(t *testing.T) {
 // An approval of a parked run expires when it would have had the run waited live: the
 // run wakes, the call is not run, and the model goes on.
 func TestPark_ApprovalExpiresWhileParked(t *testing.T) {
-	srv := askerServer(t, service.Config{ParkAfter: 10 * time.Millisecond})
+	srv := askerServer(t, service.Config{Config: runs.Config{ParkAfter: 10 * time.Millisecond}})
 	spec := servicetest.Input("asker", "echo hi")
 	spec.Config = &agentdv1.RunConfig{ApprovalTimeout: durationpb.New(300 * time.Millisecond)}
 	s := servicetest.Open(t, srv.Client, spec)
@@ -262,7 +263,7 @@ func TestPark_WakeRefusedWhileTheServerIsFull(t *testing.T) {
 	gate := make(chan struct{})
 	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"step":0,"text":"hi"}`), rt.Say("echoed")}}
 	busy := &rt.Model{Steps: []rt.Step{gated(gate, "at last")}}
-	srv := newTestServer(t, service.Config{MaxConcurrentRuns: 1},
+	srv := newTestServer(t, service.Config{Config: runs.Config{MaxConcurrentRuns: 1}},
 		scripted{name: "asker", model: m, tools: []string{"echo"}, policy: agents.PolicyConfig{Approval: "ask"}},
 		scripted{name: "busy", model: busy})
 	runID, approvalID, _ := parkRun(t, srv)

@@ -13,6 +13,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -89,7 +90,7 @@ func notParked(t *testing.T, srv *servicetest.Server, s *servicetest.Stream, run
 // would park ends AWAITING_INPUT with its continuation instead, which resumes it, while
 // another caller still parks. A parked run that wakes frees its place.
 func TestPark_RunsPerCallerCap(t *testing.T) {
-	srv := askEveryRun(t, service.Config{MaxParkedRunsPerCaller: 2})
+	srv := askEveryRun(t, service.Config{Config: runs.Config{MaxParkedRunsPerCaller: 2}})
 	var first *servicetest.Stream
 	var firstApproval string
 	for i := range 2 {
@@ -135,8 +136,8 @@ func TestPark_TotalCaps(t *testing.T) {
 		cfg   service.Config
 		parks int
 	}{
-		{"runs", service.Config{MaxParkedRuns: 1}, 1},
-		{"bytes", service.Config{MaxParkedBytes: 1}, 0},
+		{"runs", service.Config{Config: runs.Config{MaxParkedRuns: 1}}, 1},
+		{"bytes", service.Config{Config: runs.Config{MaxParkedBytes: 1}}, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := askEveryRun(t, tt.cfg)
@@ -155,7 +156,7 @@ func TestPark_TotalCaps(t *testing.T) {
 
 // A parked run that expires frees its place under the caps.
 func TestPark_ExpiredRunFreesItsPlace(t *testing.T) {
-	srv := askEveryRun(t, service.Config{MaxParkedRuns: 1, ParkTimeout: 100 * time.Millisecond})
+	srv := askEveryRun(t, service.Config{Config: runs.Config{MaxParkedRuns: 1, ParkTimeout: 100 * time.Millisecond}})
 	_, id, _ := askAs(t, srv.Client, "")
 	waitState(t, srv.Client, id, agentdv1.RunState_RUN_STATE_PARKED)
 	waitState(t, srv.Client, id, agentdv1.RunState_RUN_STATE_FINISHED)

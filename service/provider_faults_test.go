@@ -21,6 +21,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -86,7 +87,7 @@ agents:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	ts := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, ContinuationKey: testKey})
+	ts := servicetest.NewServer(t, service.Config{Agents: reg, Logger: logger, Config: runs.Config{ContinuationKey: testKey}})
 
 	start := time.Now()
 	s := servicetest.Open(t, ts.Client, servicetest.Input("teller", "tell me a story"))

@@ -20,6 +20,7 @@ import (
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -352,7 +353,7 @@ func TestRun_SteerNextStepAndInterrupt(t *testing.T) {
 
 func TestRun_SteerRateIsLimited(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{{Block: true}}}
-	c := newTestServer(t, service.Config{SteerRate: 1, SteerBurst: 2}, scripted{name: "slow", model: m}).Client
+	c := newTestServer(t, service.Config{Config: runs.Config{SteerRate: 1, SteerBurst: 2}}, scripted{name: "slow", model: m}).Client
 	s := servicetest.Open(t, c, servicetest.Input("slow", "go"))
 	var seqs []int64
 	for range 3 {
@@ -522,7 +523,7 @@ func TestContinuation_BoundToTheCallerThatStartedTheRun(t *testing.T) {
 		return runtime.Output{Text: "ok"}, nil
 	})
 	ask := runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAsk}}
-	srv := newTestServer(t, service.Config{Identity: threadIdentity},
+	srv := newTestServer(t, service.Config{Config: runs.Config{Identity: threadIdentity}},
 		scripted{name: "owned", model: &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{}`), rt.Say("done")}}, goTools: []runtime.Tool{side}, goPolicy: ask},
 		scripted{name: "anon", model: &rt.Model{Steps: []rt.Step{rt.Call(0, "side", `{}`), rt.Say("done")}}, goTools: []runtime.Tool{side}, goPolicy: ask})
 	c := srv.Client
@@ -582,7 +583,7 @@ func TestContinuation_BoundToTheCallerThatStartedTheRun(t *testing.T) {
 func TestContinuation_ForgedExpiredOrMismatchedIsRefused(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
-	srv := newTestServer(t, service.Config{Now: func() time.Time { return clock() }, ContinuationTTL: time.Hour})
+	srv := newTestServer(t, service.Config{Config: runs.Config{Now: func() time.Time { return clock() }, ContinuationTTL: time.Hour}})
 	c := srv.Client
 	resp, err := c.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: servicetest.Input("", "save a note: milk")})
 	if err != nil {
@@ -666,7 +667,7 @@ func TestListAgents(t *testing.T) {
 
 func TestLimits_ConcurrentRunsAndClientTools(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{{Block: true}}}
-	c := newTestServer(t, service.Config{MaxConcurrentRuns: 1, MaxClientTools: 1}, scripted{name: "slow", model: m}).Client
+	c := newTestServer(t, service.Config{Config: runs.Config{MaxConcurrentRuns: 1, MaxClientTools: 1}}, scripted{name: "slow", model: m}).Client
 	first := servicetest.Open(t, c, servicetest.Input("slow", "go"))
 	first.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetStepStarted() != nil })
 	second := servicetest.Open(t, c, servicetest.Input("slow", "go"))

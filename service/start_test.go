@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service/continuation"
+	"github.com/agentd/agentd/service/runs"
 )
 
 // planAgent is the agent starts are planned for: agent "planner", whose one tool, calc,
@@ -44,9 +45,15 @@ func planAgent(t *testing.T) *Agent {
 // planLimits are small limits for the plans, New's defaults where a case needs none.
 func planLimits() *Config {
 	return &Config{
-		MaxTranscriptBytes: 1 << 10, MaxClientTools: 2, MaxClientSchemaBytes: 200,
-		ClientToolTimeout: time.Minute, MaxClientToolTimeout: time.Hour,
-		ApprovalTimeout: 10 * time.Minute, MaxApprovalTimeout: time.Hour,
+		Config: runs.Config{
+			MaxTranscriptBytes:   1 << 10,
+			MaxClientTools:       2,
+			MaxClientSchemaBytes: 200,
+			ClientToolTimeout:    time.Minute,
+			MaxClientToolTimeout: time.Hour,
+			ApprovalTimeout:      10 * time.Minute,
+			MaxApprovalTimeout:   time.Hour,
+		},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 	"github.com/agentd/agentd/service/store"
 	"github.com/agentd/agentd/service/store/memory"
@@ -37,7 +38,7 @@ func onThread(thread, input string) *agentdv1.RunSpec {
 // owner sees it.
 func TestThreads_ThreeRunsWithOnlyNewInput(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("one"), rt.Say("two"), rt.Say("three")}}
-	srv := newTestServer(t, service.Config{Identity: threadIdentity}, scripted{name: "chat", model: m})
+	srv := newTestServer(t, service.Config{Config: runs.Config{Identity: threadIdentity}}, scripted{name: "chat", model: m})
 	alice := metadata.AppendToOutgoingContext(t.Context(), "x-who", "alice")
 	thread := ""
 	for i, in := range []string{"first", "second", "third"} {
@@ -196,7 +197,7 @@ func (s slowThreadStore) AppendMessages(ctx context.Context, threadID string, l 
 // thread free, and the turn before in its history.
 func TestThreads_NextTurnRightAfterRunFinished(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("one"), rt.Say("two")}}
-	srv := newTestServer(t, service.Config{Store: slowThreadStore{memory.New(memory.Options{})}}, scripted{name: "chat", model: m})
+	srv := newTestServer(t, service.Config{Config: runs.Config{Store: slowThreadStore{memory.New(memory.Options{})}}}, scripted{name: "chat", model: m})
 	thread := firstTurnRead(t, srv.Client, "first")
 	resp, err := srv.Client.ExecuteRun(t.Context(), &agentdv1.ExecuteRunRequest{Start: onThread(thread, "second")})
 	if err != nil {
@@ -218,7 +219,7 @@ func TestThreads_NextTurnRightAfterRunFinished(t *testing.T) {
 // in it.
 func TestThreads_HistoryRightAfterRunFinished(t *testing.T) {
 	m := &rt.Model{Steps: []rt.Step{rt.Say("one")}}
-	srv := newTestServer(t, service.Config{Store: slowThreadStore{memory.New(memory.Options{})}}, scripted{name: "chat", model: m})
+	srv := newTestServer(t, service.Config{Config: runs.Config{Store: slowThreadStore{memory.New(memory.Options{})}}}, scripted{name: "chat", model: m})
 	thread := firstTurnRead(t, srv.Client, "first")
 	got, err := srv.Client.GetThread(t.Context(), &agentdv1.GetThreadRequest{ThreadId: thread})
 	if err != nil {

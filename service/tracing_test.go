@@ -15,6 +15,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -47,7 +48,7 @@ func newTracedServer(t *testing.T) *tracedServer {
 		t.Fatal(err)
 	}
 	ts.client = servicetest.NewClient(t,
-		service.Config{Agents: reg, Logger: log, ContinuationKey: testKey, Propagator: prop},
+		service.Config{Agents: reg, Logger: log, Propagator: prop, Config: runs.Config{ContinuationKey: testKey}},
 		servicetest.WithServerOptions(grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop)))))
 	return ts
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/version"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/store"
 )
 
@@ -437,31 +438,33 @@ func (d *daemon) close() error {
 // callerOf, anonymous ones too.
 func serviceLimits(cfg config) service.Config {
 	return service.Config{
-		MaxConcurrentRuns:       cfg.maxRuns,
-		MaxRunsPerCaller:        cfg.maxRunsPerCaller,
-		MaxAttachmentsPerRun:    cfg.maxAttachPerRun,
-		MaxAttachmentsPerCaller: cfg.maxAttachPerCaller,
-		// 0 turns a flag's cap off, and means the default in service.Config.
-		MaxParkedRuns:           int(parkedCap(int64(cfg.maxParkedRuns))),
-		MaxParkedRunsPerCaller:  int(parkedCap(int64(cfg.maxParkedRunsPerCaller))),
-		MaxParkedBytes:          parkedCap(cfg.maxParkedBytes),
-		MaxParkedBytesPerCaller: parkedCap(cfg.maxParkedBytesPerCaller),
-		Caller:                  func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
-		// Runs belong to a bearer token or client certificate; an anonymous caller's to
-		// whoever knows the run's id. A peer address vouches for nobody.
-		Identity: func(ctx context.Context) string { return limitKey(ctx, false) },
-		// The transcript a start carries is bounded by the message size an operator allows.
-		MaxTranscriptBytes: cfg.maxMessageBytes,
-		RunRetention:       cfg.runRetention,
-		ParkTimeout:        cfg.parkTimeout,
-		ParkAfter:          parkAfter(cfg.parkAfter),
-		ExactDeltas:        cfg.exactDeltas,
-		Replica:            cfg.replicaID,
-		LeaseTTL:           cfg.leaseTTL,
-		ThreadRetention:    cfg.threadRetention,
-		StartTimeout:       cfg.startTimeout,
-		StallTimeout:       cfg.stallTimeout,
-		MaxApprovalTimeout: cfg.maxApprovalTimeout,
+		StartTimeout: cfg.startTimeout,
+		Config: runs.Config{
+			MaxConcurrentRuns:       cfg.maxRuns,
+			MaxRunsPerCaller:        cfg.maxRunsPerCaller,
+			MaxAttachmentsPerRun:    cfg.maxAttachPerRun,
+			MaxAttachmentsPerCaller: cfg.maxAttachPerCaller,
+			// 0 turns a flag's cap off, and means the default in service.Config.
+			MaxParkedRuns:           int(parkedCap(int64(cfg.maxParkedRuns))),
+			MaxParkedRunsPerCaller:  int(parkedCap(int64(cfg.maxParkedRunsPerCaller))),
+			MaxParkedBytes:          parkedCap(cfg.maxParkedBytes),
+			MaxParkedBytesPerCaller: parkedCap(cfg.maxParkedBytesPerCaller),
+			Caller:                  func(ctx context.Context) string { return limitKey(ctx, cfg.limitByPeerIP) },
+			// Runs belong to a bearer token or client certificate; an anonymous caller's to
+			// whoever knows the run's id. A peer address vouches for nobody.
+			Identity: func(ctx context.Context) string { return limitKey(ctx, false) },
+			// The transcript a start carries is bounded by the message size an operator allows.
+			MaxTranscriptBytes: cfg.maxMessageBytes,
+			RunRetention:       cfg.runRetention,
+			ParkTimeout:        cfg.parkTimeout,
+			ParkAfter:          parkAfter(cfg.parkAfter),
+			ExactDeltas:        cfg.exactDeltas,
+			Replica:            cfg.replicaID,
+			LeaseTTL:           cfg.leaseTTL,
+			ThreadRetention:    cfg.threadRetention,
+			StallTimeout:       cfg.stallTimeout,
+			MaxApprovalTimeout: cfg.maxApprovalTimeout,
+		},
 	}
 }
 
