@@ -164,6 +164,18 @@ func (k *keyedInputs) answered(key string, ack *agentdv1.InputAck, seq int64) {
 	}
 }
 
+// orphan lets go of the inputs that wait for an ack the run will never journal here (it
+// left this server): their waiters learn that it moved (inputHere), and take them to
+// where it goes on.
+func (k *keyedInputs) orphan() {
+	for key, ki := range k.byKey {
+		if ki.ack == nil {
+			delete(k.byKey, key)
+			close(ki.done)
+		}
+	}
+}
+
 // sendInput acts on one input for a run, for SendRunInput: it is stored before the run
 // acts on it, and its answer after, under the client's key, so that a retry, on any
 // replica, gets the same answer.
@@ -224,11 +236,13 @@ func (s *manager) sendInput(ctx context.Context, runID, key string, req *agentdv
 	}
 	resp, err := s.inputHere(ctx, ss, key, digest, req)
 	if isMoved(err) {
-		ref, err := s.lookup(ctx, runID)
+		// The run left this server, its session maybe still here a moment: the store's
+		// record says where it goes on (a session's lookup carries none).
+		rec, err := s.store.GetRun(ctx, runID)
 		if err != nil {
-			return nil, err
+			return nil, storeStatus(err)
 		}
-		return s.relay(ctx, ref.rec, key, digest, req)
+		return s.relay(ctx, rec, key, digest, req)
 	}
 	return resp, err
 }

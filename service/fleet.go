@@ -247,6 +247,7 @@ func (s *manager) letGo(ss *session, why error) bool {
 		return false // moved already, or over: its end is in the store
 	}
 	ss.moved = true
+	ss.keyed.orphan()
 	ss.dropParkLocked() // whichever replica takes it up counts it
 	cancel := ss.cancel
 	p := ss.parked

@@ -106,6 +106,10 @@ func (s *manager) inputHere(ctx context.Context, ss *session, key string, digest
 	case <-ctx.Done():
 		return nil, contextError(ctx.Err())
 	}
+	if ki.ack == nil {
+		// Orphaned: the run left this server before it acked the input.
+		return nil, errRunMoved
+	}
 	if err := s.ackStored(ss, ki); err != nil {
 		return nil, err
 	}
@@ -263,7 +267,9 @@ func (s *manager) actStored(ss *session, in store.Input) {
 		defer t.Stop()
 		select {
 		case <-ki.done:
-			if s.ackStored(ss, ki) == nil {
+			// Orphaned (no ack: the run left this server), the input is its next
+			// holder's to act on.
+			if ki.ack != nil && s.ackStored(ss, ki) == nil {
 				s.keepAnswer(ss.runID, in.Key, &agentdv1.SendRunInputResponse{Ack: ki.ack, Seq: ki.seq}, nil)
 			}
 		case <-t.C:
