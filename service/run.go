@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
@@ -111,11 +112,8 @@ func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunReq
 func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStreamingServer[agentdv1.StartRunResponse]) (err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return err
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
 	st, err := s.newSession(stream.Context(), modeStart, in.GetStart())
@@ -148,11 +146,8 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest) (_ *agentdv1.ExecuteRunResponse, err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return nil, err
 	}
 	st, err := s.newSession(ctx, modeExecute, in.GetStart())
 	if err != nil {
@@ -216,11 +211,8 @@ func (s *Server) executedAlready(ctx context.Context, id string) (*agentdv1.Exec
 func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStreamingServer[agentdv1.AttachRunResponse]) (err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return err
 	}
 	ss, o, err := s.attach(stream.Context(), in.GetRunId(), in.GetAfterSeq(), func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) })
 	if err != nil {
@@ -248,11 +240,8 @@ func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (_ *ag
 func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequest) (_ *agentdv1.SendRunInputResponse, err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return nil, err
 	}
 	var fe wire.FieldErrors
 	if in.GetRunId() == "" {
@@ -337,6 +326,18 @@ func checkInput(req *agentdv1.RunRequest) *agentdv1.RunError {
 	if fe := badIDs(req); fe != nil {
 		// An id too long, or with a NUL.
 		return ackError(reasonInvalidID, "%s", fe.Summary())
+	}
+	return nil
+}
+
+// checkRequest is the door check of every request but a Run stream's: strings the codec
+// had to make valid UTF-8, and ids too long or with a NUL, refused INVALID_ARGUMENT.
+func checkRequest(in proto.Message) error {
+	if fe := takeInvalidUTF8(in); fe != nil {
+		return invalidArgument(reasonInvalidUTF8, fe)
+	}
+	if fe := badIDs(in); fe != nil {
+		return invalidArgument(reasonInvalidArgument, fe)
 	}
 	return nil
 }

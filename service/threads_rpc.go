@@ -11,11 +11,8 @@ import (
 func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (_ *agentdv1.GetThreadResponse, err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return nil, err
 	}
 	if in.GetThreadId() == "" {
 		return nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "thread_id", Description: "must be set"}})
@@ -34,11 +31,8 @@ func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsReques
 func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequest) (_ *agentdv1.DeleteThreadResponse, err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return nil, err
 	}
 	if err := s.deleteThread(ctx, in.GetThreadId()); err != nil {
 		return nil, err
@@ -51,11 +45,8 @@ func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequ
 func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantRequest) (_ *agentdv1.RevokeGrantResponse, err error) {
 	defer func() { err = toStatus(err) }()
 
-	if fe := takeInvalidUTF8(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidUTF8, fe)
-	}
-	if fe := badIDs(in); fe != nil {
-		return nil, invalidArgument(reasonInvalidArgument, fe)
+	if err := checkRequest(in); err != nil {
+		return nil, err
 	}
 	var fe wire.FieldErrors
 	if in.GetThreadId() == "" {
