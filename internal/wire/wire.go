@@ -99,7 +99,7 @@ func MediaToProto(ms []runtime.Media, opts Options) []*agentdv1.MediaPart {
 	}
 	out := make([]*agentdv1.MediaPart, len(ms))
 	for i, m := range ms {
-		out[i] = &agentdv1.MediaPart{MimeType: m.MIMEType, Uri: m.URI, Name: ProtoString(m.Name)}
+		out[i] = &agentdv1.MediaPart{MimeType: ProtoString(m.MIMEType), Uri: ProtoString(m.URI), Name: ProtoString(m.Name)}
 		if !opts.OmitBinary {
 			out[i].Data = m.Data
 		}
