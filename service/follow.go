@@ -208,12 +208,6 @@ func (f *follows) run() {
 	}
 }
 
-// isRunFinished reports whether f is the frame of run_finished, which ends a journal.
-func isRunFinished(f []byte) bool {
-	ev, err := journal.EventOf(f)
-	return err == nil && ev.GetRunFinished() != nil
-}
-
 // notify wakes the one who waits on ch, if one does not yet have a wake-up queued.
 func notify(ch chan struct{}) {
 	select {

@@ -67,7 +67,7 @@ func BlockKindToProto(k runtime.BlockKind) agentdv1.MessageKind {
 	return agentdv1.MessageKind_MESSAGE_KIND_TEXT
 }
 
-func TimestampOrNil(t time.Time) *timestamppb.Timestamp {
+func timestampOrNil(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
@@ -77,7 +77,7 @@ func TimestampOrNil(t time.Time) *timestamppb.Timestamp {
 func ApprovalRequestedToProto(e *runtime.ApprovalRequested) *agentdv1.ApprovalRequested {
 	return &agentdv1.ApprovalRequested{
 		ApprovalId: e.ApprovalID, ToolCallId: e.CallID, ToolName: e.ToolName,
-		ArgumentsJson: ProtoString(e.Arguments), Editable: e.Editable, ExpiresAt: TimestampOrNil(e.ExpiresAt), Reason: e.Reason,
+		ArgumentsJson: ProtoString(e.Arguments), Editable: e.Editable, ExpiresAt: timestampOrNil(e.ExpiresAt), Reason: e.Reason,
 	}
 }
 
@@ -112,7 +112,7 @@ func EventToProto(ev runtime.Event) *agentdv1.RunEvent {
 		}}}
 	case *runtime.ToolExecutionStarted:
 		return &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ToolExecutionStarted{ToolExecutionStarted: &agentdv1.ToolExecutionStarted{
-			ToolCallId: e.CallID, Name: e.Name, ArgumentsJson: ProtoString(e.Arguments), Executor: ExecutorToProto(e.Executor), Deadline: TimestampOrNil(e.Deadline),
+			ToolCallId: e.CallID, Name: e.Name, ArgumentsJson: ProtoString(e.Arguments), Executor: ExecutorToProto(e.Executor), Deadline: timestampOrNil(e.Deadline),
 		}}}
 	case *runtime.ToolCallResult:
 		r := &agentdv1.ToolCallResult{ToolCallId: e.Result.CallID, Name: e.Result.Name, IsError: e.Result.Output.IsError, Duration: durationpb.New(e.Duration), Media: MediaToProto(e.Result.Output.Media, Options{})}
@@ -135,7 +135,7 @@ func EventToProto(ev runtime.Event) *agentdv1.RunEvent {
 		if err != nil {
 			// A value protobuf cannot hold goes through JSON, or as its text.
 			if b, jerr := json.Marshal(e.Value); jerr == nil {
-				v, err = JSONToValue(b)
+				v, err = jsonToValue(b)
 			}
 			if err != nil {
 				v = structpb.NewStringValue(fmt.Sprint(e.Value))

@@ -35,8 +35,8 @@ func (fe FieldErrors) Summary() string {
 	return s
 }
 
-// JSONToValue decodes JSON into a google.protobuf.Value.
-func JSONToValue(raw []byte) (*structpb.Value, error) {
+// jsonToValue decodes JSON into a google.protobuf.Value.
+func jsonToValue(raw []byte) (*structpb.Value, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func MessageFromProto(m *agentdv1.Message, field string, fe *FieldErrors) runtim
 			rp.Kind = runtime.PartToolResult
 			rp.ToolResult = runtime.ToolResult{CallID: tr.GetToolCallId(), Name: tr.GetName(), Output: out}
 		case *agentdv1.Part_Media:
-			rp.Kind, rp.Media = runtime.PartMedia, MediaFromProto(k.Media)
+			rp.Kind, rp.Media = runtime.PartMedia, mediaFromProto(k.Media)
 		default:
 			fe.Add(pf, "kind must be set (text, reasoning, tool_call, tool_result or media)")
 			continue
@@ -109,11 +109,11 @@ func OutputFromProto(text string, js *structpb.Value, isError bool, media []*age
 		out.JSON = json.RawMessage(s)
 	}
 	for _, m := range media {
-		out.Media = append(out.Media, MediaFromProto(m))
+		out.Media = append(out.Media, mediaFromProto(m))
 	}
 	return out, nil
 }
 
-func MediaFromProto(m *agentdv1.MediaPart) runtime.Media {
+func mediaFromProto(m *agentdv1.MediaPart) runtime.Media {
 	return runtime.Media{MIMEType: m.GetMimeType(), Data: m.GetData(), URI: m.GetUri(), Name: m.GetName()}
 }

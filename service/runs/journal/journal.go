@@ -27,14 +27,14 @@ import (
 // marshals to the frame itself (SendFrame).
 type Frame []byte
 
-// EventField is the number of the event field of every response message that carries one.
-const EventField protowire.Number = 1
+// eventField is the number of the event field of every response message that carries one.
+const eventField protowire.Number = 1
 
 // MarshalFrame marshals ev into its frame.
 func MarshalFrame(ev *agentdv1.RunEvent) (Frame, error) {
 	n := proto.Size(ev)
 	b := make([]byte, 0, 1+protowire.SizeVarint(uint64(n))+n)
-	b = protowire.AppendTag(b, EventField, protowire.BytesType)
+	b = protowire.AppendTag(b, eventField, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
 	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, ev)
 }
@@ -121,9 +121,9 @@ type Journal struct {
 	last, stored atomic.Int64
 }
 
-// CoalesceMax bounds the text of one merged delta: past it the next delta starts an
+// coalesceMax bounds the text of one merged delta: past it the next delta starts an
 // event of its own, which counts toward how far a stream is behind (backpressure).
-const CoalesceMax = 1 << 10
+const coalesceMax = 1 << 10
 
 // DeltaKind tells the kinds of delta apart: only deltas of one kind and block merge.
 type DeltaKind uint8
@@ -179,12 +179,12 @@ func (j *Journal) MergeDelta(kind DeltaKind, id, text string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	o := j.open
-	if o == nil || o.kind != kind || o.id != id || o.size+len(text) > CoalesceMax {
+	if o == nil || o.kind != kind || o.id != id || o.size+len(text) > coalesceMax {
 		return false
 	}
 	if o.text == nil {
 		_, _, first, _ := DeltaOf(o.ev)
-		o.text = make([]byte, 0, min(2*(len(first)+len(text)), CoalesceMax))
+		o.text = make([]byte, 0, min(2*(len(first)+len(text)), coalesceMax))
 		o.text = append(o.text, first...)
 	}
 	o.text = append(o.text, text...)
@@ -325,21 +325,21 @@ func (j *Journal) storedWakeLocked() {
 	}
 }
 
-// StoredMark is where storing a journal stands: the last seq stored, and a channel
+// storedMark is where storing a journal stands: the last seq stored, and a channel
 // closed when that changes.
-type StoredMark struct {
+type storedMark struct {
 	Seq     int64
 	Changed <-chan struct{}
 }
 
-// StoredState returns where storing stands, or why the store refused the frames.
-func (j *Journal) StoredState() (StoredMark, error) {
+// storedState returns where storing stands, or why the store refused the frames.
+func (j *Journal) storedState() (storedMark, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.storedChanged == nil {
 		j.storedChanged = make(chan struct{})
 	}
-	return StoredMark{j.stored.Load(), j.storedChanged}, j.failed
+	return storedMark{j.stored.Load(), j.storedChanged}, j.failed
 }
 
 // Release lets go of every frame memory holds, all of them in the store: the run parked.
@@ -358,7 +358,7 @@ func (j *Journal) Release() {
 // Follow turns the journal of a run this server stopped running into one that follows
 // the run from the store (poll), for the streams reading it: the frames the store never
 // took go (no reader saw them: the journal is gated), and the next reads come from the
-// store, which has every frame the run's new holder adds. why is what StoredState says
+// store, which has every frame the run's new holder adds. why is what storedState says
 // from then on: nothing more of this server's is stored.
 func (j *Journal) Follow(poll func(*Journal), why error) {
 	j.mu.Lock()
@@ -423,7 +423,7 @@ func (j *Journal) AddFetched(after int64, frames [][]byte) {
 	}
 	// run_finished is a run's last event: only the last frame added can be it, and
 	// only that one is decoded.
-	if added && IsRunFinished(j.frames[len(j.frames)-1]) {
+	if added && isRunFinished(j.frames[len(j.frames)-1]) {
 		j.closed = true
 	}
 	j.trimLocked()
@@ -464,7 +464,7 @@ func (j *Journal) Read(ctx context.Context, after int64, max int, dst []Frame) (
 		case err != nil:
 			return dst, nil, false, err
 		}
-		if end := after + int64(len(fs)); end == first-1 && IsRunFinished(fs[len(fs)-1]) {
+		if end := after + int64(len(fs)); end == first-1 && isRunFinished(fs[len(fs)-1]) {
 			// A journal following its run from the store, made as the run's end was
 			// stored and before its record said so: the end is its last frame.
 			j.mu.Lock()
@@ -502,8 +502,8 @@ func (j *Journal) Last() int64 { return j.last.Load() }
 // Stored returns the seq of the last frame in the store.
 func (j *Journal) Stored() int64 { return j.stored.Load() }
 
-// IsRunFinished reports whether f is the frame of run_finished, which ends a journal.
-func IsRunFinished(f []byte) bool {
+// isRunFinished reports whether f is the frame of run_finished, which ends a journal.
+func isRunFinished(f []byte) bool {
 	ev, err := EventOf(f)
 	return err == nil && ev.GetRunFinished() != nil
 }

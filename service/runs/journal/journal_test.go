@@ -72,9 +72,9 @@ func TestJournal_WhatDoesNotMerge(t *testing.T) {
 	if j.MergeDelta(ReasoningDelta, "m2", "c") {
 		t.Error("a reasoning delta merged into a text delta")
 	}
-	big := strings.Repeat("x", CoalesceMax)
+	big := strings.Repeat("x", coalesceMax)
 	if openText(j, 3, "m2", big) {
-		t.Error("a delta merged past CoalesceMax")
+		t.Error("a delta merged past coalesceMax")
 	}
 	if openText(j, 4, "m2", "y") {
 		t.Error("a delta merged into a full one")

@@ -339,7 +339,7 @@ func (w *Writer) StoredThrough(r Run, seq int64) error {
 	// outlasts that, and lets it go itself should it not.
 	deadline := time.Now().Add(w.cfg.LeaseTTL + 2*StoreTimeout)
 	for {
-		stored, failed := j.StoredState()
+		stored, failed := j.storedState()
 		target := floor
 		if seq < 0 {
 			target = max(floor, j.Last())
