@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,7 +17,6 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
-	"github.com/agentd/agentd/service/store"
 )
 
 // Run implements agentdv1.AgentServiceServer: a whole conversation on one stream, which
@@ -44,7 +42,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
 	if at := first.GetAttach(); at != nil {
-		return s.attachRunStream(stream, at.GetRunId(), at.GetAfterSeq(), send)
+		return s.AttachStream(stream.Context(), at.GetRunId(), at.GetAfterSeq(), send, clientRecv(stream.Recv))
 	}
 	spec := first.GetStart()
 	if spec == nil {
@@ -54,57 +52,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if err != nil {
 		return err
 	}
-	switch st.outcome {
-	case resumedBefore:
-		return s.attachRunStream(stream, st.runID, 0, send)
-	case steeredInto:
-		ss, o, err := s.steerBusy(stream.Context(), st.runID, st.steer, send)
-		if err != nil {
-			return err
-		}
-		o.Runs = true
-		ss.addAnswerer()
-		go ss.receive(clientRecv(stream.Recv), o, false)
-		return s.serveAttached(stream.Context(), st.runID, ss, o)
-	}
-	ss, req := st.ss, st.req
-	o := ss.attachStarter(stream.Context(), send)
-	o.Runs = true
-	// Client messages are read once run_started is journaled, so that it stays the first
-	// event and every ack follows it.
-	ss.started = func() {
-		ss.addAnswerer()
-		go ss.receive(clientRecv(stream.Recv), o, true)
-	}
-	ss.start(req)
-	return ss.serveStarter(stream.Context(), o)
-}
-
-// attachRunStream attaches a Run stream to the run of id after seq after: it reads the
-// run's events and answers it. A run that no replica holds (parked, or left by a replica
-// that died) is taken up here first, with a store other replicas share.
-func (s *Server) attachRunStream(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentdv1.RunResponse], id string, after int64, send func(journal.Frame) error) error {
-	if s.shared {
-		if ref, err := s.lookup(stream.Context(), id); err == nil && ref.ss == nil && ref.rec.Status != store.Finished {
-			if _, err := s.takeUp(stream.Context(), id); err != nil && !errors.Is(err, store.ErrHeld) && !errors.Is(err, store.ErrFinished) {
-				return storeStatus(err)
-			}
-		}
-	}
-	ss, o, err := s.attach(stream.Context(), id, after, send)
-	if err != nil {
-		return err
-	}
-	if ss != nil {
-		// A stream that can answer wakes a parked run: the run waits for it.
-		o.Runs = true
-		ss.addAnswerer()
-		go ss.receive(clientRecv(stream.Recv), o, false)
-		ss.mu.Lock()
-		ss.readyLocked() // wakes a run parked, or parking, for the stream that can answer
-		ss.mu.Unlock()
-	}
-	return s.serveAttached(stream.Context(), id, ss, o)
+	return s.Serve(stream.Context(), st, send, clientRecv(stream.Recv))
 }
 
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
@@ -120,24 +68,7 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 	if err != nil {
 		return err
 	}
-	switch st.outcome {
-	case resumedBefore:
-		ss, o, err := s.attach(stream.Context(), st.runID, 0, send)
-		if err != nil {
-			return err
-		}
-		return s.serveAttached(stream.Context(), st.runID, ss, o)
-	case steeredInto:
-		ss, o, err := s.steerBusy(stream.Context(), st.runID, st.steer, send)
-		if err != nil {
-			return err
-		}
-		return s.serveAttached(stream.Context(), st.runID, ss, o)
-	}
-	ss, req := st.ss, st.req
-	o := ss.attachStarter(stream.Context(), send)
-	ss.start(req)
-	return ss.serveStarter(stream.Context(), o)
+	return s.Serve(stream.Context(), st, send, nil)
 }
 
 // ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
@@ -153,58 +84,7 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	switch st.outcome {
-	case resumedBefore:
-		return s.executedAlready(ctx, st.runID)
-	case steeredInto: // withThread refuses on_busy STEER for ExecuteRun
-		return nil, statusError(runs.Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
-	}
-	ss := st.ss
-	ss.own(st.req)
-	if ss.result == nil {
-		return nil, ss.status
-	}
-	resp := &agentdv1.ExecuteRunResponse{RunId: ss.runID, ThreadId: ss.thread, TraceId: ss.traceID, Result: ss.result}
-	if err := runStatus(ss.result.GetError(), resp); err != nil {
-		return nil, err
-	}
-	return resp, nil
-}
-
-// executedAlready answers an ExecuteRun whose continuation a run resumed already: with
-// that run's outcome, once it has one.
-func (s *Server) executedAlready(ctx context.Context, id string) (*agentdv1.ExecuteRunResponse, error) {
-	resp := &agentdv1.ExecuteRunResponse{RunId: id}
-	var mu sync.Mutex
-	ss, o, err := s.attach(ctx, id, 0, func(f journal.Frame) error {
-		ev, err := journal.EventOf(f)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case ev.GetAttached() != nil:
-			resp.ThreadId = ev.GetAttached().GetThreadId()
-		case ev.GetRunStarted() != nil:
-			resp.TraceId = ev.GetRunStarted().GetTraceId()
-		case ev.GetRunFinished() != nil:
-			resp.Result = ev.GetRunFinished()
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.serveAttached(ctx, id, ss, o); err != nil {
-		return nil, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if err := runStatus(resp.GetResult().GetError(), resp); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return s.Execute(ctx, st)
 }
 
 // AttachRun implements agentdv1.AgentServiceServer: a run's events from a cursor on.
@@ -214,11 +94,8 @@ func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStre
 	if err := checkRequest(in); err != nil {
 		return err
 	}
-	ss, o, err := s.attach(stream.Context(), in.GetRunId(), in.GetAfterSeq(), func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) })
-	if err != nil {
-		return err
-	}
-	return s.serveAttached(stream.Context(), in.GetRunId(), ss, o)
+	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
+	return s.AttachStream(stream.Context(), in.GetRunId(), in.GetAfterSeq(), send, nil)
 }
 
 // ListAgents implements agentdv1.AgentServiceServer.
