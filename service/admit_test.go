@@ -28,14 +28,14 @@ func TestAdmitRefusesOnceDraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Drain(0)
-	_, err = s.admit("alice")
+	_, err = s.engine.admit("alice")
 	if status.Code(toStatus(err)) != codes.Unavailable {
 		t.Fatalf("admit while draining = %v, want UNAVAILABLE", err)
 	}
 	if n := s.ActiveRuns(); n != 0 {
 		t.Errorf("%d runs counted after a refused admission, want 0", n)
 	}
-	if !s.callers.add("alice", 1, 1) {
+	if !s.engine.callers.add("alice", 1, 1) {
 		t.Error("the caller's slot was not given back")
 	}
 }

@@ -23,7 +23,7 @@ import (
 // falls between what attached says and what follows it. A run the server does not run
 // (finished, or going on elsewhere) is read from the store. ss is the live run's
 // session, nil for the other kind.
-func (s *manager) attach(ctx context.Context, id string, after int64, send func(journal.Frame) error) (ss *session, o *journal.Outbox, err error) {
+func (s *Manager) attach(ctx context.Context, id string, after int64, send func(journal.Frame) error) (ss *session, o *journal.Outbox, err error) {
 	if id == "" {
 		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "run_id", Description: "must be set"}})
 	}
@@ -119,7 +119,7 @@ func checkCursor(after, oldest, last int64) error {
 }
 
 // maxClientKey bounds SendRunInput's client_key.
-const maxClientKey = 128
+const MaxClientKey = 128
 
 // maxKeyedInputs bounds the client keys a run remembers; the oldest go first.
 const maxKeyedInputs = 4096
@@ -179,7 +179,7 @@ func (k *keyedInputs) orphan() {
 // sendInput acts on one input for a run, for SendRunInput: it is stored before the run
 // acts on it, and its answer after, under the client's key, so that a retry, on any
 // replica, gets the same answer.
-func (s *manager) sendInput(ctx context.Context, runID, key string, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
+func (s *Manager) SendInput(ctx context.Context, runID, key string, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
 	ref, err := s.lookup(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -250,7 +250,7 @@ func (s *manager) sendInput(ctx context.Context, runID, key string, req *agentdv
 // holdInput counts n bytes of SendRunInput input for run until release: each input is
 // stored whole until it is answered, and a run's unanswered ones may hold at most limit
 // bytes on this server.
-func (s *manager) holdInput(run string, n, limit int) (release func(), err error) {
+func (s *Manager) holdInput(run string, n, limit int) (release func(), err error) {
 	if !s.inputs.add(run, n, limit) {
 		return nil, statusError(runs.ResourceExhausted, reasonTooManyInputs,
 			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, s.inputs.held(run), n, limit),

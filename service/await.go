@@ -99,7 +99,7 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		slot.closeLocked(w.policy.why)
 		ss.mu.Unlock()
 		return w.policy.v, w.policy.err
-	case ss.mode != modeRun || slot == nil:
+	case ss.mode != ModeRun || slot == nil:
 		slot.closeLocked(w.parked)
 		ss.mu.Unlock()
 		return zero, runtime.ErrInterrupt

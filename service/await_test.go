@@ -16,12 +16,12 @@ import (
 
 // awaitSession is a session with no stream attached (acks are only journaled) whose input is open in
 // modeRun, closed in the other modes.
-func awaitSession(t *testing.T, mode rpcMode) *session {
+func awaitSession(t *testing.T, mode Mode) *session {
 	t.Helper()
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	ss := &session{
-		srv:  testServer(t).manager,
+		srv:  testServer(t).engine,
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
 		journal:     journal.New(nil, false),
 		outs:        map[*journal.Outbox]struct{}{},
@@ -30,7 +30,7 @@ func awaitSession(t *testing.T, mode rpcMode) *session {
 		approvals:   map[string]*answerSlot[runtime.Decision]{},
 		clientCalls: map[string]*answerSlot[runtime.Output]{},
 	}
-	if mode != modeRun {
+	if mode != ModeRun {
 		ss.closeInput()
 	}
 	return ss
@@ -151,7 +151,7 @@ func TestAwait(t *testing.T) {
 	for _, k := range waitKinds {
 		t.Run(k.name+"/answered while waiting", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				k.open(ss)
 				got := goWait(t.Context(), ss, k)
 				if refusal := k.refusal(ss); refusal != "" {
@@ -173,7 +173,7 @@ func TestAwait(t *testing.T) {
 		// wait's select may win) is the wait's result.
 		t.Run(k.name+"/acked as the wait ends", func(t *testing.T) {
 			for range 50 {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				k.open(ss)
 				k.answer(ss, "yes")
 				ctx, cancel := context.WithCancel(t.Context())
@@ -186,7 +186,7 @@ func TestAwait(t *testing.T) {
 
 		t.Run(k.name+"/half-closed client parks the run", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				k.open(ss)
 				got := goWait(t.Context(), ss, k)
 				ss.closeInput()
@@ -202,7 +202,7 @@ func TestAwait(t *testing.T) {
 		// wait sees.
 		t.Run(k.name+"/client gone cancels the run", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				k.open(ss)
 				got := goWait(context.Background(), ss, k)
 				ss.cancel(errors.New("connection closed"))
@@ -218,7 +218,7 @@ func TestAwait(t *testing.T) {
 
 		t.Run(k.name+"/expired wait says why", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				k.open(ss)
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()
@@ -232,7 +232,7 @@ func TestAwait(t *testing.T) {
 
 		t.Run(k.name+"/interrupted step", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				k.open(ss)
 				ctx, cancel := context.WithCancel(t.Context())
 				got := goWait(ctx, ss, k)
@@ -246,7 +246,7 @@ func TestAwait(t *testing.T) {
 
 		// On an RPC that takes no input, nobody can answer: the run parks at once.
 		t.Run(k.name+"/nobody can answer", func(t *testing.T) {
-			ss := awaitSession(t, modeStart)
+			ss := awaitSession(t, ModeStart)
 			k.open(ss)
 			if v, err := k.wait(t.Context(), ss); !errors.Is(err, runtime.ErrInterrupt) {
 				t.Errorf("wait = %q, %v; want ErrInterrupt", v, err)
@@ -255,7 +255,7 @@ func TestAwait(t *testing.T) {
 		})
 
 		t.Run(k.name+"/answered by the resume", func(t *testing.T) {
-			for _, mode := range []rpcMode{modeRun, modeExecute} {
+			for _, mode := range []Mode{ModeRun, ModeExecute} {
 				ss := awaitSession(t, mode)
 				k.preload(ss, "carried")
 				k.open(ss)
@@ -299,7 +299,7 @@ func TestApprovePolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ss := awaitSession(t, modeRun)
+				ss := awaitSession(t, ModeRun)
 				ss.policy = tt.policy
 				k := waitKinds[0]
 				if tt.preload {
@@ -337,7 +337,7 @@ func TestApprovePolicy(t *testing.T) {
 func TestApprovePolicy_AnAckedDecisionWins(t *testing.T) {
 	for _, policy := range []agentdv1.ApprovalPolicy{agentdv1.ApprovalPolicy_APPROVAL_POLICY_AUTO_DENY, agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT} {
 		t.Run(policy.String(), func(t *testing.T) {
-			ss := awaitSession(t, modeRun)
+			ss := awaitSession(t, ModeRun)
 			ss.policy = policy
 			k := waitKinds[0]
 			k.open(ss)

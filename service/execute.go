@@ -147,7 +147,7 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 // replica rather than ended: with a store other replicas share, a run its client does
 // not hold to this server (not ExecuteRun's, not under ON_DISCONNECT_CANCEL).
 func (ss *session) handsOver(fin *runtime.RunFinished) bool {
-	if !ss.srv.shared || fin.Pending == nil || ss.mode == modeExecute || !ss.detach {
+	if !ss.srv.shared || fin.Pending == nil || ss.mode == ModeExecute || !ss.detach {
 		return false
 	}
 	ss.mu.Lock()
@@ -252,7 +252,7 @@ func (ss *session) serveStarter(ctx context.Context, o *journal.Outbox) error {
 // serveAttached sends a run's events on a stream that attached to it (ss, nil for a run
 // read from the store), and returns the status its RPC ends with: OK once run_finished
 // went out.
-func (s *manager) serveAttached(ctx context.Context, id string, ss *session, o *journal.Outbox) error {
+func (s *Manager) serveAttached(ctx context.Context, id string, ss *session, o *journal.Outbox) error {
 	if o.Release != nil {
 		defer o.Release()
 	}

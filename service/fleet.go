@@ -53,7 +53,7 @@ func (ss *session) heldLease() store.Lease {
 // startFleet starts renewing the leases of the runs this server runs, with a store
 // that outlives it, and, with one other replicas share, watching the store for changes
 // to runs (RecoverRuns starts taking up the runs of others).
-func (s *manager) startFleet() {
+func (s *Manager) startFleet() {
 	if !s.gated {
 		return // a memory store: nobody else could claim a run
 	}
@@ -76,7 +76,7 @@ func (s *manager) startFleet() {
 
 // startTakeover starts taking up the runs of the shared store that need a replica,
 // with runCtx's values (hooks) for the runs it takes up.
-func (s *manager) startTakeover(runCtx context.Context) {
+func (s *Manager) startTakeover(runCtx context.Context) {
 	s.takeoverOnce.Do(func() {
 		runCtx = context.WithoutCancel(runCtx)
 		s.fleetDone.Add(1)
@@ -88,7 +88,7 @@ func (s *manager) startTakeover(runCtx context.Context) {
 }
 
 // stopFleet stops what startFleet started, once the server's runs are over.
-func (s *manager) stopFleet() {
+func (s *Manager) stopFleet() {
 	if s.fleetStop != nil {
 		s.fleetStop()
 		s.fleetDone.Wait()
@@ -99,7 +99,7 @@ func (s *manager) stopFleet() {
 // one round trip, and, with a store other replicas share, sends the replica's
 // heartbeat. A run whose lease is gone stops at once; so does every run when no
 // renewal succeeded for a whole lease (the store may have given them to another).
-func (s *manager) renewLoop(ctx context.Context) {
+func (s *Manager) renewLoop(ctx context.Context) {
 	every := s.cfg.LeaseTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -164,7 +164,7 @@ func (s *manager) renewLoop(ctx context.Context) {
 // the run go to the replica holding it (lostRun); one the store has not taken for a
 // lease lets it go to whichever replica the store answers next (storeLost). A store
 // that keeps nothing across processes is tried once.
-func (s *manager) keepTrying(ss *session, f func(ctx context.Context) error) error {
+func (s *Manager) keepTrying(ss *session, f func(ctx context.Context) error) error {
 	began := time.Now()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), journal.StoreTimeout)
@@ -203,7 +203,7 @@ func (s *manager) keepTrying(ss *session, f func(ctx context.Context) error) err
 // longer vouch for): it journals nothing more, and the streams attached to it follow
 // the run from the store wherever it goes on; Run streams, whose input the run here can
 // no longer take, end UNAVAILABLE (RUN_MOVED), to attach again.
-func (s *manager) lostRun(ss *session) {
+func (s *Manager) lostRun(ss *session) {
 	if s.letGo(ss, errRunMoved) {
 		s.log.Warn("the run's lease was lost: it stops here, another replica runs it", "run_id", ss.runID)
 	}
@@ -220,7 +220,7 @@ var errStoreLost = errors.New("the store did not answer for a lease")
 
 // storeRefused ends a run whose events a store that keeps them in memory refused: its
 // clients saw its events as they came, and the run says why it ended.
-func (s *manager) storeRefused(ss *session, err error) {
+func (s *Manager) storeRefused(ss *session, err error) {
 	s.log.Error("the store refused a run's events: ending the run", "run_id", ss.runID, "error", err)
 	err = fmt.Errorf("%w: %w", errStoreFailed, err)
 	ss.journal.StoreFailed(err)
@@ -233,14 +233,14 @@ func (s *manager) storeRefused(ss *session, err error) {
 // answers next takes it up from what the store has. Every stream attached to it ends
 // UNAVAILABLE (STORE_UNAVAILABLE) naming the last seq it sent, to attach again: one
 // that followed the run from a store that does not answer would wait in silence.
-func (s *manager) storeLost(ss *session) {
+func (s *Manager) storeLost(ss *session) {
 	s.letGo(ss, errStoreLost)
 }
 
 // letGo stops running ss here, leaving it to the store and whichever replica holds it,
 // and reports whether it was running here. The streams attached to it end with why
 // (Run streams alone for errRunMoved: the others follow the run from the store).
-func (s *manager) letGo(ss *session, why error) bool {
+func (s *Manager) letGo(ss *session, why error) bool {
 	ss.mu.Lock()
 	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil && ss.journal.Stored() >= ss.journal.Last() {
 		ss.mu.Unlock()
@@ -276,7 +276,7 @@ func (s *manager) letGo(ss *session, why error) bool {
 // for, and takes each batch up in parallel. A full batch is followed by the next at
 // once, so that the runs of a replica that died all go on elsewhere within a few
 // seconds of its leases running out.
-func (s *manager) takeoverLoop(ctx, runCtx context.Context) {
+func (s *Manager) takeoverLoop(ctx, runCtx context.Context) {
 	for {
 		d := takeoverInterval/2 + rand.N(takeoverInterval)
 		t := time.NewTimer(d)
@@ -286,7 +286,7 @@ func (s *manager) takeoverLoop(ctx, runCtx context.Context) {
 			return
 		case <-t.C:
 		}
-		for !s.isDraining() && ctx.Err() == nil && !s.writesFailing() {
+		for !s.Draining() && ctx.Err() == nil && !s.writesFailing() {
 			room := min(s.cfg.MaxConcurrentRuns-int(s.active.Load()), takeoverBatch)
 			if room <= 0 {
 				break
@@ -311,7 +311,7 @@ func (s *manager) takeoverLoop(ctx, runCtx context.Context) {
 // in a rolling restart the replica started last is the one least likely to be drained
 // next. The youngest replica alive and not draining claims them at once, the others
 // after deferWake (heartbeat).
-func (s *manager) wakeAfter() time.Duration {
+func (s *Manager) wakeAfter() time.Duration {
 	return time.Duration(s.wakeDefer.Load())
 }
 
@@ -321,10 +321,10 @@ const deferWake = 2 * time.Second
 
 // heartbeat tells the store that this replica is alive (and whether it drains), and
 // learns from the replicas alive whether it is the youngest not draining (wakeAfter).
-func (s *manager) heartbeat(ctx context.Context) {
+func (s *Manager) heartbeat(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
 	defer cancel()
-	alive, err := s.store.Heartbeat(ctx, store.Replica{ID: s.cfg.Replica, StartedAt: s.started, Draining: s.isDraining()}, 2*s.cfg.LeaseTTL)
+	alive, err := s.store.Heartbeat(ctx, store.Replica{ID: s.cfg.Replica, StartedAt: s.started, Draining: s.Draining()}, 2*s.cfg.LeaseTTL)
 	if err != nil {
 		s.log.Debug("the replica's heartbeat failed", "error", err)
 		return
@@ -345,7 +345,7 @@ func (s *manager) heartbeat(ctx context.Context) {
 // writesFailing reports whether the store failed this server's last write of a run's,
 // within the last two leases: a replica that cannot store runs' events takes none up,
 // which it would only let go again, a lease later, with their clients' streams.
-func (s *manager) writesFailing() bool {
+func (s *Manager) writesFailing() bool {
 	failed := s.writeFailed.Load()
 	return failed > s.writeDone.Load() && time.Since(time.Unix(0, failed)) < 2*s.cfg.LeaseTTL
 }
@@ -360,7 +360,7 @@ const (
 )
 
 // takeClaimed takes up runs this server has claimed, takeoverParallel at a time.
-func (s *manager) takeClaimed(ctx context.Context, recs []store.Run) {
+func (s *Manager) takeClaimed(ctx context.Context, recs []store.Run) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, takeoverParallel)
 	for _, rec := range recs {
@@ -378,7 +378,7 @@ func (s *manager) takeClaimed(ctx context.Context, recs []store.Run) {
 
 // taking runs take, which takes up the run of id, unless the run is going on here
 // already: one take of a run at a time, those that come meanwhile sharing its outcome.
-func (s *manager) taking(id string, take func() (*session, error)) (*session, error) {
+func (s *Manager) taking(id string, take func() (*session, error)) (*session, error) {
 	v, err, _ := s.takes.Do(id, func() (any, error) {
 		s.liveMu.Lock()
 		ss := s.live[id]
@@ -395,7 +395,7 @@ func (s *manager) taking(id string, take func() (*session, error)) (*session, er
 // takeUp claims the run of id for this server and runs it here: a run left by a
 // replica that died goes on from its last checkpoint, a parked one is readied to wake.
 // It returns the run's session; store.ErrHeld when another replica holds it.
-func (s *manager) takeUp(ctx context.Context, id string) (*session, error) {
+func (s *Manager) takeUp(ctx context.Context, id string) (*session, error) {
 	return s.taking(id, func() (*session, error) {
 		cctx, cancel := context.WithTimeout(ctx, journal.StoreTimeout)
 		rec, err := s.store.Claim(cctx, id, s.cfg.Replica, s.cfg.LeaseTTL, false)
@@ -408,7 +408,7 @@ func (s *manager) takeUp(ctx context.Context, id string) (*session, error) {
 }
 
 // recoverClaimed runs here the run rec, which this server has just claimed.
-func (s *manager) recoverClaimed(ctx context.Context, rec store.Run) (*session, error) {
+func (s *Manager) recoverClaimed(ctx context.Context, rec store.Run) (*session, error) {
 	id := rec.ID
 	if err := s.recoverRun(ctx, rec); err != nil {
 		return nil, err
@@ -441,7 +441,7 @@ func (s *manager) recoverClaimed(ctx context.Context, rec store.Run) (*session, 
 
 // changed is the store's word that runs changed, from any replica: streams following
 // them look now, and the runs going on here look for inputs stored for them.
-func (s *manager) changed(ids []string) {
+func (s *Manager) changed(ids []string) {
 	var runs []*session
 	if ids == nil {
 		s.nudges.wake(nil)

@@ -34,7 +34,7 @@ const storePollInterval = time.Second
 // waits: a run nobody reads any more is read no more. One goroutine reads, while any
 // run is wanted.
 type follows struct {
-	s *manager
+	s *Manager
 
 	mu      sync.Mutex
 	runs    map[string]*followedRun
@@ -49,7 +49,7 @@ type followedRun struct {
 	read    time.Time // when it was last read; zero for never
 }
 
-func newFollows(s *manager) *follows {
+func newFollows(s *Manager) *follows {
 	return &follows{s: s, runs: map[string]*followedRun{}, kick: make(chan struct{}, 1)}
 }
 

@@ -193,7 +193,7 @@ func grantToProto(g store.Grant) *agentdv1.Grant {
 }
 
 // revokeGrant revokes a thread's grant, for RevokeGrant.
-func (s *manager) revokeGrant(ctx context.Context, threadID, grantID string) error {
+func (s *Manager) RevokeGrant(ctx context.Context, threadID, grantID string) error {
 	th, err := s.thread(ctx, threadID)
 	if err != nil {
 		return err
@@ -209,7 +209,7 @@ func (s *manager) revokeGrant(ctx context.Context, threadID, grantID string) err
 }
 
 // threadGrants lists a thread's grants for GetThread.
-func (s *manager) threadGrants(ctx context.Context, id string) ([]*agentdv1.Grant, error) {
+func (s *Manager) threadGrants(ctx context.Context, id string) ([]*agentdv1.Grant, error) {
 	gs, err := s.store.Grants(ctx, id)
 	if err != nil {
 		return nil, storeStatus(err)

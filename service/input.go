@@ -64,7 +64,7 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *journal
 			if !starter {
 				return
 			}
-			if errors.Is(err, errClientGone) {
+			if errors.Is(err, ErrClientGone) {
 				if ss.detach {
 					return // the run goes on, and waits for whoever attaches
 				}
@@ -102,17 +102,17 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *journal
 // errClientGone is what the receive of a Run stream whose client went away (its RPC
 // cancelled, its connection closed, its deadline passed) returns, wrapping the
 // receive's own error (clientRecv).
-var errClientGone = errors.New("the client went away")
+var ErrClientGone = errors.New("the client went away")
 
 // streamInputPrefix begins the keys under which the inputs of Run streams are kept:
 // SendRunInput refuses client keys that begin with it.
-const streamInputPrefix = "~"
+const StreamInputPrefix = "~"
 
 // streamInputKey is the key a Run stream's input is kept under: its stream's
 // attachment_id (empty for the stream that started the run) and its client_seq, which
 // its ack names.
 func streamInputKey(attachment string, seq int64) string {
-	return streamInputPrefix + attachment + "/" + strconv.FormatInt(seq, 10)
+	return StreamInputPrefix + attachment + "/" + strconv.FormatInt(seq, 10)
 }
 
 // streamAnswer is the answer a Run stream's input is kept with: its ack is in the
@@ -126,7 +126,7 @@ var streamAnswer = func() []byte {
 // keepStreamInput keeps a Run stream's input in the store before the run acts on it,
 // so that a replica taking the run up after its ack was journaled acts on it too. A
 // store that fails leaves it unkept: the run acts on it all the same.
-func (s *manager) keepStreamInput(runID, attachment string, req *agentdv1.RunRequest) {
+func (s *Manager) keepStreamInput(runID, attachment string, req *agentdv1.RunRequest) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err == nil {
 		digest := sha256.Sum256(b)

@@ -21,7 +21,7 @@ import (
 
 // manager is the run engine apart from the streams: the runs this server runs, their
 // store and journal writer, parking, the fleet, threads and grants. Server is its wire.
-type manager struct {
+type Manager struct {
 	cfg    Config
 	log    *slog.Logger
 	agents Agents
@@ -94,14 +94,14 @@ type manager struct {
 }
 
 // wireHooks are what the engine calls of the wire.
-type wireHooks struct {
-	drained      func()
-	traceContext func(context.Context) (context.Context, []trace.Link)
-	check        func(*agentdv1.RunRequest) *agentdv1.RunError
+type Hooks struct {
+	Drained      func()
+	TraceContext func(context.Context) (context.Context, []trace.Link)
+	CheckInput   func(*agentdv1.RunRequest) *agentdv1.RunError
 }
 
 // newManager returns the engine for cfg, its zero fields set to their defaults.
-func newManager(cfg Config, w wireHooks) (*manager, error) {
+func newManager(cfg Config, w Hooks) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -205,7 +205,7 @@ func newManager(cfg Config, w wireHooks) (*manager, error) {
 		}
 		cfg.Logger.Warn("no continuation key configured: a random one is used, so parked runs resume only on this process (set AGENTD_CONTINUATION_KEY on every replica)")
 	}
-	s := &manager{
+	s := &Manager{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		agents: cfg.Agents,
@@ -240,18 +240,16 @@ func newManager(cfg Config, w wireHooks) (*manager, error) {
 	s.streamsCtx, s.endStreams = context.WithCancelCause(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
 	s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
-	s.drained, s.traceContext, s.check = w.drained, w.traceContext, w.check
+	s.drained, s.traceContext, s.check = w.Drained, w.TraceContext, w.CheckInput
 	s.startFleet()
 	return s, nil
 }
 
-func (s *manager) now() time.Time { return s.cfg.Now() }
+func (s *Manager) now() time.Time { return s.cfg.Now() }
 
-// Drain starts a graceful shutdown: agentd.v1.AgentService turns NOT_SERVING on
-// [Config.Health] so load balancers stop sending runs here, new runs are refused with
-// UNAVAILABLE, and every open stream gets a go_away event saying how long its run has
-// before it is shut down (period). Drain is idempotent; see [Server.Shutdown].
-func (s *manager) Drain(period time.Duration) {
+// Drain starts draining: new runs are refused, and every open stream is told how
+// long its run has (period); Server.Drain says the rest. Idempotent.
+func (s *Manager) Drain(period time.Duration) {
 	s.drainOnce.Do(func() {
 		s.drainUntil.Store(s.now().Add(period).UnixNano())
 		s.log.Info("draining: the service is NOT_SERVING, new runs are refused", "period", period.String())
@@ -262,15 +260,13 @@ func (s *manager) Drain(period time.Duration) {
 	})
 }
 
-func (s *manager) isDraining() bool { return s.drainCtx.Err() != nil }
+func (s *Manager) Draining() bool { return s.drainCtx.Err() != nil }
 
-func (s *manager) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Load()) }
+func (s *Manager) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Load()) }
 
-// Shutdown drains the server (see [Server.Drain]) and waits for the runs in progress to
-// finish, up to period. Runs still going then end SHUTDOWN, each with a continuation
-// that any replica sharing the continuation key resumes. Shutdown returns when every run
-// has ended, or when ctx is done.
-func (s *manager) Shutdown(ctx context.Context, period time.Duration) error {
+// Shutdown drains (Drain) and waits for the runs in progress to end, up to period,
+// then shuts the rest down; Server.Shutdown says the rest.
+func (s *Manager) Shutdown(ctx context.Context, period time.Duration) error {
 	s.Drain(period)
 	s.sweepMu.Lock()
 	s.sweepStopped = true
@@ -357,4 +353,4 @@ func (c *counts) sub(key string, n int) {
 }
 
 // ActiveRuns returns the number of runs in progress.
-func (s *manager) ActiveRuns() int { return int(s.active.Load()) }
+func (s *Manager) ActiveRuns() int { return int(s.active.Load()) }

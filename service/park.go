@@ -79,13 +79,13 @@ type wakeFilter struct {
 // Run run whose client went away (not half-closed), with no Run stream attached to
 // answer.
 func (ss *session) canParkLocked() bool {
-	return ss.mode == modeRun && ss.detach && ss.answerers == 0 && !ss.inputDone
+	return ss.mode == ModeRun && ss.detach && ss.answerers == 0 && !ss.inputDone
 }
 
 // canParkAttachedLocked reports whether a wait for the client parks the run after
 // ParkAfter, a stream that can answer attached or not.
 func (ss *session) canParkAttachedLocked() bool {
-	return ss.mode == modeRun && ss.detach && !ss.inputDone && ss.srv.cfg.ParkAfter > 0
+	return ss.mode == ModeRun && ss.detach && !ss.inputDone && ss.srv.cfg.ParkAfter > 0
 }
 
 // startParkingLocked records that the run parks: input that comes meanwhile waits for
@@ -257,7 +257,7 @@ func (ss *session) publishPark() {
 
 // parkTimers starts a parked run's timers: its end after left, its approvals' expiry,
 // go_away when the server drains. A run woken in the meantime has them stopped.
-func (s *manager) parkTimers(ss *session, p *parkedRun, left time.Duration) {
+func (s *Manager) parkTimers(ss *session, p *parkedRun, left time.Duration) {
 	expiry := time.AfterFunc(left, func() { s.expire(ss) })
 	due := s.wakeWhenDue(ss, p.approvals)
 	beat := ss.keepAlive()
@@ -274,7 +274,7 @@ func (s *manager) parkTimers(ss *session, p *parkedRun, left time.Duration) {
 
 // wakeWhenDue returns a timer that wakes a parked run when the first of its approvals
 // expires, or nil when none does.
-func (s *manager) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequested) *time.Timer {
+func (s *Manager) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequested) *time.Timer {
 	var due time.Time
 	for _, a := range approvals {
 		if exp := a.GetExpiresAt(); exp != nil && (due.IsZero() || exp.AsTime().Before(due)) {
@@ -298,7 +298,7 @@ func (s *manager) wakeWhenDue(ss *session, approvals []*agentdv1.ApprovalRequest
 // attaches to it: its hooks and caller are the woken run's). It returns at once for a
 // run that is not parked. The caller counts as an answerer (addAnswerer) before it
 // wakes the run, so that the run waits for what it brings instead of parking again.
-func (s *manager) wake(ctx context.Context, ss *session) error {
+func (s *Manager) wake(ctx context.Context, ss *session) error {
 	ss.wakeMu.Lock()
 	defer ss.wakeMu.Unlock()
 	ss.mu.Lock()
@@ -357,7 +357,7 @@ func (s *manager) wake(ctx context.Context, ss *session) error {
 // is the start to plan it from: the run's own, with the checkpoint's transcript and
 // continuation (ct, nil to start over); filter is what the runtime will report again
 // that the journal has.
-func (s *manager) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *opened, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
+func (s *Manager) restart(ctx context.Context, ss *session, spec *agentdv1.RunSpec, ct *opened, cp *continuationv1.RunCheckpoint, filter *wakeFilter, p *parkedRun) error {
 	spec.ThreadId = ss.thread
 	spec.History, spec.OnBusy, spec.Decisions, spec.ToolResults = agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.OnBusy_ON_BUSY_UNSPECIFIED, nil, nil
 	plan, err := planStart(ctx, startInput{spec: spec, ct: ct, agent: ss.entry, limits: &s.cfg, mode: ss.mode})
@@ -432,7 +432,7 @@ func (s *manager) restart(ctx context.Context, ss *session, spec *agentdv1.RunSp
 // expire ends a run that stayed parked for the park timeout: its approvals expire, its
 // calls are cancelled, and run_finished says EXPIRED, with the run's messages and a
 // continuation that still resumes it while it has not expired itself.
-func (s *manager) expire(ss *session) {
+func (s *Manager) expire(ss *session) {
 	ss.wakeMu.Lock()
 	defer ss.wakeMu.Unlock()
 	ss.mu.Lock()

@@ -122,7 +122,7 @@ func (l *parkedLoad) release(h *parkHold) {
 // holdPark counts ss parking a checkpoint of bytes, or says which cap refuses it. The
 // caller counted is Config.Caller's for the RPC that last started or woke the run, or,
 // for a run taken up from the store before any woke it, the identity that owns it.
-func (s *manager) holdPark(ss *session, bytes int64, force bool) error {
+func (s *Manager) holdPark(ss *session, bytes int64, force bool) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	caller := ss.callerName

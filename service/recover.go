@@ -23,25 +23,10 @@ import (
 // serverStopped says why what a stopped process left open was closed.
 const serverStopped = "the server that ran it stopped"
 
-// RecoverRuns takes up the runs a process that stopped left unfinished in the store,
-// with a store that outlives processes (Config.Store other than memory): call it once,
-// after New and before serving. A run parked stays parked, ready to wake, its park
-// timeout counted from when it parked. A run that was going on goes on from its last
-// checkpoint, on a goroutine of its own, as the same run: what its journal holds after
-// that checkpoint is closed first (the step it was in ends abandoned, its open messages
-// too, its approvals are cancelled and its tool calls, which may or may not have run,
-// are cancelled), and its seq goes on. A run that no client can follow any more (one
-// of ExecuteRun, or under ON_DISCONNECT_CANCEL) ends CANCELLED instead.
-//
-// With a store several replicas share (PostgreSQL), the runs are not this process's to
-// take: RecoverRuns starts taking up, from then until Shutdown, the runs that need a
-// replica and have none (their replica died, or drained and handed them over, or a
-// parked run's approval expires or its park times out), and returns 0.
-//
-// ctx carries what the recovered runs run with, as an RPC's context would after the
-// server's interceptors: hooks.NewContext for server-wide hooks. It returns how many
-// runs it took up.
-func (s *manager) RecoverRuns(ctx context.Context) (int, error) {
+// RecoverRuns takes up the runs a stopped process left in the store, or, with a
+// shared store, starts taking up those that need a replica; Server.RecoverRuns says
+// the rest.
+func (s *Manager) RecoverRuns(ctx context.Context) (int, error) {
 	if !s.gated {
 		return 0, nil // a memory store starts empty
 	}
@@ -73,7 +58,7 @@ func (s *manager) RecoverRuns(ctx context.Context) (int, error) {
 }
 
 // recoverRun takes up one run left by a stopped process.
-func (s *manager) recoverRun(ctx context.Context, rec store.Run) error {
+func (s *Manager) recoverRun(ctx context.Context, rec store.Run) error {
 	spec, cp := &agentdv1.RunSpec{}, &continuationv1.RunCheckpoint{}
 	if err := errors.Join(proto.Unmarshal(rec.Spec, spec), proto.Unmarshal(rec.Checkpoint, cp)); err != nil {
 		return fmt.Errorf("its record does not decode: %w", err)
@@ -185,7 +170,7 @@ func (s *manager) recoverRun(ctx context.Context, rec store.Run) error {
 // journal carries only the step's assistant message and results, not the messages the
 // step began with (steers), which cp holds past its step_messages. A replica that takes
 // the run up after this one reads the step's end onto all of cp's messages.
-func (s *manager) storeUncut(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint) error {
+func (s *Manager) storeUncut(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint) error {
 	if stepStart(cp) == len(cp.GetMessages()) {
 		return nil
 	}
@@ -212,7 +197,7 @@ func (s *manager) storeUncut(ctx context.Context, ss *session, cp *continuationv
 // stored as the key's answer too, where the lost stretch did not store it, for a retry
 // that comes after the run has finished. An input of a Run stream is read back from
 // where keepStreamInput kept it.
-func (s *manager) ackedBefore(ctx context.Context, ss *session, acks []ackedInput, from int64) []replayedInput {
+func (s *Manager) ackedBefore(ctx context.Context, ss *session, acks []ackedInput, from int64) []replayedInput {
 	var out []replayedInput
 	for _, a := range acks {
 		key := a.ack.GetClientKey()
@@ -265,7 +250,7 @@ type replayedInput struct {
 // replayInputs acts again, once the run taken up is ready, on the inputs the lost
 // stretch acked (ackedBefore), as it did then but without a second ack: one that no
 // longer applies (its approval resolved, or closed by the takeover) changes nothing.
-func (s *manager) replayInputs(ss *session, ready <-chan struct{}, replays []replayedInput) {
+func (s *Manager) replayInputs(ss *session, ready <-chan struct{}, replays []replayedInput) {
 	defer ss.dropAnswerer()
 	<-ready
 	for _, r := range replays {
@@ -295,13 +280,13 @@ func stepStart(cp *continuationv1.RunCheckpoint) int {
 
 // shell is the session of a run the store holds and this server does not run yet: what
 // attaching to it needs, and what restarting it fills in.
-func (s *manager) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *continuationv1.RunCheckpoint) *session {
-	mode := modeRun
+func (s *Manager) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp *continuationv1.RunCheckpoint) *session {
+	mode := ModeRun
 	switch cp.GetRpc() {
 	case continuationv1.Rpc_RPC_START_RUN:
-		mode = modeStart
+		mode = ModeStart
 	case continuationv1.Rpc_RPC_EXECUTE_RUN:
-		mode = modeExecute
+		mode = ModeExecute
 	}
 	if entry == nil {
 		entry = &Agent{Name: rec.Agent}
@@ -362,7 +347,7 @@ type leftBlock struct {
 // readLeft reads the journal of a run left by a lost process from its checkpoint cp on.
 // With agentErr set (the run cannot go on) it reads from cp all the same, to close what
 // is open.
-func (s *manager) readLeft(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint, agentErr error) (*leftOver, error) {
+func (s *Manager) readLeft(ctx context.Context, ss *session, cp *continuationv1.RunCheckpoint, agentErr error) (*leftOver, error) {
 	l := &leftOver{cp: cp, asked: map[string]*agentdv1.ApprovalRequested{}}
 	l.reset()
 	// A later checkpoint in the journal follows the transcript as of the last step's end.
@@ -624,7 +609,7 @@ func resultEvent(c *runtime.PendingCall) *agentdv1.RunEvent {
 }
 
 // endedLeft records the end of a run whose journal has its run_finished.
-func (s *manager) endedLeft(ss *session, rf *agentdv1.RunFinished) {
+func (s *Manager) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 	ss.mu.Lock()
 	ss.ended, ss.result = true, rf
 	ss.mu.Unlock()
@@ -636,7 +621,7 @@ func (s *manager) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 
 // endLeft ends a run left by a stopped process that cannot go on: run_finished
 // CANCELLED, with the messages and usage of its last checkpoint.
-func (s *manager) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
+func (s *Manager) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
 	rf := &agentdv1.RunFinished{
 		Reason:      agentdv1.RunEndReason_RUN_END_REASON_CANCELLED,
 		Error:       &agentdv1.RunError{Code: int32(runs.Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
@@ -655,7 +640,7 @@ func (s *manager) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why str
 
 // logMismatch logs, for a run taken up whose checkpoint's continuation was not sealed
 // over the messages it goes on from, what the two were: a bug, which this names.
-func (s *manager) logMismatch(ss *session, ct *opened, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
+func (s *Manager) logMismatch(ss *session, ct *opened, rec store.Run, cp *continuationv1.RunCheckpoint, msgs []*agentdv1.Message) {
 	d, err := continuation.Digest(msgs)
 	if err != nil || slices.Equal(d, ct.Digest) {
 		return

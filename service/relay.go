@@ -27,7 +27,7 @@ import (
 // relay answers SendRunInput's input of key for run rec, which this server does not
 // run: it waits for the answer the run's holder stores, taking the run up itself when
 // no replica holds it.
-func (s *manager) relay(ctx context.Context, rec store.Run, key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
+func (s *Manager) relay(ctx context.Context, rec store.Run, key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
 	var finished time.Time // when the run was first seen finished
 	giveUp := time.Now().Add(s.cfg.InputAnswerTimeout)
 	for {
@@ -89,7 +89,7 @@ const (
 
 // inputHere acts on SendRunInput's input of key for ss, a run this server runs, and
 // stores its answer.
-func (s *manager) inputHere(ctx context.Context, ss *session, key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
+func (s *Manager) inputHere(ctx context.Context, ss *session, key string, digest [sha256.Size]byte, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
 	// The input is an answer the run waits for from here on: a parked run wakes for it
 	// (takeKeyed), and waits for it instead of parking again.
 	ss.addAnswerer()
@@ -122,7 +122,7 @@ func (s *manager) inputHere(ctx context.Context, ss *session, key string, digest
 // took: an answer kept, or returned, before that could outlive the ack (this process
 // lost), and the input would be lost with it, its client told it was taken. With an
 // error nothing is kept: a retry, or the replica that takes the run up, acts on it.
-func (s *manager) ackStored(ss *session, ki *keyedInput) error {
+func (s *Manager) ackStored(ss *session, ki *keyedInput) error {
 	if !s.gated || ki.seq == 0 {
 		return nil
 	}
@@ -147,7 +147,7 @@ func isMoved(err error) bool {
 
 // keepAnswer stores the answer to an input, the response or the refusal, so that a
 // retry, on any replica, gets it.
-func (s *manager) keepAnswer(runID, key string, resp *agentdv1.SendRunInputResponse, refusal error) {
+func (s *Manager) keepAnswer(runID, key string, resp *agentdv1.SendRunInputResponse, refusal error) {
 	a := &continuationv1.InputAnswer{Ack: resp.GetAck(), Seq: resp.GetSeq()}
 	if refusal != nil {
 		e, ok := errors.AsType[*runs.Error](refusal)
@@ -186,7 +186,7 @@ const pumpInterval = 2 * time.Second
 // pumpInputs acts on the inputs other replicas stored for runs this server runs, each
 // run's in the order they came, one look per run at a time (a look asked for meanwhile
 // follows it).
-func (s *manager) pumpInputs(runs []*session) {
+func (s *Manager) pumpInputs(runs []*session) {
 	var mine []*session
 	s.pumpMu.Lock()
 	if s.pumping == nil {
@@ -245,7 +245,7 @@ func (ss *session) knowsKey(key string) bool {
 
 // actStored acts on an input another replica stored for ss, and stores its answer once
 // the run acked it.
-func (s *manager) actStored(ss *session, in store.Input) {
+func (s *Manager) actStored(ss *session, in store.Input) {
 	req := &agentdv1.RunRequest{}
 	if err := proto.Unmarshal(in.Request, req); err != nil {
 		s.keepAnswer(ss.runID, in.Key, nil, statusError(runs.Internal, reasonInternal, "decoding a stored input: "+err.Error(), nil))
@@ -278,7 +278,7 @@ func (s *manager) actStored(ss *session, in store.Input) {
 }
 
 // kickPump asks pumpLoop to look for the stored inputs of runs now.
-func (s *manager) kickPump(runs []*session) {
+func (s *Manager) kickPump(runs []*session) {
 	s.pumpMu.Lock()
 	if s.kicked == nil {
 		s.kicked = map[*session]struct{}{}
@@ -296,7 +296,7 @@ func (s *manager) kickPump(runs []*session) {
 // pumpLoop looks for stored inputs of the runs going on here when the store says they
 // changed (kickPump), and of them all every pumpInterval: what the store's word would
 // have brought, were it lost.
-func (s *manager) pumpLoop(ctx context.Context) {
+func (s *Manager) pumpLoop(ctx context.Context) {
 	t := time.NewTicker(pumpInterval)
 	defer t.Stop()
 	for {

@@ -42,17 +42,17 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
 	if at := first.GetAttach(); at != nil {
-		return s.AttachStream(stream.Context(), at.GetRunId(), at.GetAfterSeq(), send, clientRecv(stream.Recv))
+		return s.engine.AttachStream(stream.Context(), at.GetRunId(), at.GetAfterSeq(), send, clientRecv(stream.Recv))
 	}
 	spec := first.GetStart()
 	if spec == nil {
 		return invalidArgument(reasonFirstMessageNotStart, wire.FieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
 	}
-	st, err := s.newSession(stream.Context(), modeRun, spec)
+	st, err := s.engine.Start(stream.Context(), ModeRun, spec)
 	if err != nil {
 		return err
 	}
-	return s.Serve(stream.Context(), st, send, clientRecv(stream.Recv))
+	return s.engine.Serve(stream.Context(), st, send, clientRecv(stream.Recv))
 }
 
 // StartRun implements agentdv1.AgentServiceServer: a run whose events stream back to a
@@ -64,11 +64,11 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 		return err
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
-	st, err := s.newSession(stream.Context(), modeStart, in.GetStart())
+	st, err := s.engine.Start(stream.Context(), ModeStart, in.GetStart())
 	if err != nil {
 		return err
 	}
-	return s.Serve(stream.Context(), st, send, nil)
+	return s.engine.Serve(stream.Context(), st, send, nil)
 }
 
 // ExecuteRun implements agentdv1.AgentServiceServer: a run whose outcome alone comes
@@ -80,11 +80,11 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	if err := checkRequest(in); err != nil {
 		return nil, err
 	}
-	st, err := s.newSession(ctx, modeExecute, in.GetStart())
+	st, err := s.engine.Start(ctx, ModeExecute, in.GetStart())
 	if err != nil {
 		return nil, err
 	}
-	return s.Execute(ctx, st)
+	return s.engine.Execute(ctx, st)
 }
 
 // AttachRun implements agentdv1.AgentServiceServer: a run's events from a cursor on.
@@ -95,7 +95,7 @@ func (s *Server) AttachRun(in *agentdv1.AttachRunRequest, stream grpc.ServerStre
 		return err
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
-	return s.AttachStream(stream.Context(), in.GetRunId(), in.GetAfterSeq(), send, nil)
+	return s.engine.AttachStream(stream.Context(), in.GetRunId(), in.GetAfterSeq(), send, nil)
 }
 
 // ListAgents implements agentdv1.AgentServiceServer.
@@ -103,8 +103,8 @@ func (s *Server) ListAgents(context.Context, *agentdv1.ListAgentsRequest) (_ *ag
 	defer func() { err = toStatus(err) }()
 
 	resp := &agentdv1.ListAgentsResponse{}
-	def, err := s.agents.Agent("")
-	for _, e := range s.agents.List() {
+	def, err := s.cfg.Agents.Agent("")
+	for _, e := range s.cfg.Agents.List() {
 		a := agentToProto(e)
 		a.IsDefault = err == nil && def != nil && e.Name == def.Name
 		resp.Agents = append(resp.Agents, a)
@@ -127,10 +127,10 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	switch key := in.GetClientKey(); {
 	case key == "":
 		fe.Add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
-	case len(key) > maxClientKey:
-		fe.Add("client_key", "at most %d bytes", maxClientKey)
-	case strings.HasPrefix(key, streamInputPrefix):
-		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", streamInputPrefix)
+	case len(key) > MaxClientKey:
+		fe.Add("client_key", "at most %d bytes", MaxClientKey)
+	case strings.HasPrefix(key, StreamInputPrefix):
+		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", StreamInputPrefix)
 	}
 	req := &agentdv1.RunRequest{}
 	switch k := in.GetInput().(type) {
@@ -148,7 +148,7 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	if len(fe) > 0 {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	return s.sendInput(ctx, in.GetRunId(), in.GetClientKey(), req)
+	return s.engine.SendInput(ctx, in.GetRunId(), in.GetClientKey(), req)
 }
 
 // recvStart reads a Run stream's first message, which must come within the start
@@ -183,7 +183,7 @@ func clientRecv(recv func() (*agentdv1.RunRequest, error)) func() (*agentdv1.Run
 	return func() (*agentdv1.RunRequest, error) {
 		req, err := recv()
 		if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
-			err = fmt.Errorf("%w: %w", errClientGone, err)
+			err = fmt.Errorf("%w: %w", ErrClientGone, err)
 		}
 		return req, err
 	}

@@ -11,7 +11,7 @@ import (
 // before it is stored, a single input of any size is taken, other runs are apart, and
 // an answered input frees its bytes.
 func TestRunInputs_Bounded(t *testing.T) {
-	var s manager
+	var s Manager
 	const limit = 100
 	first, err := s.holdInput("a", 60, limit)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 // brings; a finished run is read from the store alone, for Config.RunRetention.
 
 // identity returns who owns what an RPC starts: Config.Identity's name for it.
-func (s *manager) identity(ctx context.Context) string {
+func (s *Manager) identity(ctx context.Context) string {
 	if s.cfg.Identity != nil {
 		return s.cfg.Identity(ctx)
 	}
@@ -39,14 +39,14 @@ func (s *manager) identity(ctx context.Context) string {
 }
 
 // keep records a run this server runs.
-func (s *manager) keep(ss *session) {
+func (s *Manager) keep(ss *session) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	s.live[ss.runID] = ss
 }
 
 // release forgets a live run that ended: the store has it.
-func (s *manager) release(ss *session) {
+func (s *Manager) release(ss *session) {
 	ss.mu.Lock()
 	ss.dropParkLocked() // a park its end overtook
 	ss.mu.Unlock()
@@ -57,9 +57,8 @@ func (s *manager) release(ss *session) {
 	}
 }
 
-// ParkedRuns returns how many runs wait parked, with nothing of them running: their
-// clients went away while they waited for one (see ParkTimeout).
-func (s *manager) ParkedRuns() int {
+// ParkedRuns returns how many runs wait parked, with nothing of them running.
+func (s *Manager) ParkedRuns() int {
 	n := 0
 	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
@@ -73,7 +72,7 @@ func (s *manager) ParkedRuns() int {
 
 // stopParked stops the timers of the parked runs, for a server that shuts down: they
 // stay parked in the store, for the next process that serves it.
-func (s *manager) stopParked() {
+func (s *Manager) stopParked() {
 	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
 		p := ss.parked
@@ -85,7 +84,7 @@ func (s *manager) stopParked() {
 }
 
 // liveRuns returns the runs this server keeps in memory, going on or parked.
-func (s *manager) liveRuns() []*session {
+func (s *Manager) liveRuns() []*session {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	runs := make([]*session, 0, len(s.live))
@@ -103,7 +102,7 @@ type runRef struct {
 
 // lookup returns the run of id, if the caller may see it: the identity that started it
 // or, for a run started anonymously, anyone. A run the caller may not see is not found.
-func (s *manager) lookup(ctx context.Context, id string) (runRef, error) {
+func (s *Manager) lookup(ctx context.Context, id string) (runRef, error) {
 	notFound := statusError(runs.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
 	who := s.identity(ctx)
 	s.liveMu.Lock()
@@ -137,7 +136,7 @@ func storeStatus(err error) error {
 
 // olderFrames reads a run's frames from the store: what its journal no longer keeps in
 // memory.
-func (s *manager) olderFrames(id string) journal.Older {
+func (s *Manager) olderFrames(id string) journal.Older {
 	return func(ctx context.Context, after int64, max int) ([]journal.Frame, error) {
 		bs, err := s.store.ReadEvents(ctx, id, after, max)
 		out := make([]journal.Frame, len(bs))
@@ -150,7 +149,7 @@ func (s *manager) olderFrames(id string) journal.Older {
 
 // storedJournal is the journal of a run the server does not run: every frame comes from
 // the store, and while the run is not finished the store is polled for more.
-func (s *manager) storedJournal(rec store.Run) *journal.Journal {
+func (s *Manager) storedJournal(rec store.Run) *journal.Journal {
 	return journal.Followed(s.olderFrames(rec.ID), rec.LastSeq, rec.Status == store.Finished, s.follows.poll(rec.ID))
 }
 
@@ -179,7 +178,7 @@ func (ss *session) attachedLocked(oldest int64) *agentdv1.RunEvent {
 
 // storedAttached is the attached event of a stream attaching to a run the server does
 // not run: what the store says of it, with the usage of its last step or its end.
-func (s *manager) storedAttached(ctx context.Context, rec store.Run, oldest int64) *agentdv1.RunEvent {
+func (s *Manager) storedAttached(ctx context.Context, rec store.Run, oldest int64) *agentdv1.RunEvent {
 	a := &agentdv1.Attached{
 		ThreadId: rec.ThreadID, Agent: rec.Agent, State: agentdv1.RunState_RUN_STATE_RUNNING,
 		LastSeq: rec.LastSeq, OldestSeq: oldest, RequestId: rec.RequestID,
@@ -226,7 +225,7 @@ func openSlots[T, R any](slots map[string]*answerSlot[T], f func(id string, s *a
 // It returns the start's outcome instead when the run was started already (a resume of
 // a continuation another start resumed) or when the thread's active run takes the
 // start's input (on_busy STEER): nil for a new run.
-func (s *manager) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) (*started, error) {
+func (s *Manager) createRun(ctx context.Context, ss *session, spec *agentdv1.RunSpec) (*Started, error) {
 	bare := proto.CloneOf(spec)
 	bare.Messages, bare.Continuation = nil, nil
 	if ss.threaded != nil {
@@ -256,11 +255,11 @@ func (s *manager) createRun(ctx context.Context, ss *session, spec *agentdv1.Run
 	}, s.cfg.LeaseTTL)
 	ss.lease = store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: 1}
 	if errors.Is(err, store.ErrExists) {
-		return &started{outcome: resumedBefore, runID: ss.runID}, nil
+		return &Started{Outcome: ResumedBefore, RunID: ss.runID}, nil
 	}
 	if busy, ok := errors.AsType[*store.ThreadBusyError](err); ok {
 		if spec.GetOnBusy() == agentdv1.OnBusy_ON_BUSY_STEER {
-			return &started{outcome: steeredInto, runID: busy.RunID, steer: &threadSteer{thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}}, nil
+			return &Started{Outcome: SteeredInto, RunID: busy.RunID, steer: &threadSteer{thread: ss.thread, input: ss.threaded.input, text: spec.GetInput()}}, nil
 		}
 		return nil, threadBusy(ss.thread, busy.RunID)
 	}
@@ -281,34 +280,34 @@ func resumedRunID(continuation []byte) string {
 }
 
 // startOutcome is what a start came to.
-type startOutcome uint8
+type Outcome uint8
 
 const (
 	// startedNew is a new run (a resume's too), which the caller starts.
-	startedNew startOutcome = iota
+	StartedNew Outcome = iota
 	// resumedBefore is a resume of a continuation a run resumed already: the start
 	// attaches to that run, from its first event.
-	resumedBefore
+	ResumedBefore
 	// steeredInto is a start on a thread whose active run takes its input (on_busy
 	// STEER): the start's stream attaches to that run from the acks of its steers.
-	steeredInto
+	SteeredInto
 )
 
 // started is newSession's outcome.
-type started struct {
-	outcome startOutcome
+type Started struct {
+	Outcome Outcome
 	ss      *session         // startedNew: the run, which the caller starts with req
 	req     *runtime.Request // startedNew
-	runID   string           // resumedBefore and steeredInto: the run the start goes to
+	RunID   string           // resumedBefore and steeredInto: the run the start goes to
 	steer   *threadSteer     // steeredInto: what the start steers into that run
 }
 
 // rpcOf names the RPC of a mode in a checkpoint.
-func rpcOf(m rpcMode) continuationv1.Rpc {
+func rpcOf(m Mode) continuationv1.Rpc {
 	switch m {
-	case modeRun:
+	case ModeRun:
 		return continuationv1.Rpc_RPC_RUN
-	case modeStart:
+	case ModeStart:
 		return continuationv1.Rpc_RPC_START_RUN
 	}
 	return continuationv1.Rpc_RPC_EXECUTE_RUN
@@ -316,7 +315,7 @@ func rpcOf(m rpcMode) continuationv1.Rpc {
 
 // finishRun records in the store that a run ended, once its last frames are there, and
 // adds its messages to its thread before it frees the thread.
-func (s *manager) finishRun(ss *session) {
+func (s *Manager) finishRun(ss *session) {
 	ss.mu.Lock()
 	moved := ss.moved
 	ss.mu.Unlock()
@@ -348,7 +347,7 @@ func (s *manager) finishRun(ss *session) {
 
 // sweep lets the store drop what retention no longer keeps, every sweepInterval until
 // the server shuts down.
-func (s *manager) sweep() {
+func (s *Manager) sweep() {
 	s.sweepMu.Lock()
 	stopped := s.sweepStopped
 	s.sweepMu.Unlock()

@@ -16,19 +16,19 @@ type opened struct {
 
 // openContinuation opens b for a client's resume: verified, unexpired, its parked step
 // converted. Every error wraps one of continuation's Err sentinels.
-func (s *manager) openContinuation(b []byte) (*opened, error) {
+func (s *Manager) openContinuation(b []byte) (*opened, error) {
 	ct, err := s.codec.Open(b)
 	return s.resumable(b, ct, err)
 }
 
 // verifyContinuation opens b whether or not it expired: a run parked in the store
 // resumes from its own, however long it waited.
-func (s *manager) verifyContinuation(b []byte) (*opened, error) {
+func (s *Manager) verifyContinuation(b []byte) (*opened, error) {
 	ct, err := s.codec.Verify(b)
 	return s.resumable(b, ct, err)
 }
 
-func (s *manager) resumable(b []byte, ct *continuation.Continuation, err error) (*opened, error) {
+func (s *Manager) resumable(b []byte, ct *continuation.Continuation, err error) (*opened, error) {
 	if err != nil {
 		return nil, err
 	}

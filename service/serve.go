@@ -14,12 +14,12 @@ import (
 // Serve serves what a start came to on its RPC's stream, until the run ends or the
 // stream goes: send carries the run's frames; recv, when the client can answer on the
 // stream (a Run stream), reads its messages, and nil when it cannot (StartRun).
-func (s *manager) Serve(ctx context.Context, st *started, send func(journal.Frame) error, recv func() (*agentdv1.RunRequest, error)) error {
-	switch st.outcome {
-	case resumedBefore:
-		return s.AttachStream(ctx, st.runID, 0, send, recv)
-	case steeredInto:
-		ss, o, err := s.steerBusy(ctx, st.runID, st.steer, send)
+func (s *Manager) Serve(ctx context.Context, st *Started, send func(journal.Frame) error, recv func() (*agentdv1.RunRequest, error)) error {
+	switch st.Outcome {
+	case ResumedBefore:
+		return s.AttachStream(ctx, st.RunID, 0, send, recv)
+	case SteeredInto:
+		ss, o, err := s.steerBusy(ctx, st.RunID, st.steer, send)
 		if err != nil {
 			return err
 		}
@@ -28,7 +28,7 @@ func (s *manager) Serve(ctx context.Context, st *started, send func(journal.Fram
 			ss.addAnswerer()
 			go ss.receive(recv, o, false)
 		}
-		return s.serveAttached(ctx, st.runID, ss, o)
+		return s.serveAttached(ctx, st.RunID, ss, o)
 	}
 	ss, req := st.ss, st.req
 	o := ss.attachStarter(ctx, send)
@@ -49,7 +49,7 @@ func (s *manager) Serve(ctx context.Context, st *started, send func(journal.Fram
 // the run ends or the stream goes. A stream that can answer (recv not nil) answers the
 // run, and wakes it if it is parked; with a store other replicas share, it first takes up
 // a run that no replica holds (parked, or left by a replica that died).
-func (s *manager) AttachStream(ctx context.Context, id string, after int64, send func(journal.Frame) error, recv func() (*agentdv1.RunRequest, error)) error {
+func (s *Manager) AttachStream(ctx context.Context, id string, after int64, send func(journal.Frame) error, recv func() (*agentdv1.RunRequest, error)) error {
 	if recv != nil && s.shared {
 		if ref, err := s.lookup(ctx, id); err == nil && ref.ss == nil && ref.rec.Status != store.Finished {
 			if _, err := s.takeUp(ctx, id); err != nil && !errors.Is(err, store.ErrHeld) && !errors.Is(err, store.ErrFinished) {
@@ -76,11 +76,11 @@ func (s *manager) AttachStream(ctx context.Context, id string, after int64, send
 // Execute runs what an ExecuteRun's start came to, on the caller's goroutine and bound
 // to ctx, and returns its outcome. A failed run's error carries the whole outcome as a
 // detail, so nothing is lost.
-func (s *manager) Execute(ctx context.Context, st *started) (*agentdv1.ExecuteRunResponse, error) {
-	switch st.outcome {
-	case resumedBefore:
-		return s.executedAlready(ctx, st.runID)
-	case steeredInto: // withThread refuses on_busy STEER for ExecuteRun
+func (s *Manager) Execute(ctx context.Context, st *Started) (*agentdv1.ExecuteRunResponse, error) {
+	switch st.Outcome {
+	case ResumedBefore:
+		return s.executedAlready(ctx, st.RunID)
+	case SteeredInto: // withThread refuses on_busy STEER for ExecuteRun
 		return nil, statusError(runs.Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
 	}
 	ss := st.ss
@@ -97,7 +97,7 @@ func (s *manager) Execute(ctx context.Context, st *started) (*agentdv1.ExecuteRu
 
 // executedAlready answers an ExecuteRun whose continuation a run resumed already: with
 // that run's outcome, once it has one.
-func (s *manager) executedAlready(ctx context.Context, id string) (*agentdv1.ExecuteRunResponse, error) {
+func (s *Manager) executedAlready(ctx context.Context, id string) (*agentdv1.ExecuteRunResponse, error) {
 	resp := &agentdv1.ExecuteRunResponse{RunId: id}
 	var mu sync.Mutex
 	ss, o, err := s.attach(ctx, id, 0, func(f journal.Frame) error {

@@ -44,7 +44,8 @@ type Config struct {
 // Server implements agentdv1.AgentServiceServer. It is safe for concurrent use.
 type Server struct {
 	agentdv1.UnimplementedAgentServiceServer
-	*manager
+	cfg    Config
+	engine *Manager
 
 	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
 }
@@ -57,16 +58,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
-	srv := &Server{}
-	m, err := newManager(cfg, wireHooks{
-		drained:      func() { srv.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) },
-		traceContext: srv.runTraceContext,
-		check:        checkInput,
+	srv := &Server{cfg: cfg}
+	m, err := newManager(cfg, Hooks{
+		Drained:      func() { srv.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) },
+		TraceContext: srv.runTraceContext,
+		CheckInput:   checkInput,
 	})
 	if err != nil {
 		return nil, err
 	}
-	srv.manager = m
+	srv.engine = m
 	return srv, nil
 }
 
@@ -79,6 +80,47 @@ func (s *Server) Register(gs *grpc.Server) {
 	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 }
 
+// Drain starts a graceful shutdown: agentd.v1.AgentService turns NOT_SERVING on
+// [Config.Health] so load balancers stop sending runs here, new runs are refused with
+// UNAVAILABLE, and every open stream gets a go_away event saying how long its run has
+// before it is shut down (period). Drain is idempotent; see [Server.Shutdown].
+func (s *Server) Drain(period time.Duration) { s.engine.Drain(period) }
+
+// Shutdown drains the server (see [Server.Drain]) and waits for the runs in progress to
+// finish, up to period. Runs still going then end SHUTDOWN, each with a continuation
+// that any replica sharing the continuation key resumes. Shutdown returns when every run
+// has ended, or when ctx is done.
+func (s *Server) Shutdown(ctx context.Context, period time.Duration) error {
+	return s.engine.Shutdown(ctx, period)
+}
+
+// ActiveRuns returns the number of runs in progress.
+func (s *Server) ActiveRuns() int { return s.engine.ActiveRuns() }
+
+// ParkedRuns returns how many runs wait parked, with nothing of them running: their
+// clients went away while they waited for one (see ParkTimeout).
+func (s *Server) ParkedRuns() int { return s.engine.ParkedRuns() }
+
+// RecoverRuns takes up the runs a process that stopped left unfinished in the store,
+// with a store that outlives processes (Config.Store other than memory): call it once,
+// after New and before serving. A run parked stays parked, ready to wake, its park
+// timeout counted from when it parked. A run that was going on goes on from its last
+// checkpoint, on a goroutine of its own, as the same run: what its journal holds after
+// that checkpoint is closed first (the step it was in ends abandoned, its open messages
+// too, its approvals are cancelled and its tool calls, which may or may not have run,
+// are cancelled), and its seq goes on. A run that no client can follow any more (one
+// of ExecuteRun, or under ON_DISCONNECT_CANCEL) ends CANCELLED instead.
+//
+// With a store several replicas share (PostgreSQL), the runs are not this process's to
+// take: RecoverRuns starts taking up, from then until Shutdown, the runs that need a
+// replica and have none (their replica died, or drained and handed them over, or a
+// parked run's approval expires or its park times out), and returns 0.
+//
+// ctx carries what the recovered runs run with, as an RPC's context would after the
+// server's interceptors: hooks.NewContext for server-wide hooks. It returns how many
+// runs it took up.
+func (s *Server) RecoverRuns(ctx context.Context) (int, error) { return s.engine.RecoverRuns(ctx) }
+
 // setHealth reports st for agentd.v1.AgentService on Config.Health, if there is one. Once
 // the server drains it reports NOT_SERVING alone.
 func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
@@ -87,7 +129,7 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 	}
 	s.healthMu.Lock()
 	defer s.healthMu.Unlock()
-	if s.isDraining() {
+	if s.engine.Draining() {
 		st = healthpb.HealthCheckResponse_NOT_SERVING
 	}
 	s.cfg.Health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, st)

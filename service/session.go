@@ -23,12 +23,12 @@ import (
 )
 
 // rpcMode says which RPC a session serves.
-type rpcMode uint8
+type Mode uint8
 
 const (
-	modeRun     rpcMode = iota // bidi: the client answers on the stream
-	modeStart                  // server stream: nothing comes back from the client
-	modeExecute                // unary: the outcome only
+	ModeRun     Mode = iota // bidi: the client answers on the stream
+	ModeStart               // server stream: nothing comes back from the client
+	ModeExecute             // unary: the outcome only
 )
 
 // errClientCancel is the cause of a run the client cancelled with a cancel message.
@@ -47,8 +47,8 @@ var errClientCancel = errors.New("cancelled by the client")
 // that started the run while it stays attached (outbox.wait, with mu not held): that
 // holds the model back when it reads slowly.
 type session struct {
-	srv    *manager
-	mode   rpcMode
+	srv    *Manager
+	mode   Mode
 	entry  *Agent
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -160,8 +160,8 @@ type session struct {
 // stream its owner opens may attach to it, or says what else the start came to (a run
 // resumed before, a thread's active run steered into). Errors are gRPC statuses:
 // nothing has been sent yet.
-func (s *manager) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec) (*started, error) {
-	if s.isDraining() {
+func (s *Manager) Start(ctx context.Context, mode Mode, spec *agentdv1.RunSpec) (*Started, error) {
+	if s.Draining() {
 		return nil, drainingError()
 	}
 	if spec == nil {
@@ -233,11 +233,11 @@ func (s *manager) newSession(ctx context.Context, mode rpcMode, spec *agentdv1.R
 	ss.cancel = cancel
 	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { cancel(context.Cause(s.stopRuns)) })
 	s.keep(ss)
-	return &started{outcome: startedNew, ss: ss, req: req}, nil
+	return &Started{Outcome: StartedNew, ss: ss, req: req}, nil
 }
 
 // agentFor returns the agent a start names, or its continuation's, or the default one.
-func (s *manager) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
+func (s *Manager) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 	name := spec.GetAgent()
 	if name == "" && ct != nil {
 		name = ct.Agent
@@ -255,7 +255,7 @@ func (s *manager) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 // admit counts a run against the caller's share of the server, then against the
 // server's limit. It returns the caller it counted, which unadmit releases: empty
 // when no per-caller limit applies.
-func (s *manager) admit(caller string) (string, error) {
+func (s *Manager) admit(caller string) (string, error) {
 	counted := ""
 	if caller != "" && s.cfg.MaxRunsPerCaller > 0 {
 		if !s.callers.add(caller, 1, s.cfg.MaxRunsPerCaller) {
@@ -272,7 +272,7 @@ func (s *manager) admit(caller string) (string, error) {
 	// draining began is refused like any start after it.
 	s.admitMu.RLock()
 	defer s.admitMu.RUnlock()
-	if s.isDraining() {
+	if s.Draining() {
 		s.active.Add(-1)
 		s.callers.sub(counted, 1)
 		return "", drainingError()
@@ -287,7 +287,7 @@ func drainingError() error {
 }
 
 // sessionFor returns the session of a planned run, before its context is set.
-func (s *manager) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, plan *startPlan) *session {
+func (s *Manager) sessionFor(mode Mode, entry *Agent, runID, reqID string, plan *startPlan) *session {
 	thread := plan.thread
 	if thread == "" {
 		thread = ids.New("thread")
@@ -295,7 +295,7 @@ func (s *manager) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pl
 	ss := s.baseSession(mode, entry, runID, thread, reqID, plan.onDisconnect)
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
 	ss.preDecisions, ss.preResults, ss.preScopes = plan.preDecisions, plan.preResults, plan.preScopes
-	if (mode == modeRun && ss.detach) || s.gated {
+	if (mode == ModeRun && ss.detach) || s.gated {
 		// What a run that parks, or that a store on disk recovers, starts again from.
 		ss.historyMsgs = plan.historyMsgs
 	}
@@ -307,10 +307,10 @@ func (s *manager) sessionFor(mode rpcMode, entry *Agent, runID, reqID string, pl
 // baseSession returns what every session of a run starts with, whether the run starts
 // here or a stopped process left it (shell): no answer slots yet, no stream attached,
 // the input closed for an RPC that takes none.
-func (s *manager) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID string, onDisconnect agentdv1.OnDisconnect) *session {
+func (s *Manager) baseSession(mode Mode, entry *Agent, runID, thread, reqID string, onDisconnect agentdv1.OnDisconnect) *session {
 	ss := &session{
 		srv: s, mode: mode, entry: entry, runID: runID, thread: thread, reqID: reqID,
-		detach:      mode != modeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
+		detach:      mode != ModeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
 		done:        make(chan struct{}),
 		inputDoneCh: make(chan struct{}),
 		outs:        map[*journal.Outbox]struct{}{},
@@ -320,7 +320,7 @@ func (s *manager) baseSession(mode rpcMode, entry *Agent, runID, thread, reqID s
 		grantOf:     map[string]string{},
 		scopeOf:     map[string]agentdv1.ApprovalScope{},
 	}
-	if mode != modeRun {
+	if mode != ModeRun {
 		ss.inputDone = true
 		close(ss.inputDoneCh)
 	}
@@ -369,7 +369,7 @@ func (ss *session) request(plan *startPlan, caller string) *runtime.Request {
 }
 
 // unadmit releases a run's place, which admit counted.
-func (s *manager) unadmit(caller string) {
+func (s *Manager) unadmit(caller string) {
 	s.callers.sub(caller, 1)
 	s.active.Add(-1)
 	s.runs.Done()

@@ -62,7 +62,7 @@ type startInput struct {
 	agent *Agent
 	// limits are the server's (Config, its defaults filled in).
 	limits *Config
-	mode   rpcMode
+	mode   Mode
 }
 
 // planStart checks a start and plans its run. Errors are gRPC statuses: INVALID_ARGUMENT
@@ -196,7 +196,7 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 // planConfig checks the run's settings, which may tighten the agent's policy, never
 // loosen it, and adds the client's tool policies to the run's. Its error is a status:
 // the model override of an agent that allows none is refused at once.
-func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMode, limits *Config, fe *wire.FieldErrors) error {
+func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode Mode, limits *Config, fe *wire.FieldErrors) error {
 	if m := cfg.GetModel(); m != "" {
 		if entry.Models == nil {
 			return statusError(runs.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
@@ -218,7 +218,7 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMo
 	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED {
 		// A client that can answer is asked; one that cannot parks the run.
 		p.policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK
-		if mode != modeRun {
+		if mode != ModeRun {
 			p.policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT
 		}
 	}
@@ -229,7 +229,7 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode rpcMo
 	if _, ok := agentdv1.OnDisconnect_name[int32(p.onDisconnect)]; !ok {
 		fe.Add("start.config.on_disconnect", "unknown value %d", p.onDisconnect)
 	}
-	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == modeRun {
+	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == ModeRun {
 		p.req.ApprovalTimeout = limits.ApprovalTimeout
 		if d := cfg.GetApprovalTimeout(); d != nil {
 			switch t := d.AsDuration(); {

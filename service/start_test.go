@@ -145,7 +145,7 @@ func TestPlanStartRefuses(t *testing.T) {
 	deepMetadata := &structpb.Struct{Fields: map[string]*structpb.Value{"k": deep(100)}}
 	tests := []struct {
 		name   string
-		mode   rpcMode
+		mode   Mode
 		spec   *agentdv1.RunSpec
 		ct     *opened
 		noPick bool // the agent allows no model override
@@ -335,7 +335,7 @@ func TestPlanStart(t *testing.T) {
 			}},
 			Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"k": structpb.NewStringValue("v")}},
 		}
-		p, err := planStart(t.Context(), startInput{spec: spec, agent: planAgent(t), limits: limits, mode: modeRun})
+		p, err := planStart(t.Context(), startInput{spec: spec, agent: planAgent(t), limits: limits, mode: ModeRun})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,17 +389,17 @@ func TestPlanStart(t *testing.T) {
 
 	t.Run("defaults by RPC", func(t *testing.T) {
 		for _, tt := range []struct {
-			mode    rpcMode
+			mode    Mode
 			policy  agentdv1.ApprovalPolicy
 			timeout time.Duration
 		}{
-			{modeRun, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, limits.ApprovalTimeout},
-			{modeStart, agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT, 0},
-			{modeExecute, agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT, 0},
+			{ModeRun, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, limits.ApprovalTimeout},
+			{ModeStart, agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT, 0},
+			{ModeExecute, agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT, 0},
 		} {
 			// An approval timeout is checked only where the run waits for approvals.
 			spec := &agentdv1.RunSpec{Input: "hi", Config: &agentdv1.RunConfig{ApprovalTimeout: durationpb.New(0)}}
-			if tt.mode == modeRun {
+			if tt.mode == ModeRun {
 				spec.Config = nil
 			}
 			p, err := planStart(t.Context(), startInput{spec: spec, agent: planAgent(t), limits: limits, mode: tt.mode})
@@ -422,7 +422,7 @@ func TestPlanStart(t *testing.T) {
 		spec.Decisions = []*agentdv1.ApprovalDecision{{ApprovalId: "ap_1", Outcome: approved, EditedArguments: edited, Reason: "2 is better"}}
 		spec.ToolResults = []*agentdv1.ToolResult{{ToolCallId: "c2", Output: &agentdv1.ToolResult_Text{Text: "yes"}}}
 		ct := parked(t)
-		p, err := planStart(t.Context(), startInput{spec: spec, ct: ct, agent: planAgent(t), limits: limits, mode: modeStart})
+		p, err := planStart(t.Context(), startInput{spec: spec, ct: ct, agent: planAgent(t), limits: limits, mode: ModeStart})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +449,7 @@ func TestPlanStart(t *testing.T) {
 		spec.Decisions = []*agentdv1.ApprovalDecision{d}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := planStart(ctx, startInput{spec: spec, ct: parked(t), agent: planAgent(t), limits: limits, mode: modeRun})
+		_, err := planStart(ctx, startInput{spec: spec, ct: parked(t), agent: planAgent(t), limits: limits, mode: ModeRun})
 		if status.Code(toStatus(err)) != codes.InvalidArgument || !strings.Contains(err.Error(), "start.decisions[0]: edited_arguments for tool calc") {
 			t.Errorf("planStart with ctx done = %v, want the decision refused", err)
 		}

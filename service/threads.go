@@ -36,7 +36,7 @@ type threadStart struct {
 
 // withThread returns the spec a start on a thread runs: spec with the thread's messages
 // as its history, ahead of its own. A start with history CLIENT is returned as it is.
-func (s *manager) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.RunSpec, ct *opened) (*agentdv1.RunSpec, *threadStart, error) {
+func (s *Manager) withThread(ctx context.Context, mode Mode, spec *agentdv1.RunSpec, ct *opened) (*agentdv1.RunSpec, *threadStart, error) {
 	switch spec.GetHistory() {
 	case agentdv1.History_HISTORY_UNSPECIFIED, agentdv1.History_HISTORY_CLIENT:
 		if spec.GetOnBusy() != agentdv1.OnBusy_ON_BUSY_UNSPECIFIED {
@@ -50,7 +50,7 @@ func (s *manager) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.R
 	switch onBusy := spec.GetOnBusy(); {
 	case agentdv1.OnBusy_name[int32(onBusy)] == "":
 		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.on_busy", Description: fmt.Sprintf("unknown value %d", onBusy)}})
-	case onBusy == agentdv1.OnBusy_ON_BUSY_STEER && mode == modeExecute:
+	case onBusy == agentdv1.OnBusy_ON_BUSY_STEER && mode == ModeExecute:
 		return nil, nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "start.on_busy", Description: "ExecuteRun cannot attach to the thread's active run: use Run or StartRun"}})
 	}
 	id := spec.GetThreadId()
@@ -93,7 +93,7 @@ func (s *manager) withThread(ctx context.Context, mode rpcMode, spec *agentdv1.R
 }
 
 // thread returns the thread of id, if the caller owns it.
-func (s *manager) thread(ctx context.Context, id string) (store.Thread, error) {
+func (s *Manager) thread(ctx context.Context, id string) (store.Thread, error) {
 	th, err := s.store.GetThread(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -109,7 +109,7 @@ func (s *manager) thread(ctx context.Context, id string) (store.Thread, error) {
 // settledThread is thread, once the thread's active run, when it has sent its
 // run_finished, is recorded as ended (waitEnding): a client that read run_finished and
 // goes on with the thread (its next turn, its history) finds the run's messages there.
-func (s *manager) settledThread(ctx context.Context, id string) (store.Thread, error) {
+func (s *Manager) settledThread(ctx context.Context, id string) (store.Thread, error) {
 	th, err := s.thread(ctx, id)
 	if err == nil && th.ActiveRunID != "" && s.waitEnding(ctx, th.ActiveRunID) {
 		th, err = s.thread(ctx, id)
@@ -121,7 +121,7 @@ func (s *manager) settledThread(ctx context.Context, id string) (store.Thread, e
 // run_finished, to be recorded as ended (its messages added to its thread, the thread
 // no longer busy), and reports whether it waited. A client that starts a thread's next
 // turn as soon as it reads run_finished finds the thread free and whole.
-func (s *manager) waitEnding(ctx context.Context, id string) bool {
+func (s *Manager) waitEnding(ctx context.Context, id string) bool {
 	s.liveMu.Lock()
 	ss := s.live[id]
 	s.liveMu.Unlock()
@@ -155,7 +155,7 @@ func threadBusy(id, active string) error {
 
 // addToThread adds a finished run's messages to its thread: the start's own, then the
 // run's new ones.
-func (s *manager) addToThread(ctx context.Context, ss *session) error {
+func (s *Manager) addToThread(ctx context.Context, ss *session) error {
 	var msgs [][]byte
 	for _, m := range append(ss.threaded.input, ss.result.GetNewMessages()...) {
 		b, err := proto.Marshal(m)
@@ -171,7 +171,7 @@ func (s *manager) addToThread(ctx context.Context, ss *session) error {
 }
 
 // getThread reads a page of a thread's messages, with its grants, for GetThread.
-func (s *manager) getThread(ctx context.Context, id, pageToken string, size32 int32) (*agentdv1.GetThreadResponse, error) {
+func (s *Manager) GetThread(ctx context.Context, id, pageToken string, size32 int32) (*agentdv1.GetThreadResponse, error) {
 	from, err := pageIndex(pageToken)
 	if err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ func (s *manager) getThread(ctx context.Context, id, pageToken string, size32 in
 }
 
 // listThreads lists a page of the caller's threads, for ListThreads.
-func (s *manager) listThreads(ctx context.Context, pageToken string, size32 int32) (*agentdv1.ListThreadsResponse, error) {
+func (s *Manager) ListThreads(ctx context.Context, pageToken string, size32 int32) (*agentdv1.ListThreadsResponse, error) {
 	after := ""
 	if pageToken != "" {
 		var ok bool
@@ -228,7 +228,7 @@ func (s *manager) listThreads(ctx context.Context, pageToken string, size32 int3
 }
 
 // deleteThread deletes a thread that has no active run, for DeleteThread.
-func (s *manager) deleteThread(ctx context.Context, id string) error {
+func (s *Manager) DeleteThread(ctx context.Context, id string) error {
 	th, err := s.thread(ctx, id)
 	if err != nil {
 		return err
@@ -289,7 +289,7 @@ type threadSteer struct {
 // to that run from the first ack on: the stream's first events are attached, then the
 // acks of the steers, then what follows. A run this server does not run, or that is
 // ending, leaves the thread busy.
-func (s *manager) steerBusy(ctx context.Context, runID string, e *threadSteer, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
+func (s *Manager) steerBusy(ctx context.Context, runID string, e *threadSteer, send func(journal.Frame) error) (*session, *journal.Outbox, error) {
 	ref, err := s.lookup(ctx, runID)
 	if err != nil || ref.ss == nil {
 		return nil, nil, threadBusy(e.thread, runID)

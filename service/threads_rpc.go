@@ -17,14 +17,14 @@ func (s *Server) GetThread(ctx context.Context, in *agentdv1.GetThreadRequest) (
 	if in.GetThreadId() == "" {
 		return nil, invalidArgument(reasonInvalidArgument, wire.FieldErrors{{Field: "thread_id", Description: "must be set"}})
 	}
-	return s.getThread(ctx, in.GetThreadId(), in.GetPageToken(), in.GetPageSize())
+	return s.engine.GetThread(ctx, in.GetThreadId(), in.GetPageToken(), in.GetPageSize())
 }
 
 // ListThreads implements agentdv1.AgentServiceServer.
 func (s *Server) ListThreads(ctx context.Context, in *agentdv1.ListThreadsRequest) (_ *agentdv1.ListThreadsResponse, err error) {
 	defer func() { err = toStatus(err) }()
 
-	return s.listThreads(ctx, in.GetPageToken(), in.GetPageSize())
+	return s.engine.ListThreads(ctx, in.GetPageToken(), in.GetPageSize())
 }
 
 // DeleteThread implements agentdv1.AgentServiceServer.
@@ -34,7 +34,7 @@ func (s *Server) DeleteThread(ctx context.Context, in *agentdv1.DeleteThreadRequ
 	if err := checkRequest(in); err != nil {
 		return nil, err
 	}
-	if err := s.deleteThread(ctx, in.GetThreadId()); err != nil {
+	if err := s.engine.DeleteThread(ctx, in.GetThreadId()); err != nil {
 		return nil, err
 	}
 	return &agentdv1.DeleteThreadResponse{}, nil
@@ -58,7 +58,7 @@ func (s *Server) RevokeGrant(ctx context.Context, in *agentdv1.RevokeGrantReques
 	if len(fe) > 0 {
 		return nil, invalidArgument(reasonInvalidArgument, fe)
 	}
-	if err := s.revokeGrant(ctx, in.GetThreadId(), in.GetGrantId()); err != nil {
+	if err := s.engine.RevokeGrant(ctx, in.GetThreadId(), in.GetGrantId()); err != nil {
 		return nil, err
 	}
 	return &agentdv1.RevokeGrantResponse{}, nil
