@@ -14,6 +14,7 @@ rules=(
   "./internal/wire/...|^$m/service|^google\.golang\.org/grpc|wire maps runtime to gen, for whoever needs it"
   "./runtime/internal/schemacost/...|^$m/|the schema cost analysis stands alone"
   "./service/runs/...|^$m/service$|^google\.golang\.org/grpc/(codes|status)$|the engine is not the wire: it never makes gRPC statuses"
+  "./service|^$m/service/store|the wire reaches the store through the engine alone"
   "./service/agents/...|^$m/service$|the agents file makes the engine's agents"
 )
 

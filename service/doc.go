@@ -1,5 +1,7 @@
 // Package service exposes the agentd runtime as the gRPC service agentd.v1.AgentService:
-// the wire seam between protobuf and runs.
+// the wire seam between protobuf and the run engine (package service/runs). It checks each
+// request at the door, hands it to the engine, and maps the engine's errors to gRPC
+// statuses in one place.
 //
 // [Server] implements agentdv1.AgentServiceServer for the agents of an [Agents]: agents
 // defined in Go ([NewAgents]), or the Registry of package service/agents, built from

@@ -9,7 +9,8 @@ import (
 
 // TestReasonsDocumented holds the service's error reasons and the contract's closed lists
 // of them (proto/agentd/v1) to each other: every reason the code can send is listed in
-// the set it travels in and named by a constant in reasons.go, and every listed reason is
+// the set it travels in and named by a constant in a reasons.go (the wire's here, the
+// engine's in runs/, which Used reads as a package of its own), and every listed reason is
 // sent. The daemon's own sources count as senders too, so that a reason only they send
 // is not taken for an unused one.
 func TestReasonsDocumented(t *testing.T) {

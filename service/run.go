@@ -32,7 +32,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 		return err
 	}
 	if why, ok := takeUndecodable(first); ok {
-		return statusError(runs.InvalidArgument, reasonInvalidArgument, why, nil)
+		return refusal(runs.InvalidArgument, reasonInvalidArgument, why)
 	}
 	if fe := takeInvalidUTF8(first); fe != nil {
 		return invalidArgument(reasonInvalidUTF8, fe)
@@ -48,7 +48,7 @@ func (s *Server) Run(stream grpc.BidiStreamingServer[agentdv1.RunRequest, agentd
 	if spec == nil {
 		return invalidArgument(reasonFirstMessageNotStart, wire.FieldErrors{{Field: "kind", Description: "the first message of a Run stream must be start or attach"}})
 	}
-	st, err := s.engine.Start(stream.Context(), ModeRun, spec)
+	st, err := s.engine.Start(stream.Context(), runs.ModeRun, spec)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (s *Server) StartRun(in *agentdv1.StartRunRequest, stream grpc.ServerStream
 		return err
 	}
 	send := func(f journal.Frame) error { return journal.SendFrame(stream.Send, f) }
-	st, err := s.engine.Start(stream.Context(), ModeStart, in.GetStart())
+	st, err := s.engine.Start(stream.Context(), runs.ModeStart, in.GetStart())
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *Server) ExecuteRun(ctx context.Context, in *agentdv1.ExecuteRunRequest)
 	if err := checkRequest(in); err != nil {
 		return nil, err
 	}
-	st, err := s.engine.Start(ctx, ModeExecute, in.GetStart())
+	st, err := s.engine.Start(ctx, runs.ModeExecute, in.GetStart())
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +127,10 @@ func (s *Server) SendRunInput(ctx context.Context, in *agentdv1.SendRunInputRequ
 	switch key := in.GetClientKey(); {
 	case key == "":
 		fe.Add("client_key", "must be set: a key of the client's for this input, so that a retry acts once")
-	case len(key) > MaxClientKey:
-		fe.Add("client_key", "at most %d bytes", MaxClientKey)
-	case strings.HasPrefix(key, StreamInputPrefix):
-		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", StreamInputPrefix)
+	case len(key) > runs.MaxClientKey:
+		fe.Add("client_key", "at most %d bytes", runs.MaxClientKey)
+	case strings.HasPrefix(key, runs.StreamInputPrefix):
+		fe.Add("client_key", "must not begin with %q: agentd keeps the inputs of Run streams under such keys", runs.StreamInputPrefix)
 	}
 	req := &agentdv1.RunRequest{}
 	switch k := in.GetInput().(type) {
@@ -171,7 +171,7 @@ func (s *Server) recvStart(stream grpc.BidiStreamingServer[agentdv1.RunRequest, 
 	case r := <-ch:
 		return r.req, r.err
 	case <-t.C:
-		return nil, statusError(runs.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout), nil)
+		return nil, refusal(runs.DeadlineExceeded, reasonStartTimeout, fmt.Sprintf("no start message within %s of opening the stream", s.cfg.StartTimeout))
 	case <-stream.Context().Done():
 		return nil, status.FromContextError(stream.Context().Err()).Err()
 	}
@@ -183,7 +183,7 @@ func clientRecv(recv func() (*agentdv1.RunRequest, error)) func() (*agentdv1.Run
 	return func() (*agentdv1.RunRequest, error) {
 		req, err := recv()
 		if c := status.Code(err); c == codes.Canceled || c == codes.DeadlineExceeded {
-			err = fmt.Errorf("%w: %w", ErrClientGone, err)
+			err = fmt.Errorf("%w: %w", runs.ErrClientGone, err)
 		}
 		return req, err
 	}

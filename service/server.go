@@ -45,7 +45,7 @@ type Config struct {
 type Server struct {
 	agentdv1.UnimplementedAgentServiceServer
 	cfg    Config
-	engine *Manager
+	engine *runs.Manager
 
 	healthMu sync.Mutex // orders Register's SERVING before Drain's NOT_SERVING
 }
@@ -59,7 +59,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.StartTimeout = 30 * time.Second
 	}
 	srv := &Server{cfg: cfg}
-	m, err := newManager(cfg, Hooks{
+	m, err := runs.New(cfg.Config, cfg.Agents, cfg.Logger, runs.Hooks{
 		Drained:      func() { srv.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) },
 		TraceContext: srv.runTraceContext,
 		CheckInput:   checkInput,

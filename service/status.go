@@ -12,7 +12,7 @@ import (
 )
 
 // errorDomain is the google.rpc.ErrorInfo domain of agentd's errors; their reasons are in
-// reasons.go.
+// reasons.go, here for the wire's and in service/runs for the engine's.
 const errorDomain = "agentd"
 
 // toStatus is the one mapping of the engine's errors to gRPC statuses: a *runs.Error

@@ -232,7 +232,7 @@ type followKey struct {
 }
 
 type pkg struct {
-	fset     *token.FileSet
+	fset     *token.FileSet // its files, all of one package
 	files    []*ast.File
 	wrappers map[string]Set
 
@@ -385,7 +385,8 @@ func (p *pkg) compositeSink(lit *ast.CompositeLit, in []*fn) {
 	case "RunError":
 		set = Run
 	case "Error":
-		if sel, ok := lit.Type.(*ast.SelectorExpr); ok && isIdent(sel.X, "runs") {
+		// runs.Error, or Error inside package runs itself.
+		if sel, ok := lit.Type.(*ast.SelectorExpr); ok && isIdent(sel.X, "runs") || isIdent(lit.Type, "Error") && p.name() == "runs" {
 			set = Status
 		}
 	}
@@ -402,6 +403,14 @@ func (p *pkg) compositeSink(lit *ast.CompositeLit, in []*fn) {
 			p.sinks = append(p.sinks, sink{value: kv.Value, set: set, in: in, weak: set == ""})
 		}
 	}
+}
+
+// name is the package's name.
+func (p *pkg) name() string {
+	if len(p.files) == 0 {
+		return ""
+	}
+	return p.files[0].Name.Name
 }
 
 // resolve follows e, which reaches a reason of set in the functions in, to the constants

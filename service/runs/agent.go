@@ -1,5 +1,3 @@
-// Package runs is agentd's run engine, apart from the streams that carry it: the agents it
-// runs, and the journal of each run (package journal).
 package runs
 
 import (

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"cmp"
@@ -99,12 +99,12 @@ func (ss *session) receive(recv func() (*agentdv1.RunRequest, error), o *journal
 	}
 }
 
-// errClientGone is what the receive of a Run stream whose client went away (its RPC
+// ErrClientGone is what the receive of a Run stream whose client went away (its RPC
 // cancelled, its connection closed, its deadline passed) returns, wrapping the
 // receive's own error (clientRecv).
 var ErrClientGone = errors.New("the client went away")
 
-// streamInputPrefix begins the keys under which the inputs of Run streams are kept:
+// StreamInputPrefix begins the keys under which the inputs of Run streams are kept:
 // SendRunInput refuses client keys that begin with it.
 const StreamInputPrefix = "~"
 

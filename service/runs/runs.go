@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"cmp"
@@ -17,7 +17,6 @@ import (
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -103,7 +102,7 @@ type runRef struct {
 // lookup returns the run of id, if the caller may see it: the identity that started it
 // or, for a run started anonymously, anyone. A run the caller may not see is not found.
 func (s *Manager) lookup(ctx context.Context, id string) (runRef, error) {
-	notFound := statusError(runs.NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
+	notFound := statusError(NotFound, reasonRunNotFound, "no run "+strconv.Quote(id)+" on this server: it never ran here, its journal is no longer kept, or another caller started it", map[string]string{"run_id": id})
 	who := s.identity(ctx)
 	s.liveMu.Lock()
 	ss := s.live[id]
@@ -131,7 +130,7 @@ func storeStatus(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return contextError(err)
 	}
-	return statusError(runs.Unavailable, reasonStoreUnavailable, "the server's store failed: "+err.Error()+"; retry", nil)
+	return statusError(Unavailable, reasonStoreUnavailable, "the server's store failed: "+err.Error()+"; retry", nil)
 }
 
 // olderFrames reads a run's frames from the store: what its journal no longer keeps in
@@ -233,14 +232,14 @@ func (s *Manager) createRun(ctx context.Context, ss *session, spec *agentdv1.Run
 	}
 	b, err := proto.Marshal(bare)
 	if err != nil {
-		return nil, statusError(runs.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+		return nil, statusError(Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 	}
 	var cp []byte
 	if s.gated {
 		// A store that outlives the process gets what recovering the run needs from
 		// the start: its history, and the RPC that started it.
 		if cp, err = proto.Marshal(&continuationv1.RunCheckpoint{Messages: ss.historyMsgs, History: int64(len(ss.historyMsgs)), Rpc: rpcOf(ss.mode)}); err != nil {
-			return nil, statusError(runs.Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
+			return nil, statusError(Internal, reasonInternal, "encoding the run's start: "+err.Error(), nil)
 		}
 	}
 	if ts := ss.threaded; ts != nil && ts.created {
@@ -279,27 +278,29 @@ func resumedRunID(continuation []byte) string {
 	return "run_c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:15]))
 }
 
-// startOutcome is what a start came to.
+// Outcome is what a start came to.
 type Outcome uint8
 
 const (
-	// startedNew is a new run (a resume's too), which the caller starts.
+	// StartedNew is a new run (a resume's too), which the caller starts.
 	StartedNew Outcome = iota
-	// resumedBefore is a resume of a continuation a run resumed already: the start
+	// ResumedBefore is a resume of a continuation a run resumed already: the start
 	// attaches to that run, from its first event.
 	ResumedBefore
-	// steeredInto is a start on a thread whose active run takes its input (on_busy
+	// SteeredInto is a start on a thread whose active run takes its input (on_busy
 	// STEER): the start's stream attaches to that run from the acks of its steers.
 	SteeredInto
 )
 
-// started is newSession's outcome.
+// Started is what a start came to (Manager.Start), which Manager.Serve or
+// Manager.Execute then serves.
 type Started struct {
 	Outcome Outcome
-	ss      *session         // startedNew: the run, which the caller starts with req
-	req     *runtime.Request // startedNew
-	RunID   string           // resumedBefore and steeredInto: the run the start goes to
-	steer   *threadSteer     // steeredInto: what the start steers into that run
+	// RunID is the run the start goes to: its new run, or the run it attaches to.
+	RunID string
+	ss    *session         // StartedNew: the run, which Serve or Execute starts with req
+	req   *runtime.Request // StartedNew
+	steer *threadSteer     // SteeredInto: what the start steers into that run
 }
 
 // rpcOf names the RPC of a mode in a checkpoint.

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -336,7 +335,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		rf.Error = stalledError(ss.srv.cfg.StallTimeout)
 	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, errStoreFailed):
 		rf.Reason = agentdv1.RunEndReason_RUN_END_REASON_FAILED
-		rf.Error = &agentdv1.RunError{Code: int32(runs.Unavailable), Reason: reasonStoreUnavailable, Message: wire.ProtoString(fin.Err.Error()), Retryable: true}
+		rf.Error = &agentdv1.RunError{Code: int32(Unavailable), Reason: reasonStoreUnavailable, Message: wire.ProtoString(fin.Err.Error()), Retryable: true}
 	}
 	if p := fin.Pending; p != nil {
 		// The parked step's assistant message travels in Pending, not in NewMessages, so

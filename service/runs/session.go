@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -17,12 +17,11 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
 
-// rpcMode says which RPC a session serves.
+// Mode says which RPC a run serves.
 type Mode uint8
 
 const (
@@ -156,9 +155,9 @@ type session struct {
 	preScopes map[string]agentdv1.ApprovalScope
 }
 
-// newSession checks a RunSpec and prepares its run, which the server then keeps: any
-// stream its owner opens may attach to it, or says what else the start came to (a run
-// resumed before, a thread's active run steered into). Errors are gRPC statuses:
+// Start checks a RunSpec and prepares its run, which the engine then keeps: any stream
+// its owner opens may attach to it. It says what the start came to: a new run, or a run
+// resumed before, or a thread's active run steered into. Its errors are *Error, and
 // nothing has been sent yet.
 func (s *Manager) Start(ctx context.Context, mode Mode, spec *agentdv1.RunSpec) (*Started, error) {
 	if s.Draining() {
@@ -233,7 +232,7 @@ func (s *Manager) Start(ctx context.Context, mode Mode, spec *agentdv1.RunSpec) 
 	ss.cancel = cancel
 	ss.stopAfter = context.AfterFunc(s.stopRuns, func() { cancel(context.Cause(s.stopRuns)) })
 	s.keep(ss)
-	return &Started{Outcome: StartedNew, ss: ss, req: req}, nil
+	return &Started{Outcome: StartedNew, RunID: runID, ss: ss, req: req}, nil
 }
 
 // agentFor returns the agent a start names, or its continuation's, or the default one.
@@ -247,7 +246,7 @@ func (s *Manager) agentFor(spec *agentdv1.RunSpec, ct *opened) (*Agent, error) {
 		err = fmt.Errorf("%w: %q", ErrAgentNotFound, name)
 	}
 	if err != nil {
-		return nil, statusError(runs.NotFound, reasonAgentNotFound, err.Error(), map[string]string{"agent": name})
+		return nil, statusError(NotFound, reasonAgentNotFound, err.Error(), map[string]string{"agent": name})
 	}
 	return entry, nil
 }
@@ -259,14 +258,14 @@ func (s *Manager) admit(caller string) (string, error) {
 	counted := ""
 	if caller != "" && s.cfg.MaxRunsPerCaller > 0 {
 		if !s.callers.add(caller, 1, s.cfg.MaxRunsPerCaller) {
-			return "", statusError(runs.ResourceExhausted, reasonTooManyCallerRuns, fmt.Sprintf("caller %s has %d runs in progress, as many as the server allows one caller: start this one when one of them ends", caller, s.cfg.MaxRunsPerCaller), map[string]string{"limit": strconv.Itoa(s.cfg.MaxRunsPerCaller)})
+			return "", statusError(ResourceExhausted, reasonTooManyCallerRuns, fmt.Sprintf("caller %s has %d runs in progress, as many as the server allows one caller: start this one when one of them ends", caller, s.cfg.MaxRunsPerCaller), map[string]string{"limit": strconv.Itoa(s.cfg.MaxRunsPerCaller)})
 		}
 		counted = caller
 	}
 	if n := s.active.Add(1); n > int64(s.cfg.MaxConcurrentRuns) {
 		s.active.Add(-1)
 		s.callers.sub(counted, 1)
-		return "", statusError(runs.ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
+		return "", statusError(ResourceExhausted, reasonTooManyRuns, fmt.Sprintf("the server is running its limit of %d runs: retry later or elsewhere", s.cfg.MaxConcurrentRuns), nil)
 	}
 	// Checked again where the run is counted: a start that passed the first check as
 	// draining began is refused like any start after it.
@@ -283,7 +282,7 @@ func (s *Manager) admit(caller string) (string, error) {
 
 // drainingError refuses a run on a server that is draining.
 func drainingError() error {
-	return statusError(runs.Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
+	return statusError(Unavailable, reasonDraining, "the server is draining: start the run on another replica", nil)
 }
 
 // sessionFor returns the session of a planned run, before its context is set.

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
-	"github.com/agentd/agentd/service/runs"
 )
 
 // startPlan is a start checked and turned into what its run needs. planStart makes it
@@ -128,12 +127,12 @@ func planStart(ctx context.Context, in startInput) (*startPlan, error) {
 	}
 	if p.history == nil {
 		if err := p.hashHistory(history); err != nil {
-			return nil, statusError(runs.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+			return nil, statusError(Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 		}
 	}
 	var err error
 	if p.transcript, err = p.history.Clone(); err != nil {
-		return nil, statusError(runs.Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
+		return nil, statusError(Internal, reasonInternal, "hashing the transcript: "+err.Error(), nil)
 	}
 	return p, nil
 }
@@ -199,7 +198,7 @@ func (p *startPlan) planClientTools(spec *agentdv1.RunSpec, agent string, limits
 func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode Mode, limits *Config, fe *wire.FieldErrors) error {
 	if m := cfg.GetModel(); m != "" {
 		if entry.Models == nil {
-			return statusError(runs.PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
+			return statusError(PermissionDenied, reasonModelOverride, fmt.Sprintf("agent %s does not allow choosing the model", entry.Name), map[string]string{"agent": entry.Name})
 		}
 		model, err := entry.Models(m)
 		if err != nil {
@@ -348,5 +347,5 @@ func continuationStatus(err error) error {
 	case errors.Is(err, continuation.ErrMismatch):
 		reason = reasonContinuationMismatch
 	}
-	return statusError(runs.FailedPrecondition, reason, err.Error(), nil)
+	return statusError(FailedPrecondition, reason, err.Error(), nil)
 }

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -22,7 +19,6 @@ import (
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service/continuation"
-	"github.com/agentd/agentd/service/runs"
 )
 
 // planAgent is the agent starts are planned for: agent "planner", whose one tool, calc,
@@ -45,15 +41,13 @@ func planAgent(t *testing.T) *Agent {
 // planLimits are small limits for the plans, New's defaults where a case needs none.
 func planLimits() *Config {
 	return &Config{
-		Config: runs.Config{
-			MaxTranscriptBytes:   1 << 10,
-			MaxClientTools:       2,
-			MaxClientSchemaBytes: 200,
-			ClientToolTimeout:    time.Minute,
-			MaxClientToolTimeout: time.Hour,
-			ApprovalTimeout:      10 * time.Minute,
-			MaxApprovalTimeout:   time.Hour,
-		},
+		MaxTranscriptBytes:   1 << 10,
+		MaxClientTools:       2,
+		MaxClientSchemaBytes: 200,
+		ClientToolTimeout:    time.Minute,
+		MaxClientToolTimeout: time.Hour,
+		ApprovalTimeout:      10 * time.Minute,
+		MaxApprovalTimeout:   time.Hour,
 	}
 }
 
@@ -149,7 +143,7 @@ func TestPlanStartRefuses(t *testing.T) {
 		spec   *agentdv1.RunSpec
 		ct     *opened
 		noPick bool // the agent allows no model override
-		code   codes.Code
+		code   Code
 		reason string
 		// field and desc are the violation of an INVALID_ARGUMENT; desc is a prefix, or
 		// for another code the status message's.
@@ -196,7 +190,7 @@ func TestPlanStartRefuses(t *testing.T) {
 			field: "start.config.model", desc: `no model "slow"`},
 		// Refused at once, before the field errors found so far (no input here).
 		{name: "model override not allowed", noPick: true, spec: &agentdv1.RunSpec{Config: &agentdv1.RunConfig{Model: "fast"}},
-			code: codes.PermissionDenied, reason: reasonModelOverride, desc: "agent planner does not allow choosing the model"},
+			code: PermissionDenied, reason: reasonModelOverride, desc: "agent planner does not allow choosing the model"},
 		{name: "max steps over the agent's", spec: withInput(func(s *agentdv1.RunSpec) { s.Config = &agentdv1.RunConfig{MaxSteps: 6} }),
 			field: "start.config.max_steps", desc: "must be between 1 and the agent's limit 5"},
 		{name: "max steps negative", spec: withInput(func(s *agentdv1.RunSpec) { s.Config = &agentdv1.RunConfig{MaxSteps: -1} }),
@@ -228,11 +222,11 @@ func TestPlanStartRefuses(t *testing.T) {
 		{name: "resume with input", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) { s.Input = "and more" }),
 			field: "start.input", desc: "a resumed run takes no new input; steer it once it runs, or start a new run"},
 		{name: "resume of another agent's run", ct: func() *opened { ct := parked(t); ct.Agent = "coder"; return ct }(), spec: resume(),
-			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: `continuation mismatch: issued for agent "coder", not "planner"`},
+			code: FailedPrecondition, reason: reasonContinuationMismatch, desc: `continuation mismatch: issued for agent "coder", not "planner"`},
 		{name: "resume of another thread", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) { s.ThreadId = "thr_2" }),
-			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: `continuation mismatch: issued for thread "thr_1", not "thr_2"`},
+			code: FailedPrecondition, reason: reasonContinuationMismatch, desc: `continuation mismatch: issued for thread "thr_1", not "thr_2"`},
 		{name: "resume with other messages", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) { s.Messages = s.Messages[:1] }),
-			code: codes.FailedPrecondition, reason: reasonContinuationMismatch, desc: "continuation mismatch: the messages sent back differ from the transcript the parked run reported"},
+			code: FailedPrecondition, reason: reasonContinuationMismatch, desc: "continuation mismatch: the messages sent back differ from the transcript the parked run reported"},
 		// Wrong fields are reported first: the continuation is not checked against them.
 		{name: "resume with a wrong field and other messages", ct: parked(t), spec: withResume(func(s *agentdv1.RunSpec) {
 			s.Messages = s.Messages[:1]
@@ -281,39 +275,29 @@ func TestPlanStartRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("planned %+v, want it refused", p)
 			}
-			st := status.Convert(toStatus(err))
+			e, _ := errors.AsType[*Error](err)
 			code, reason := tt.code, tt.reason
-			if code == codes.OK {
-				code, reason = codes.InvalidArgument, reasonInvalidArgument
+			if code == OK {
+				code, reason = InvalidArgument, reasonInvalidArgument
 			}
-			var info *errdetails.ErrorInfo
-			var br *errdetails.BadRequest
-			for _, d := range st.Details() {
-				switch d := d.(type) {
-				case *errdetails.ErrorInfo:
-					info = d
-				case *errdetails.BadRequest:
-					br = d
-				}
+			if e == nil || e.Code != code || e.Reason != reason {
+				t.Fatalf("error %v (%+v), want %s with reason %s", err, e, code, reason)
 			}
-			if st.Code() != code || info.GetReason() != reason {
-				t.Fatalf("status %v (reason %s), want %s with reason %s", err, info.GetReason(), code, reason)
-			}
-			if code != codes.InvalidArgument {
-				if !strings.HasPrefix(st.Message(), tt.desc) {
-					t.Errorf("message %q, want it to begin %q", st.Message(), tt.desc)
+			if code != InvalidArgument {
+				if !strings.HasPrefix(e.Message, tt.desc) {
+					t.Errorf("message %q, want it to begin %q", e.Message, tt.desc)
 				}
 				return
 			}
-			for _, v := range br.GetFieldViolations() {
+			for _, v := range e.Fields {
 				if v.GetField() == tt.field && strings.HasPrefix(v.GetDescription(), tt.desc) {
-					if want := "invalid request: " + br.GetFieldViolations()[0].GetField() + ": "; !strings.HasPrefix(st.Message(), want) {
-						t.Errorf("message %q, want it to begin %q", st.Message(), want)
+					if want := "invalid request: " + e.Fields[0].GetField() + ": "; !strings.HasPrefix(e.Message, want) {
+						t.Errorf("message %q, want it to begin %q", e.Message, want)
 					}
 					return
 				}
 			}
-			t.Errorf("violations %v, want %s: %s…", br.GetFieldViolations(), tt.field, tt.desc)
+			t.Errorf("violations %v, want %s: %s…", e.Fields, tt.field, tt.desc)
 		})
 	}
 }
@@ -450,7 +434,7 @@ func TestPlanStart(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := planStart(ctx, startInput{spec: spec, ct: parked(t), agent: planAgent(t), limits: limits, mode: ModeRun})
-		if status.Code(toStatus(err)) != codes.InvalidArgument || !strings.Contains(err.Error(), "start.decisions[0]: edited_arguments for tool calc") {
+		if codeOf(err) != InvalidArgument || !strings.Contains(err.Error(), "start.decisions[0]: edited_arguments for tool calc") {
 			t.Errorf("planStart with ctx done = %v, want the decision refused", err)
 		}
 		if !errors.Is(ctx.Err(), context.Canceled) {

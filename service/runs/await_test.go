@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func awaitSession(t *testing.T, mode Mode) *session {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	ss := &session{
-		srv:  testServer(t).engine,
+		srv:  testServer(t),
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
 		journal:     journal.New(nil, false),
 		outs:        map[*journal.Outbox]struct{}{},
@@ -353,10 +353,10 @@ func TestApprovePolicy_AnAckedDecisionWins(t *testing.T) {
 	}
 }
 
-// testServer is a Server for a session built by hand, with a memory store.
-func testServer(t *testing.T) *Server {
+// testServer is an engine for a session built by hand, with a memory store.
+func testServer(t *testing.T) *Manager {
 	t.Helper()
-	s, err := New(Config{Agents: emptyAgents{}, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{}, emptyAgents{}, slog.New(slog.DiscardHandler), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

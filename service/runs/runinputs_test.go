@@ -1,10 +1,7 @@
-package service
+package runs
 
 import (
 	"testing"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // A run's inputs not yet answered are bounded in bytes: one past the bound is refused
@@ -17,7 +14,7 @@ func TestRunInputs_Bounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.holdInput("a", 50, limit); status.Code(toStatus(err)) != codes.ResourceExhausted {
+	if _, err := s.holdInput("a", 50, limit); codeOf(err) != ResourceExhausted {
 		t.Fatalf("past the bound: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	other, err := s.holdInput("b", 500, limit) // alone, any size: the message size bounds it

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -192,7 +191,7 @@ func grantToProto(g store.Grant) *agentdv1.Grant {
 	}
 }
 
-// revokeGrant revokes a thread's grant, for RevokeGrant.
+// RevokeGrant revokes a thread's grant, for RevokeGrant.
 func (s *Manager) RevokeGrant(ctx context.Context, threadID, grantID string) error {
 	th, err := s.thread(ctx, threadID)
 	if err != nil {
@@ -200,7 +199,7 @@ func (s *Manager) RevokeGrant(ctx context.Context, threadID, grantID string) err
 	}
 	switch err := s.store.RevokeGrant(ctx, th.ID, grantID); {
 	case errors.Is(err, store.ErrNotFound):
-		return statusError(runs.NotFound, reasonGrantNotFound, "the thread has no grant "+grantID, map[string]string{"grant_id": grantID})
+		return statusError(NotFound, reasonGrantNotFound, "the thread has no grant "+grantID, map[string]string{"grant_id": grantID})
 	case err != nil:
 		return storeStatus(err)
 	}

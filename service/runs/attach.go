@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/internal/wire"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -58,7 +57,7 @@ func (s *Manager) attach(ctx context.Context, id string, after int64, send func(
 		ev.GetAttached().AttachmentId = id
 		f, err := journal.MarshalFrame(ev)
 		if err != nil {
-			return nil, nil, statusError(runs.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+			return nil, nil, statusError(Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 		}
 		o := journal.NewOutbox(ctx, s.storedJournal(ref.rec), after, []journal.Frame{f}, send, func(error) {})
 		o.ID = id
@@ -91,7 +90,7 @@ func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send f
 	ev.GetAttached().AttachmentId = id
 	f, err := journal.MarshalFrame(ev)
 	if err != nil {
-		return nil, statusError(runs.Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
+		return nil, statusError(Internal, reasonInternal, "marshaling attached: "+err.Error(), nil)
 	}
 	o := journal.NewOutbox(ctx, ss.journal, after, []journal.Frame{f}, send, func(error) {})
 	o.ID = id
@@ -102,14 +101,14 @@ func (ss *session) attachLocked(ctx context.Context, after, oldest int64, send f
 
 // tooManyAttachments refuses an attach past a limit.
 func tooManyAttachments(msg string, limit int) error {
-	return statusError(runs.ResourceExhausted, reasonTooManyAttachments, msg, map[string]string{"limit": strconv.Itoa(limit)})
+	return statusError(ResourceExhausted, reasonTooManyAttachments, msg, map[string]string{"limit": strconv.Itoa(limit)})
 }
 
 // checkCursor refuses an after_seq past a run's last event or below its oldest kept.
 func checkCursor(after, oldest, last int64) error {
 	switch {
 	case after > last:
-		return statusError(runs.OutOfRange, reasonCursorAhead,
+		return statusError(OutOfRange, reasonCursorAhead,
 			fmt.Sprintf("after_seq %d is past the run's last event, seq %d", after, last),
 			map[string]string{"last_seq": strconv.FormatInt(last, 10)})
 	case after+1 < oldest:
@@ -118,7 +117,7 @@ func checkCursor(after, oldest, last int64) error {
 	return nil
 }
 
-// maxClientKey bounds SendRunInput's client_key.
+// MaxClientKey bounds SendRunInput's client_key.
 const MaxClientKey = 128
 
 // maxKeyedInputs bounds the client keys a run remembers; the oldest go first.
@@ -176,7 +175,7 @@ func (k *keyedInputs) orphan() {
 	}
 }
 
-// sendInput acts on one input for a run, for SendRunInput: it is stored before the run
+// SendInput acts on one input for a run, for SendRunInput: it is stored before the run
 // acts on it, and its answer after, under the client's key, so that a retry, on any
 // replica, gets the same answer.
 func (s *Manager) SendInput(ctx context.Context, runID, key string, req *agentdv1.RunRequest) (*agentdv1.SendRunInputResponse, error) {
@@ -199,7 +198,7 @@ func (s *Manager) SendInput(ctx context.Context, runID, key string, req *agentdv
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err != nil {
-		return nil, statusError(runs.Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
+		return nil, statusError(Internal, reasonInternal, "marshaling the input: "+err.Error(), nil)
 	}
 	digest := sha256.Sum256(b)
 	release, err := s.holdInput(runID, len(b), s.cfg.MaxRunInputBytes)
@@ -232,7 +231,7 @@ func (s *Manager) SendInput(ctx context.Context, runID, key string, req *agentdv
 			// else it stayed parked, refused as going on elsewhere, until a restart.
 			return s.relay(ctx, ref.rec, key, digest, req)
 		}
-		return nil, statusError(runs.Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
+		return nil, statusError(Unavailable, reasonRunElsewhere, "the run is not going on on this server: send its input where it runs", map[string]string{"run_id": ref.rec.ID})
 	}
 	resp, err := s.inputHere(ctx, ss, key, digest, req)
 	if isMoved(err) {
@@ -252,7 +251,7 @@ func (s *Manager) SendInput(ctx context.Context, runID, key string, req *agentdv
 // bytes on this server.
 func (s *Manager) holdInput(run string, n, limit int) (release func(), err error) {
 	if !s.inputs.add(run, n, limit) {
-		return nil, statusError(runs.ResourceExhausted, reasonTooManyInputs,
+		return nil, statusError(ResourceExhausted, reasonTooManyInputs,
 			fmt.Sprintf("run %s has %d bytes of input waiting to be acted on, and this one's %d would pass the %d this server holds for a run: send it again once those are answered", run, s.inputs.held(run), n, limit),
 			map[string]string{"run_id": run, "limit": strconv.Itoa(limit)})
 	}
@@ -276,7 +275,7 @@ func keyReused() error {
 
 // finishedStatus refuses input for a finished run.
 func finishedStatus(id string) error {
-	return statusError(runs.FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": id})
+	return statusError(FailedPrecondition, reasonRunFinished, "the run has finished: it acts on nothing more", map[string]string{"run_id": id})
 }
 
 // takeKeyed acts on SendRunInput's input req of key, unless an input of that key came

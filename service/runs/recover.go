@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/service/continuation"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -624,7 +623,7 @@ func (s *Manager) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 func (s *Manager) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why string) error {
 	rf := &agentdv1.RunFinished{
 		Reason:      agentdv1.RunEndReason_RUN_END_REASON_CANCELLED,
-		Error:       &agentdv1.RunError{Code: int32(runs.Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
+		Error:       &agentdv1.RunError{Code: int32(Canceled), Reason: reasonCancelled, Message: wire.ProtoString("the run was cancelled: " + serverStopped + ", and " + why)},
 		NewMessages: ss.priorNew, Usage: cp.GetUsage(), Continuation: cp.GetContinuation(),
 	}
 	ss.mu.Lock()

@@ -1,17 +1,13 @@
-package service
+package runs
 
 import (
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/demo"
-	"github.com/agentd/agentd/service/runs"
 )
 
-// TestAdmitRefusesOnceDraining: a start that passed newSession's drain check just as
+// TestAdmitRefusesOnceDraining: a start that passed Start's drain check just as
 // draining began is refused where it would be counted, so no run is added to the
 // WaitGroup that Shutdown waits on, and its slots are given back.
 func TestAdmitRefusesOnceDraining(t *testing.T) {
@@ -23,19 +19,19 @@ func TestAdmitRefusesOnceDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Agents: agents, Config: runs.Config{ContinuationKey: []byte("a continuation key for tests, 32+ bytes long"), MaxRunsPerCaller: 1}})
+	s, err := New(Config{ContinuationKey: []byte("a continuation key for tests, 32+ bytes long"), MaxRunsPerCaller: 1}, agents, nil, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Drain(0)
-	_, err = s.engine.admit("alice")
-	if status.Code(toStatus(err)) != codes.Unavailable {
+	_, err = s.admit("alice")
+	if codeOf(err) != Unavailable {
 		t.Fatalf("admit while draining = %v, want UNAVAILABLE", err)
 	}
 	if n := s.ActiveRuns(); n != 0 {
 		t.Errorf("%d runs counted after a refused admission, want 0", n)
 	}
-	if !s.engine.callers.add("alice", 1, 1) {
+	if !s.callers.add("alice", 1, 1) {
 		t.Error("the caller's slot was not given back")
 	}
 }

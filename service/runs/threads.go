@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/ids"
 	"github.com/agentd/agentd/internal/wire"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -80,7 +79,7 @@ func (s *Manager) withThread(ctx context.Context, mode Mode, spec *agentdv1.RunS
 		for _, m := range msgs {
 			pm := &agentdv1.Message{}
 			if err := proto.Unmarshal(m.Data, pm); err != nil {
-				return nil, nil, statusError(runs.Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", id, m.Index, err), nil)
+				return nil, nil, statusError(Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", id, m.Index, err), nil)
 			}
 			history = append(history, pm)
 		}
@@ -146,11 +145,11 @@ func (s *Manager) waitEnding(ctx context.Context, id string) bool {
 }
 
 func threadNotFound(id string) error {
-	return statusError(runs.NotFound, reasonThreadNotFound, "no thread "+strconv.Quote(id)+" of yours on this server: it never existed, was deleted or expired, or another caller owns it", map[string]string{"thread_id": id})
+	return statusError(NotFound, reasonThreadNotFound, "no thread "+strconv.Quote(id)+" of yours on this server: it never existed, was deleted or expired, or another caller owns it", map[string]string{"thread_id": id})
 }
 
 func threadBusy(id, active string) error {
-	return statusError(runs.Aborted, reasonThreadBusy, fmt.Sprintf("thread %s has an active run, %s: attach to it, wait for it to finish, or start with on_busy STEER", id, active), map[string]string{"thread_id": id, "active_run_id": active})
+	return statusError(Aborted, reasonThreadBusy, fmt.Sprintf("thread %s has an active run, %s: attach to it, wait for it to finish, or start with on_busy STEER", id, active), map[string]string{"thread_id": id, "active_run_id": active})
 }
 
 // addToThread adds a finished run's messages to its thread: the start's own, then the
@@ -170,7 +169,7 @@ func (s *Manager) addToThread(ctx context.Context, ss *session) error {
 	return s.store.AppendMessages(ctx, ss.thread, ss.heldLease(), msgs)
 }
 
-// getThread reads a page of a thread's messages, with its grants, for GetThread.
+// GetThread reads a page of a thread's messages, with its grants, for GetThread.
 func (s *Manager) GetThread(ctx context.Context, id, pageToken string, size32 int32) (*agentdv1.GetThreadResponse, error) {
 	from, err := pageIndex(pageToken)
 	if err != nil {
@@ -192,7 +191,7 @@ func (s *Manager) GetThread(ctx context.Context, id, pageToken string, size32 in
 	for _, m := range msgs {
 		pm := &agentdv1.Message{}
 		if err := proto.Unmarshal(m.Data, pm); err != nil {
-			return nil, statusError(runs.Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", th.ID, m.Index, err), nil)
+			return nil, statusError(Internal, reasonInternal, fmt.Sprintf("thread %s message %d does not decode: %v", th.ID, m.Index, err), nil)
 		}
 		resp.Messages = append(resp.Messages, pm)
 	}
@@ -202,7 +201,7 @@ func (s *Manager) GetThread(ctx context.Context, id, pageToken string, size32 in
 	return resp, nil
 }
 
-// listThreads lists a page of the caller's threads, for ListThreads.
+// ListThreads lists a page of the caller's threads, for ListThreads.
 func (s *Manager) ListThreads(ctx context.Context, pageToken string, size32 int32) (*agentdv1.ListThreadsResponse, error) {
 	after := ""
 	if pageToken != "" {
@@ -227,7 +226,7 @@ func (s *Manager) ListThreads(ctx context.Context, pageToken string, size32 int3
 	return resp, nil
 }
 
-// deleteThread deletes a thread that has no active run, for DeleteThread.
+// DeleteThread deletes a thread that has no active run, for DeleteThread.
 func (s *Manager) DeleteThread(ctx context.Context, id string) error {
 	th, err := s.thread(ctx, id)
 	if err != nil {
@@ -274,7 +273,7 @@ func pageIndex(tok string) (int64, error) {
 }
 
 func invalidPageToken() error {
-	return statusError(runs.InvalidArgument, reasonInvalidPageToken, "page_token is not one this server gave: send the next_page_token of the previous page, or none", nil)
+	return statusError(InvalidArgument, reasonInvalidPageToken, "page_token is not one this server gave: send the next_page_token of the previous page, or none", nil)
 }
 
 // threadSteer is a start's input on a thread that has an active run, with on_busy

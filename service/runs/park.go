@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/agentd/agentd/hooks"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -337,11 +336,11 @@ func (s *Manager) wake(ctx context.Context, ss *session) error {
 	}
 	spec, cp := &agentdv1.RunSpec{}, &continuationv1.RunCheckpoint{}
 	if err := errors.Join(proto.Unmarshal(rec.Spec, spec), proto.Unmarshal(rec.Checkpoint, cp)); err != nil {
-		return statusError(runs.Internal, reasonInternal, "the parked run's checkpoint does not decode: "+err.Error(), nil)
+		return statusError(Internal, reasonInternal, "the parked run's checkpoint does not decode: "+err.Error(), nil)
 	}
 	ct, err := s.verifyContinuation(cp.GetContinuation())
 	if err != nil {
-		return statusError(runs.Internal, reasonInternal, "the parked run's continuation does not open: "+err.Error(), nil)
+		return statusError(Internal, reasonInternal, "the parked run's continuation does not open: "+err.Error(), nil)
 	}
 	spec.Messages, spec.Continuation, spec.Input = cp.GetMessages(), cp.GetContinuation(), ""
 	filter := &wakeFilter{stepID: ct.Pending.StepID, approvals: map[string]bool{}}
@@ -483,7 +482,7 @@ func (s *Manager) expire(ss *session) {
 	}
 	rf := &agentdv1.RunFinished{
 		Reason: agentdv1.RunEndReason_RUN_END_REASON_EXPIRED,
-		Error: &agentdv1.RunError{Code: int32(runs.DeadlineExceeded), Reason: reasonParkExpired,
+		Error: &agentdv1.RunError{Code: int32(DeadlineExceeded), Reason: reasonParkExpired,
 			Message: wire.ProtoString(fmt.Sprintf("the run waited, parked, for %s without the input it needed", s.cfg.ParkTimeout))},
 		NewMessages: ss.priorNew, Usage: ss.priorUsage, Continuation: p.continuation,
 	}

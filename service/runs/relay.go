@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -34,7 +33,7 @@ func (s *Manager) relay(ctx context.Context, rec store.Run, key string, digest [
 		if time.Now().After(giveUp) {
 			// The input is stored: the run's holder acts on it when it can. The client
 			// learns so in bounded time, and a retry of the same key gets its answer.
-			return nil, statusError(runs.Unavailable, reasonInputUnanswered,
+			return nil, statusError(Unavailable, reasonInputUnanswered,
 				fmt.Sprintf("the input is stored, but the replica running the run did not answer it within %s: send it again with the same client_key", s.cfg.InputAnswerTimeout),
 				map[string]string{"run_id": rec.ID})
 		}
@@ -133,7 +132,7 @@ func (s *Manager) ackStored(ss *session, ki *keyedInput) error {
 	case errors.Is(err, errRunMoved):
 		return errRunMoved
 	}
-	return statusError(runs.Unavailable, reasonStoreUnavailable, "the input was taken, but storing it failed: send it again (the same client_key)", map[string]string{"run_id": ss.runID})
+	return statusError(Unavailable, reasonStoreUnavailable, "the input was taken, but storing it failed: send it again (the same client_key)", map[string]string{"run_id": ss.runID})
 }
 
 // isMoved reports whether err says the run moved to another replica.
@@ -141,7 +140,7 @@ func isMoved(err error) bool {
 	if errors.Is(err, errRunMoved) {
 		return true
 	}
-	e, ok := errors.AsType[*runs.Error](err)
+	e, ok := errors.AsType[*Error](err)
 	return ok && e.Reason == reasonRunMoved
 }
 
@@ -150,9 +149,9 @@ func isMoved(err error) bool {
 func (s *Manager) keepAnswer(runID, key string, resp *agentdv1.SendRunInputResponse, refusal error) {
 	a := &continuationv1.InputAnswer{Ack: resp.GetAck(), Seq: resp.GetSeq()}
 	if refusal != nil {
-		e, ok := errors.AsType[*runs.Error](refusal)
+		e, ok := errors.AsType[*Error](refusal)
 		if !ok {
-			e = &runs.Error{Code: runs.Unknown, Message: refusal.Error()}
+			e = &Error{Code: Unknown, Message: refusal.Error()}
 		}
 		a.Code, a.Message, a.Reason, a.Metadata = int32(e.Code), e.Message, e.Reason, e.Meta
 	}
@@ -171,10 +170,10 @@ func (s *Manager) keepAnswer(runID, key string, resp *agentdv1.SendRunInputRespo
 func decodeAnswer(b []byte) (*agentdv1.SendRunInputResponse, error) {
 	a := &continuationv1.InputAnswer{}
 	if err := proto.Unmarshal(b, a); err != nil {
-		return nil, statusError(runs.Internal, reasonInternal, "decoding a kept answer: "+err.Error(), nil)
+		return nil, statusError(Internal, reasonInternal, "decoding a kept answer: "+err.Error(), nil)
 	}
 	if a.GetCode() != 0 {
-		return nil, statusError(runs.Code(a.GetCode()), a.GetReason(), a.GetMessage(), a.GetMetadata())
+		return nil, statusError(Code(a.GetCode()), a.GetReason(), a.GetMessage(), a.GetMetadata())
 	}
 	return &agentdv1.SendRunInputResponse{Ack: a.GetAck(), Seq: a.GetSeq()}, nil
 }
@@ -248,7 +247,7 @@ func (ss *session) knowsKey(key string) bool {
 func (s *Manager) actStored(ss *session, in store.Input) {
 	req := &agentdv1.RunRequest{}
 	if err := proto.Unmarshal(in.Request, req); err != nil {
-		s.keepAnswer(ss.runID, in.Key, nil, statusError(runs.Internal, reasonInternal, "decoding a stored input: "+err.Error(), nil))
+		s.keepAnswer(ss.runID, in.Key, nil, statusError(Internal, reasonInternal, "decoding a stored input: "+err.Error(), nil))
 		return
 	}
 	var digest [sha256.Size]byte

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -19,8 +19,10 @@ import (
 	"github.com/agentd/agentd/service/store/memory"
 )
 
-// manager is the run engine apart from the streams: the runs this server runs, their
-// store and journal writer, parking, the fleet, threads and grants. Server is its wire.
+// Manager is the run engine apart from the streams: the runs this server runs, their
+// store and journal writer, parking, the fleet, threads and grants. Package service is
+// its wire: it checks requests at the door, starts and attaches through a Manager, and
+// maps its errors to gRPC statuses.
 type Manager struct {
 	cfg    Config
 	log    *slog.Logger
@@ -38,14 +40,14 @@ type Manager struct {
 	// drained, called once as draining starts, tells the wire (health).
 	drained func()
 	// traceContext is the context a run's span starts from, from the RPC's
-	// (Server.runTraceContext).
+	// (Hooks.TraceContext).
 	traceContext func(context.Context) (context.Context, []trace.Link)
 	// check is the wire's check of a client message after start (checkInput): the
 	// refusal the run acks it with, or nil.
 	check func(*agentdv1.RunRequest) *agentdv1.RunError
 
 	// admitMu is read-held while a run is counted in runs, and held while draining
-	// starts: no run is counted once Drain has returned, so Shutdown's runs.Wait never
+	// starts: no run is counted once Drain has returned, so Shutdown's Wait never
 	// races an Add (a WaitGroup must not be added to from zero while it is waited on).
 	admitMu   sync.RWMutex
 	drainOnce sync.Once
@@ -93,17 +95,36 @@ type Manager struct {
 	kick    chan struct{}
 }
 
-// wireHooks are what the engine calls of the wire.
+// Hooks are what the engine calls of the wire that serves it.
 type Hooks struct {
-	Drained      func()
+	// Drained is called once, as draining starts (health turns NOT_SERVING).
+	Drained func()
+	// TraceContext returns the context a run's span starts from, given its RPC's, and
+	// the links the span carries.
 	TraceContext func(context.Context) (context.Context, []trace.Link)
-	CheckInput   func(*agentdv1.RunRequest) *agentdv1.RunError
+	// CheckInput is the wire's check of a client message after start: the refusal the
+	// run acks it with, or nil for a message the run may act on.
+	CheckInput func(*agentdv1.RunRequest) *agentdv1.RunError
 }
 
-// newManager returns the engine for cfg, its zero fields set to their defaults.
-func newManager(cfg Config, w Hooks) (*Manager, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+// New returns the engine that runs agents, as cfg says (its zero fields take their
+// defaults), logging to log (nil: slog.Default()) and calling h. It starts the store's
+// sweeper and, with a shared store, the fleet's heartbeat; Shutdown stops them.
+func New(cfg Config, agents Agents, log *slog.Logger, h Hooks) (*Manager, error) {
+	if agents == nil {
+		return nil, errors.New("runs: no agents")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if h.Drained == nil {
+		h.Drained = func() {}
+	}
+	if h.TraceContext == nil {
+		h.TraceContext = func(ctx context.Context) (context.Context, []trace.Link) { return ctx, nil }
+	}
+	if h.CheckInput == nil {
+		h.CheckInput = func(*agentdv1.RunRequest) *agentdv1.RunError { return nil }
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -203,12 +224,12 @@ func newManager(cfg Config, w Hooks) (*Manager, error) {
 		if key, _, err = continuation.Key("", ""); err != nil {
 			return nil, err
 		}
-		cfg.Logger.Warn("no continuation key configured: a random one is used, so parked runs resume only on this process (set AGENTD_CONTINUATION_KEY on every replica)")
+		log.Warn("no continuation key configured: a random one is used, so parked runs resume only on this process (set AGENTD_CONTINUATION_KEY on every replica)")
 	}
 	s := &Manager{
 		cfg:    cfg,
-		log:    cfg.Logger,
-		agents: cfg.Agents,
+		log:    log,
+		agents: agents,
 		codec:  continuation.NewCodec(key, cfg.ContinuationTTL, cfg.Now),
 		store:  cfg.Store,
 		live:   map[string]*session{},
@@ -221,7 +242,7 @@ func newManager(cfg Config, w Hooks) (*Manager, error) {
 		s.shared = sh.Shared()
 	}
 	s.writer = journal.NewWriter(cfg.Store, journal.WriterConfig{
-		Gated: s.gated, LeaseTTL: cfg.LeaseTTL, Log: cfg.Logger,
+		Gated: s.gated, LeaseTTL: cfg.LeaseTTL, Log: log,
 		Wrote: func(ok bool) {
 			if ok {
 				s.writeDone.Store(time.Now().UnixNano())
@@ -240,7 +261,7 @@ func newManager(cfg Config, w Hooks) (*Manager, error) {
 	s.streamsCtx, s.endStreams = context.WithCancelCause(context.Background())
 	s.stopRuns, s.stopCancel = context.WithCancelCause(context.Background())
 	s.sweeper = time.AfterFunc(sweepInterval, s.sweep)
-	s.drained, s.traceContext, s.check = w.Drained, w.TraceContext, w.CheckInput
+	s.drained, s.traceContext, s.check = h.Drained, h.TraceContext, h.CheckInput
 	s.startFleet()
 	return s, nil
 }
@@ -260,6 +281,7 @@ func (s *Manager) Drain(period time.Duration) {
 	})
 }
 
+// Draining reports whether Drain was called: new runs are refused.
 func (s *Manager) Draining() bool { return s.drainCtx.Err() != nil }
 
 func (s *Manager) drainDeadline() time.Time { return time.Unix(0, s.drainUntil.Load()) }

@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 	"github.com/agentd/agentd/service/store"
 )
@@ -81,7 +80,7 @@ func (s *Manager) Execute(ctx context.Context, st *Started) (*agentdv1.ExecuteRu
 	case ResumedBefore:
 		return s.executedAlready(ctx, st.RunID)
 	case SteeredInto: // withThread refuses on_busy STEER for ExecuteRun
-		return nil, statusError(runs.Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
+		return nil, statusError(Internal, reasonInternal, "ExecuteRun cannot steer into a thread's active run", nil)
 	}
 	ss := st.ss
 	ss.own(st.req)

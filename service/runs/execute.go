@@ -1,4 +1,4 @@
-package service
+package runs
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/wire"
 	"github.com/agentd/agentd/runtime"
-	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/runs/journal"
 )
 
@@ -60,7 +59,7 @@ func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) 
 		}
 	}
 	if rf == nil {
-		return nil, statusError(runs.Internal, reasonInternal, "the run ended without run_finished", nil)
+		return nil, statusError(Internal, reasonInternal, "the run ended without run_finished", nil)
 	}
 	return rf, nil
 }
@@ -99,7 +98,7 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 		stop() // a panic in the run too: the timer must not re-arm for ever
 		if p := recover(); p != nil {
 			ss.srv.log.Error("the run panicked", "run_id", ss.runID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			re := &agentdv1.RunError{Code: int32(runs.Internal), Reason: reasonInternal, Message: wire.ProtoString("the run failed: a fault in agentd")}
+			re := &agentdv1.RunError{Code: int32(Internal), Reason: reasonInternal, Message: wire.ProtoString("the run failed: a fault in agentd")}
 			ss.mu.Lock()
 			ended := ss.ended
 			ss.mu.Unlock()
@@ -107,7 +106,7 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 				ss.result = &agentdv1.RunFinished{Reason: agentdv1.RunEndReason_RUN_END_REASON_FAILED, Error: re}
 				ss.sendFinished(ss.result)
 			}
-			ss.status = statusError(runs.Internal, reasonInternal, re.GetMessage(), nil)
+			ss.status = statusError(Internal, reasonInternal, re.GetMessage(), nil)
 			parked = false
 		}
 		if parked {
@@ -242,7 +241,7 @@ func (ss *session) serveStarter(ctx context.Context, o *journal.Outbox) error {
 	switch {
 	case cause == journal.ErrClientStalled:
 		re := stalledError(stall)
-		return statusError(runs.ResourceExhausted, re.GetReason(), re.GetMessage(), nil, ss.result)
+		return statusError(ResourceExhausted, re.GetReason(), re.GetMessage(), nil, ss.result)
 	case sendErr != nil:
 		return sendStatus(sendErr)
 	}
@@ -270,7 +269,7 @@ func (s *Manager) serveAttached(ctx context.Context, id string, ss *session, o *
 	}
 	if errors.Is(context.Cause(ctx), errShuttingDown) {
 		sent := o.Cursor()
-		return statusError(runs.Unavailable, reasonDraining,
+		return statusError(Unavailable, reasonDraining,
 			fmt.Sprintf("the server is shutting down: attach again, to another replica, with after_seq %d", sent),
 			map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 	}
@@ -296,7 +295,7 @@ func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent in
 	case ctx.Err() != nil:
 		return contextError(ctx.Err())
 	}
-	return statusError(runs.ResourceExhausted, reasonClientStalled,
+	return statusError(ResourceExhausted, reasonClientStalled,
 		fmt.Sprintf("the client read nothing for %s while events waited for it, so this stream was let go; the run goes on: attach again with after_seq %d", stall, sent),
 		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 }
@@ -304,7 +303,7 @@ func goneStatus(ctx context.Context, sendErr error, stall time.Duration, sent in
 // movedStatus ends a Run stream whose run another replica took over, having sent it
 // the events up to seq sent.
 func movedStatus(sent int64) error {
-	return statusError(runs.Unavailable, reasonRunMoved,
+	return statusError(Unavailable, reasonRunMoved,
 		fmt.Sprintf("another replica runs the run now: attach again, on any replica, with after_seq %d", sent),
 		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 }
@@ -312,14 +311,14 @@ func movedStatus(sent int64) error {
 // storeLostStatus ends a stream whose run this replica let go, its store having failed
 // the run for a lease, having sent it the events up to seq sent.
 func storeLostStatus(sent int64) error {
-	return statusError(runs.Unavailable, reasonStoreUnavailable,
+	return statusError(Unavailable, reasonStoreUnavailable,
 		fmt.Sprintf("this replica's store did not answer for a lease, so it let the run go; the run goes on from the store: attach again, on any replica, with after_seq %d", sent),
 		map[string]string{"last_seq_sent": strconv.FormatInt(sent, 10)})
 }
 
 // expiredStatus refuses a cursor below what the journal keeps.
 func expiredStatus(oldest int64) error {
-	return statusError(runs.OutOfRange, reasonEventsExpired,
+	return statusError(OutOfRange, reasonEventsExpired,
 		fmt.Sprintf("the run's journal keeps its events from seq %d on: attach with after_seq %d or more", oldest, oldest-1),
 		map[string]string{"oldest_seq": strconv.FormatInt(oldest, 10)})
 }
@@ -327,7 +326,7 @@ func expiredStatus(oldest int64) error {
 // stalledError is the RunError of a run whose client read nothing for the stall timeout.
 func stalledError(stall time.Duration) *agentdv1.RunError {
 	return &agentdv1.RunError{
-		Code:    int32(runs.ResourceExhausted),
+		Code:    int32(ResourceExhausted),
 		Reason:  reasonClientStalled,
 		Message: wire.ProtoString(fmt.Sprintf("the client read nothing for %s while events waited for it, so the run ended; its outcome and transcript are in the status details", stall)),
 	}
@@ -335,5 +334,5 @@ func stalledError(stall time.Duration) *agentdv1.RunError {
 
 // sendStatus is the status of an RPC whose stream broke.
 func sendStatus(err error) error {
-	return statusError(runs.Unavailable, reasonStreamBroken, "sending to the client failed: "+err.Error(), nil)
+	return statusError(Unavailable, reasonStreamBroken, "sending to the client failed: "+err.Error(), nil)
 }
