@@ -289,17 +289,17 @@ func (ss *session) takeKeyed(key string, digest [sha256.Size]byte, req *agentdv1
 		}
 		return ki, nil
 	}
-	if ss.ended {
+	if ss.phase == phaseEnded {
 		return nil, finishedStatus(ss.runID)
 	}
 	ss.readyLocked()
-	if ss.ended {
+	if ss.phase == phaseEnded {
 		return nil, finishedStatus(ss.runID)
 	}
 	ki, _ := ss.keyed.begin(key, digest)
 	in := input{key: key}
 	ss.actLocked(in, req)
-	if ki.ack == nil && ss.ended {
+	if ki.ack == nil && ss.phase == phaseEnded {
 		// The run finished while a decision was checked: nothing acked it.
 		delete(ss.keyed.byKey, key)
 		return nil, finishedStatus(ss.runID)

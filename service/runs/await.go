@@ -105,7 +105,7 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		return zero, runtime.ErrInterrupt
 	case ctx.Err() != nil:
 		// Expired already (a woken run's approval past its first expiry): no wait.
-	case ss.parking || ss.canParkLocked():
+	case ss.phase == phaseParking || ss.canParkLocked():
 		// Nobody attached can answer: the run parks in the store (park.go), and the
 		// slot comes back when it wakes.
 		ss.startParkingLocked()

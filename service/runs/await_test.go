@@ -23,12 +23,14 @@ func awaitSession(t *testing.T, mode Mode) *session {
 	ss := &session{
 		srv:  testServer(t),
 		mode: mode, ctx: ctx, cancel: cancel, policy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK,
-		journal:     journal.New(nil, false),
-		outs:        map[*journal.Outbox]struct{}{},
+		durable:     durable{journal: journal.New(nil, false)},
+		attachments: attachments{outs: map[*journal.Outbox]struct{}{}},
 		tools:       runTools{specs: map[string]runtime.ToolSpec{"calc": {Name: "calc"}}, schemas: map[string]*runtime.Schema{}, agent: &compiledSchemas{m: map[string]*runtime.Schema{}}},
-		inputDoneCh: make(chan struct{}),
-		approvals:   map[string]*answerSlot[runtime.Decision]{},
-		clientCalls: map[string]*answerSlot[runtime.Output]{},
+		inputs: inputs{
+			inputDoneCh: make(chan struct{}),
+			approvals:   map[string]*answerSlot[runtime.Decision]{},
+			clientCalls: map[string]*answerSlot[runtime.Output]{},
+		},
 	}
 	if mode != ModeRun {
 		ss.closeInput()

@@ -373,7 +373,8 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 func (ss *session) sendFinished(rf *agentdv1.RunFinished) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.ended, ss.result = true, rf
+	ss.setPhaseLocked(phaseEnded)
+	ss.result = rf
 	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 }
 

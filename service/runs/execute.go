@@ -100,7 +100,7 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 			ss.srv.log.Error("the run panicked", "run_id", ss.runID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			re := &agentdv1.RunError{Code: int32(Internal), Reason: reasonInternal, Message: wire.ProtoString("the run failed: a fault in agentd")}
 			ss.mu.Lock()
-			ended := ss.ended
+			ended := ss.phase == phaseEnded
 			ss.mu.Unlock()
 			if !ended {
 				ss.result = &agentdv1.RunFinished{Reason: agentdv1.RunEndReason_RUN_END_REASON_FAILED, Error: re}
@@ -160,7 +160,7 @@ func (ss *session) handsOver(fin *runtime.RunFinished) bool {
 func (ss *session) isParking() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.parking
+	return ss.phase == phaseParking
 }
 
 // start runs the session on a goroutine of its own: the run belongs to the server, and

@@ -122,7 +122,7 @@ func (s *Manager) renewLoop(ctx context.Context) {
 			ss.mu.Lock()
 			// A run that ended here is held until its end is stored (finishRun), and then
 			// let go of: its lease runs until then.
-			l, running := ss.lease, ss.parked == nil && !ss.moved && ss.lease.Epoch > 0
+			l, running := ss.lease, ss.phase != phaseParked && !ss.moved && ss.lease.Epoch > 0
 			ss.mu.Unlock()
 			if running {
 				held[l.RunID] = ss
@@ -242,7 +242,7 @@ func (s *Manager) storeLost(ss *session) {
 // (Run streams alone for errRunMoved: the others follow the run from the store).
 func (s *Manager) letGo(ss *session, why error) bool {
 	ss.mu.Lock()
-	if ss.moved || ss.ended && ss.toPark == nil && ss.parked == nil && ss.journal.Stored() >= ss.journal.Last() {
+	if ss.moved || ss.phase == phaseEnded && ss.toPark == nil && ss.journal.Stored() >= ss.journal.Last() {
 		ss.mu.Unlock()
 		return false // moved already, or over: its end is in the store
 	}

@@ -154,12 +154,12 @@ func wakes(req *agentdv1.RunRequest) bool {
 func (ss *session) handle(req *agentdv1.RunRequest, lim *rate.Limiter, stream string) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.ended {
+	if ss.phase == phaseEnded {
 		return true // run_finished is out: the stream carries nothing more
 	}
 	if wakes(req) {
 		ss.readyLocked()
-		if ss.ended {
+		if ss.phase == phaseEnded {
 			return true
 		}
 	}
@@ -238,7 +238,7 @@ func (ss *session) endingLocked() *agentdv1.RunError {
 	if ss.ctx.Err() == nil {
 		return nil
 	}
-	if ss.parked != nil && !ss.ended {
+	if ss.phase == phaseParked {
 		// readyLocked could not wake it: the run is parked, not ending.
 		return ackError(reasonWakeFailed, "the run is parked and could not be taken up again to act on this (%v): send it again (from SendRunInput, under a new client_key)", ss.wakeErr)
 	}
@@ -341,13 +341,13 @@ func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 	rd, refusal := tools.decision(ctx, d, tool, args)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.ended {
+	if ss.phase == phaseEnded {
 		return
 	}
 	// The run may have parked while the arguments were validated: it wakes, with the
 	// approval's slot anew.
 	ss.readyLocked()
-	if ss.ended {
+	if ss.phase == phaseEnded {
 		return
 	}
 	slot = ss.approvals[d.GetApprovalId()]

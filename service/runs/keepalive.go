@@ -16,7 +16,7 @@ func (ss *session) keepAlive() (stop func()) {
 		left := max(ss.srv.drainDeadline().Sub(ss.srv.now()), 0)
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
-		if !stopped && !ss.ended {
+		if !stopped && ss.phase != phaseEnded {
 			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_GoAway{GoAway: &agentdv1.GoAway{TimeLeft: durationpb.New(left)}}})
 		}
 	})

@@ -90,7 +90,7 @@ func (ss *session) canParkAttachedLocked() bool {
 // startParkingLocked records that the run parks: input that comes meanwhile waits for
 // the park to be over, and then wakes the run (readyLocked).
 func (ss *session) startParkingLocked() {
-	ss.parking = true
+	ss.setPhaseLocked(phaseParking)
 	if ss.parkDone == nil {
 		ss.parkDone = make(chan struct{})
 	}
@@ -98,7 +98,9 @@ func (ss *session) startParkingLocked() {
 
 // endParkingLocked records that a park in progress is over, the run parked or not.
 func (ss *session) endParkingLocked() {
-	ss.parking = false
+	if ss.phase == phaseParking {
+		ss.setPhaseLocked(phaseRunning)
+	}
 	if ss.parkDone != nil {
 		close(ss.parkDone)
 		ss.parkDone = nil
@@ -234,6 +236,7 @@ func (ss *session) publishPark() {
 	ss.mu.Lock()
 	p := ss.toPark
 	ss.toPark = nil
+	ss.setPhaseLocked(phaseParked)
 	ss.parked, ss.woken, ss.approvalDue = p, nil, nil
 	ss.priorNew, ss.priorUsage = ss.parkedNew, ss.parkedUsage
 	// Everything heavy goes: the store has what waking needs.
@@ -382,6 +385,7 @@ func (s *Manager) restart(ctx context.Context, ss *session, spec *agentdv1.RunSp
 			}
 		}
 	}
+	ss.setPhaseLocked(phaseRunning)
 	ss.parked = nil
 	ss.dropParkLocked()
 	if ct != nil {
@@ -486,7 +490,8 @@ func (s *Manager) expire(ss *session) {
 			Message: wire.ProtoString(fmt.Sprintf("the run waited, parked, for %s without the input it needed", s.cfg.ParkTimeout))},
 		NewMessages: ss.priorNew, Usage: ss.priorUsage, Continuation: p.continuation,
 	}
-	ss.ended, ss.result, ss.status = true, rf, runStatus(rf.GetError())
+	ss.setPhaseLocked(phaseEnded)
+	ss.result, ss.status = rf, runStatus(rf.GetError())
 	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 	ss.mu.Unlock()
 	s.log.Info("parked run expired", "run_id", ss.runID, "parked_for", s.now().Sub(p.at).String())

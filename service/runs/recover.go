@@ -102,6 +102,7 @@ func (s *Manager) recoverRun(ctx context.Context, rec store.Run) error {
 	if rec.Status == store.Parked {
 		p := &parkedRun{approvals: cp.GetPendingApprovals(), clientCalls: cp.GetPendingClientToolCallIds(), continuation: cp.GetContinuation(), at: cp.GetParkedAt().AsTime()}
 		ss.mu.Lock()
+		ss.setPhaseLocked(phaseParked)
 		ss.parked = p
 		ss.mu.Unlock()
 		// Parked already: it counts against the caps, which refuse the next park instead.
@@ -254,7 +255,7 @@ func (s *Manager) replayInputs(ss *session, ready <-chan struct{}, replays []rep
 	<-ready
 	for _, r := range replays {
 		ss.mu.Lock()
-		if ss.ended || ss.moved {
+		if ss.phase == phaseEnded || ss.moved {
 			ss.mu.Unlock()
 			return
 		}
@@ -296,7 +297,7 @@ func (s *Manager) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp 
 	ss.owner, ss.seq, ss.stopAfter, ss.wakeCtx = rec.Owner, rec.LastSeq, func() bool { return false }, context.Background()
 	ss.lease = store.Lease{RunID: rec.ID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
 	ss.setInbox(&s.cfg, nil, nil)
-	ss.ready = make(chan struct{})
+	ss.phase, ss.ready = phaseTakingUp, make(chan struct{})
 	if rec.Exclusive {
 		ss.threaded = &threadStart{id: rec.ThreadID, input: spec.GetMessages()}
 	}
@@ -610,7 +611,8 @@ func resultEvent(c *runtime.PendingCall) *agentdv1.RunEvent {
 // endedLeft records the end of a run whose journal has its run_finished.
 func (s *Manager) endedLeft(ss *session, rf *agentdv1.RunFinished) {
 	ss.mu.Lock()
-	ss.ended, ss.result = true, rf
+	ss.setPhaseLocked(phaseEnded)
+	ss.result = rf
 	ss.mu.Unlock()
 	ss.journal.Close()
 	s.finishRun(ss)
@@ -627,7 +629,8 @@ func (s *Manager) endLeft(ss *session, cp *continuationv1.RunCheckpoint, why str
 		NewMessages: ss.priorNew, Usage: cp.GetUsage(), Continuation: cp.GetContinuation(),
 	}
 	ss.mu.Lock()
-	ss.ended, ss.result = true, rf
+	ss.setPhaseLocked(phaseEnded)
+	ss.result = rf
 	ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 	ss.mu.Unlock()
 	ss.journal.Close()

@@ -317,7 +317,7 @@ func (s *Manager) pumpLoop(ctx context.Context) {
 		var runs []*session
 		for _, ss := range s.liveRuns() {
 			ss.mu.Lock()
-			running := !ss.moved && !ss.ended
+			running := !ss.moved && ss.phase != phaseEnded
 			ss.mu.Unlock()
 			if running {
 				runs = append(runs, ss)

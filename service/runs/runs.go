@@ -61,7 +61,7 @@ func (s *Manager) ParkedRuns() int {
 	n := 0
 	for _, ss := range s.liveRuns() {
 		ss.mu.Lock()
-		if ss.parked != nil {
+		if ss.phase == phaseParked {
 			n++
 		}
 		ss.mu.Unlock()
@@ -159,10 +159,10 @@ func (ss *session) attachedLocked(oldest int64) *agentdv1.RunEvent {
 		LastSeq: ss.seq, OldestSeq: oldest, Usage: ss.usage, RequestId: ss.reqID,
 	}
 	switch {
-	case ss.ended:
+	case ss.phase == phaseEnded:
 		a.State = agentdv1.RunState_RUN_STATE_FINISHED
 		a.Usage = ss.result.GetUsage()
-	case ss.parked != nil:
+	case ss.phase == phaseParked:
 		a.State = agentdv1.RunState_RUN_STATE_PARKED
 		a.PendingApprovals, a.PendingClientToolCallIds = ss.parked.approvals, ss.parked.clientCalls
 	default:

@@ -75,51 +75,24 @@ type session struct {
 	transcript *continuation.Hasher // history, then each step's messages
 	history    *continuation.Hasher // the history alone
 
-	journal *journal.Journal
-	done    chan struct{} // closed when the run has ended and its journal closed
-	result  *agentdv1.RunFinished
-	status  error // the status the RPC that started the run ends with, once done
+	done   chan struct{} // closed when the run has ended and its journal closed
+	result *agentdv1.RunFinished
+	status error // the status the RPC that started the run ends with, once done
 
-	mu          sync.Mutex
-	seq         int64
-	ended       bool // run_finished is journaled: nothing more is acked
-	inputDone   bool // the starting client half-closed, or the RPC takes no input
-	inputDoneCh chan struct{}
-	primary     *journal.Outbox              // the starting stream's, while it stays attached
-	outs        map[*journal.Outbox]struct{} // every attached stream's, primary included
-	approvals   map[string]*answerSlot[runtime.Decision]
-	clientCalls map[string]*answerSlot[runtime.Output]
-	inbox       *runtime.Inbox // the stretch's steers: the start's input, then the client's
-	// steers are the steers the inbox took, or the run carried, that the run has not
-	// applied (nor dropped) yet, in the order it applies them: a checkpoint carries
-	// them, so that a replica taking the run up from it applies them still.
-	steers          []runtime.Steer
-	steerLimit      *rate.Limiter
-	clientCancelled bool
-	preDecisions    map[string]runtime.Decision
-	preResults      map[string]runtime.Output
-	step            runtime.StepStarted // the last step started, for checkpoints
-	usage           *agentdv1.Usage     // as of the last step finished
-	keyed           keyedInputs         // SendRunInput's inputs, by client_key
-	writing         journal.Writing     // the journal writer's state of the run
-	// threaded is the run's thread start (history THREAD); nil for history CLIENT.
-	threaded *threadStart
+	mu    sync.Mutex
+	phase phase // where the run is in its life here (phase.go)
+	// The run's three parts, each under mu: the streams attached to it, what its
+	// clients send it and it waits for, and what must survive a crash.
+	attachments
+	inputs
+	durable
 
 	// Parking (park.go): a run that waits for a client with nobody attached who can
 	// answer parks in the store, with nothing running, and wakes on the next input.
-	callerName string // Config.Caller's name for the run's caller
-	// historyMsgs are the history the run started from; priorNew and priorUsage what
-	// the run did before it last parked, which its end reports with what it does after.
-	historyMsgs []*agentdv1.Message
-	priorNew    []*agentdv1.Message
-	priorUsage  *agentdv1.Usage
-	newSoFar    []*agentdv1.Message // the stretch's new messages, for a store on disk's checkpoints
-	answerers   int                 // Run streams attached that can answer (their receive goroutines)
-	nobody      chan struct{}       // closed when answerers falls to 0; nil while it is 0
-	parking     bool                // a wait found nobody to answer: the run parks in the store
-	parkDone    chan struct{}       // closed when a park in progress is over, parked or not
-	parked      *parkedRun          // set while the run is parked
-	parkHold    *parkHold           // the park's place in Server.parkedLoad, from park to its end
+	callerName string        // Config.Caller's name for the run's caller
+	parkDone   chan struct{} // closed when a park in progress is over, parked or not
+	parked     *parkedRun    // what the run waits for, in phaseParked
+	parkHold   *parkHold     // the park's place in Server.parkedLoad, from park to its end
 	// toPark, parkedNew and parkedUsage are a park prepared, which publishPark makes the
 	// run's once its stretch has unwound.
 	toPark      *parkedRun
@@ -128,31 +101,80 @@ type session struct {
 	parkedUsage *agentdv1.Usage
 	woken       *wakeFilter // set while a woken run re-reports what the journal has
 	wakeMu      sync.Mutex  // held while the run wakes or expires
-	// approvalDue are the expiries of the approvals a woken run asks again: they expire
-	// when they first would have.
-	approvalDue map[string]time.Time
 	// wakeCtx carries the values (hooks, trace, caller) of the RPC that last started or
 	// woke the run, for a wake nobody's RPC asks for.
 	wakeCtx context.Context
 
-	// lease is the run's lease in the store while this server runs it (fleet.go); moved
-	// says this server stopped running it, another replica holding it now.
-	lease    store.Lease
+	// moved says this server stopped running the run, another replica holding it now
+	// (fleet.go): not a phase, as a run in any phase may be let go of.
 	moved    bool
 	handOver bool // the run parks to be taken up at once by another replica (drain)
-	// reservedCalls are the ids of calls a lost stretch's model stream started, which
-	// the run's next calls must not take.
-	reservedCalls []string
 	// ready, while the run is taken up, is closed once it can take input.
 	ready chan struct{}
-	// grants are the run's grants of scope RUN (grants.go); grantOf names the grant
-	// that decided, or that a decision made, by approval id; scopeOf the scope of a
-	// client's decision, by approval id.
-	grants  []*agentdv1.Grant
+}
+
+// attachments are the streams attached to a run. Each sends the run's journal through
+// an outbox of its own; the Run streams among them can answer the run (answerers), and
+// while none can, a wait for a client parks the run.
+type attachments struct {
+	primary   *journal.Outbox              // the starting stream's, while it stays attached
+	outs      map[*journal.Outbox]struct{} // every attached stream's, primary included
+	answerers int                          // Run streams attached that can answer (their receive goroutines)
+	nobody    chan struct{}                // closed when answerers falls to 0; nil while it is 0
+}
+
+// inputs are what the run's clients send it and what it waits for from them: the
+// approvals and client tool calls it asked for, steers, answers given before it asked,
+// and SendRunInput's inputs by key.
+type inputs struct {
+	inputDone       bool // the starting client half-closed, or the RPC takes no input
+	inputDoneCh     chan struct{}
+	approvals       map[string]*answerSlot[runtime.Decision]
+	clientCalls     map[string]*answerSlot[runtime.Output]
+	inbox           *runtime.Inbox // the stretch's steers: the start's input, then the client's
+	steerLimit      *rate.Limiter
+	clientCancelled bool
+	preDecisions    map[string]runtime.Decision
+	preResults      map[string]runtime.Output
+	keyed           keyedInputs // SendRunInput's inputs, by client_key
+	// grantOf names the grant that decided, or that a decision made, by approval id;
+	// scopeOf the scope of a client's decision, by approval id.
 	grantOf map[string]string
 	scopeOf map[string]agentdv1.ApprovalScope
 	// preScopes are the wider scopes of a resume's decisions (startPlan.preScopes).
 	preScopes map[string]agentdv1.ApprovalScope
+	// approvalDue are the expiries of the approvals a woken run asks again: they expire
+	// when they first would have.
+	approvalDue map[string]time.Time
+}
+
+// durable is what of the run must survive a crash: its journal and the store's lease on
+// it, and what its checkpoints carry, from which a replica takes the run up.
+type durable struct {
+	seq     int64
+	journal *journal.Journal
+	writing journal.Writing // the journal writer's state of the run
+	// lease is the run's lease in the store while this server runs it (fleet.go).
+	lease store.Lease
+	// steers are the steers the inbox took, or the run carried, that the run has not
+	// applied (nor dropped) yet, in the order it applies them: a checkpoint carries
+	// them, so that a replica taking the run up from it applies them still.
+	steers []runtime.Steer
+	step   runtime.StepStarted // the last step started, for checkpoints
+	usage  *agentdv1.Usage     // as of the last step finished
+	// threaded is the run's thread start (history THREAD); nil for history CLIENT.
+	threaded *threadStart
+	// historyMsgs are the history the run started from; priorNew and priorUsage what
+	// the run did before it last parked, which its end reports with what it does after.
+	historyMsgs []*agentdv1.Message
+	priorNew    []*agentdv1.Message
+	priorUsage  *agentdv1.Usage
+	newSoFar    []*agentdv1.Message // the stretch's new messages, for a store on disk's checkpoints
+	// reservedCalls are the ids of calls a lost stretch's model stream started, which
+	// the run's next calls must not take.
+	reservedCalls []string
+	// grants are the run's grants of scope RUN (grants.go), sealed in its continuation.
+	grants []*agentdv1.Grant
 }
 
 // Start checks a RunSpec and prepares its run, which the engine then keeps: any stream
@@ -311,13 +333,15 @@ func (s *Manager) baseSession(mode Mode, entry *Agent, runID, thread, reqID stri
 		srv: s, mode: mode, entry: entry, runID: runID, thread: thread, reqID: reqID,
 		detach:      mode != ModeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
 		done:        make(chan struct{}),
-		inputDoneCh: make(chan struct{}),
-		outs:        map[*journal.Outbox]struct{}{},
-		approvals:   map[string]*answerSlot[runtime.Decision]{},
-		clientCalls: map[string]*answerSlot[runtime.Output]{},
-		steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
-		grantOf:     map[string]string{},
-		scopeOf:     map[string]agentdv1.ApprovalScope{},
+		attachments: attachments{outs: map[*journal.Outbox]struct{}{}},
+		inputs: inputs{
+			inputDoneCh: make(chan struct{}),
+			approvals:   map[string]*answerSlot[runtime.Decision]{},
+			clientCalls: map[string]*answerSlot[runtime.Output]{},
+			steerLimit:  rate.NewLimiter(rate.Limit(s.cfg.SteerRate), s.cfg.SteerBurst),
+			grantOf:     map[string]string{},
+			scopeOf:     map[string]agentdv1.ApprovalScope{},
+		},
 	}
 	if mode != ModeRun {
 		ss.inputDone = true

@@ -128,7 +128,7 @@ func (s *Manager) waitEnding(ctx context.Context, id string) bool {
 		return false
 	}
 	ss.mu.Lock()
-	ended, done := ss.ended, ss.done
+	ended, done := ss.phase == phaseEnded, ss.done
 	ss.mu.Unlock()
 	if !ended || done == nil {
 		return false
@@ -306,7 +306,7 @@ func (s *Manager) steerBusy(ctx context.Context, runID string, e *threadSteer, s
 	ss := ref.ss
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.ended || ss.ctx.Err() != nil {
+	if ss.phase == phaseEnded || ss.ctx.Err() != nil {
 		return nil, nil, threadBusy(e.thread, runID)
 	}
 	after := ss.seq
