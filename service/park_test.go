@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,11 +11,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime/llm/workload"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
+	"github.com/agentd/agentd/service/store/sqlite"
 )
 
 // parkRun starts a run that asks one approval for echo, reads until it asks, and kills
@@ -289,4 +293,62 @@ func TestPark_WakeRefusedWhileTheServerIsFull(t *testing.T) {
 		t.Fatalf("the decision once there is room: %v", a)
 	}
 	waitState(t, srv.Client, runID, agentdv1.RunState_RUN_STATE_FINISHED)
+}
+
+// TestParkAfter_AnswersThatRaceTheirPark: with a ParkAfter short enough that every wait
+// for an approval parks (a stream attached or not), a client that answers each approval
+// on its stream still takes its run through all of them. Each answer races its run's
+// park: it waits the park out, wakes the run, and reaches it even when the woken run
+// parks again first (readyLocked wakes it again). Many runs at once make the race
+// likely: before that, 500 failed on every try on a 2-core machine. That a renewal
+// overlapping a park does not read the park's release as the lease lost is
+// TestLeaseLost's (service/runs).
+func TestParkAfter_AnswersThatRaceTheirPark(t *testing.T) {
+	size, err := workload.Lookup("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			svc := newWorkloadService(t, size, &agents.PolicyConfig{Approval: "ask"}, func(c *service.Config) {
+				// Renewals (every LeaseTTL/3) overlap many parks.
+				c.ParkAfter, c.LeaseTTL = time.Millisecond, 900*time.Millisecond
+				if name == "sqlite" {
+					st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "agentd.db"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { st.Close() })
+					c.Store = st
+				}
+			})
+			t.Cleanup(func() {
+				if err := svc.Shutdown(context.Background(), 10*time.Second); err != nil {
+					t.Errorf("Shutdown: %v", err)
+				}
+			})
+			client := dialLoopback(t, serveLoopback(t, svc.Register))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var wg sync.WaitGroup
+			n := 500
+			if name == "sqlite" {
+				n = 50 // one writer at a time: more would not answer within a lease under -race
+			}
+			errs := make(chan error, n)
+			for range n {
+				wg.Go(func() {
+					_, err := parkWorkloadRun(ctx, client, size)
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -117,6 +117,7 @@ func (s *Manager) renewLoop(ctx context.Context) {
 			s.heartbeat(ctx)
 		}
 		held := map[string]*session{}
+		leaseOf := map[string]store.Lease{}
 		var leases []store.Lease
 		for _, ss := range s.liveRuns() {
 			ss.mu.Lock()
@@ -125,7 +126,7 @@ func (s *Manager) renewLoop(ctx context.Context) {
 			l, running := ss.lease, ss.phase != phaseParked && !ss.moved && ss.lease.Epoch > 0
 			ss.mu.Unlock()
 			if running {
-				held[l.RunID] = ss
+				held[l.RunID], leaseOf[l.RunID] = ss, l
 				leases = append(leases, l)
 			}
 		}
@@ -151,11 +152,21 @@ func (s *Manager) renewLoop(ctx context.Context) {
 		}
 		renewed = time.Now()
 		for _, id := range lost {
-			if ss := held[id]; ss != nil {
+			if ss := held[id]; ss != nil && ss.leaseLost(leaseOf[id]) {
 				s.lostRun(ss)
 			}
 		}
 	}
+}
+
+// leaseLost reports whether the store not renewing l, the run's lease when the renewal
+// began, means another replica holds the run: not when the run let go of l itself since,
+// parking (its park releases the lease, and a park that finds it taken lets the run go
+// itself) or woken under a new one.
+func (ss *session) leaseLost(l store.Lease) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.lease == l && !ss.handOver && ss.phase != phaseParking && ss.phase != phaseParked
 }
 
 // keepTrying does one of a run's writes to the store (f, under a context bounded by

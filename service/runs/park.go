@@ -110,6 +110,10 @@ func (ss *session) endParkingLocked() {
 // readyLocked makes sure the run takes input now: it waits out a park in progress, and
 // wakes a parked run. An answer given meanwhile would go to a run that no longer waits
 // for it. Called, and returns, with mu held; it lets go of mu while it waits.
+//
+// A woken run can park again before mu is taken back (its wait parks after ParkAfter,
+// a stream attached or not), and then has no slot for the input: it is woken again, up
+// to wakeTries times, before the input is refused.
 func (ss *session) readyLocked() {
 	if ss.ready != nil {
 		ch := ss.ready
@@ -117,13 +121,20 @@ func (ss *session) readyLocked() {
 		<-ch
 		ss.mu.Lock()
 	}
-	for ss.parkDone != nil {
-		ch := ss.parkDone
-		ss.mu.Unlock()
-		<-ch
-		ss.mu.Lock()
-	}
-	if ss.parked != nil {
+	for try := 0; ; try++ {
+		for ss.parkDone != nil {
+			ch := ss.parkDone
+			ss.mu.Unlock()
+			<-ch
+			ss.mu.Lock()
+		}
+		if ss.phase != phaseParked {
+			return
+		}
+		if try == wakeTries {
+			ss.wakeErr = errParkedAgain
+			return
+		}
 		ctx := ss.wakeCtx
 		ss.mu.Unlock()
 		err := ss.srv.wake(ctx, ss)
@@ -131,9 +142,19 @@ func (ss *session) readyLocked() {
 			ss.srv.log.Warn("waking a parked run for its input failed", "run_id", ss.runID, "error", err)
 		}
 		ss.mu.Lock()
-		ss.wakeErr = err
+		if ss.wakeErr = err; err != nil {
+			return
+		}
 	}
 }
+
+// wakeTries bounds how often readyLocked wakes a run that parks again before its input
+// reaches it.
+const wakeTries = 3
+
+// errParkedAgain is why an input is refused whose run parked again each time it was
+// woken for it.
+var errParkedAgain = errors.New("it parked again each time it was woken, before the input reached it")
 
 // addAnswerer counts a Run stream attached that can answer the run.
 func (ss *session) addAnswerer() {
