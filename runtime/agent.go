@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -40,6 +41,18 @@ type Config struct {
 	// MaxToolOutput bounds the bytes of a tool's output the model reads (text or JSON);
 	// a longer one is cut, with a note saying so. 0 means 64 KiB, negative no limit.
 	MaxToolOutput int
+	// OutputSchema, when set, is the JSON Schema of the run's result, an object: the
+	// model answers by calling the output tool (OutputToolName) with arguments that
+	// match it, after using its other tools if it needs them, and the arguments are
+	// RunFinished.Output. It is compiled within CompileSchema's limits.
+	OutputSchema json.RawMessage
+	// OutputToolName names the output tool; "" means "final_answer". No other tool may
+	// have its name.
+	OutputToolName string
+	// OutputCorrections is how many wrong answers (not matching OutputSchema, or in
+	// text) the model may correct before the run ends EndFailed with an
+	// *OutputInvalidError. 0 means 2, negative none.
+	OutputCorrections int
 	// Logger receives warnings (hook failures); nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -65,6 +78,7 @@ type Agent struct {
 	cfg   Config
 	tools map[string]*toolEntry
 	order []string
+	out   *toolEntry // the output tool, for an agent with an OutputSchema
 	log   *slog.Logger
 	now   func() time.Time
 	newID func(string) string
@@ -75,6 +89,7 @@ type toolEntry struct {
 	tool   Tool
 	spec   ToolSpec
 	schema *Schema
+	output bool // the output tool of a typed agent (output.go)
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -114,6 +129,22 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.tools[e.spec.Name] = e
 		a.order = append(a.order, e.spec.Name)
+	}
+	out, err := newOutputEntry(&a.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if out != nil {
+		if _, dup := a.tools[out.spec.Name]; dup {
+			return nil, fmt.Errorf("runtime: tool %q has the name of the output tool (OutputToolName)", out.spec.Name)
+		}
+		a.out = out
+		switch {
+		case a.cfg.OutputCorrections == 0:
+			a.cfg.OutputCorrections = 2
+		case a.cfg.OutputCorrections < 0:
+			a.cfg.OutputCorrections = 0
+		}
 	}
 	return a, nil
 }

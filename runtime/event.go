@@ -1,6 +1,9 @@
 package runtime
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Event is one thing that happened in a run: one of the pointer types in this file. The
 // service stamps sequence numbers and times; the runtime reports what happened, in order.
@@ -168,8 +171,11 @@ type RunFinished struct {
 	NewMessages []Message
 	Usage       Usage
 	// FinalText is the last assistant message's text, or the output of the completes_run
-	// tool that ended the run.
+	// tool that ended the run; a typed run's result, as compact JSON.
 	FinalText string
+	// Output is a typed run's result (Config.OutputSchema): the arguments of its output
+	// tool's call, which match the schema, as compact JSON. Nil unless EndCompleted.
+	Output json.RawMessage
 	// Pending is what a parked run waits for (EndAwaitingInput, EndShutdown); pass it as
 	// Request.Resume to continue.
 	Pending *Pending

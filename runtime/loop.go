@@ -40,6 +40,7 @@ type run struct {
 	queued     []Steer // taken from the inbox (or the resumed Pending), not yet applied
 	finalText  string
 
+	out           *outputState // a typed run's answers (output.go); nil for an untyped run
 	finished      bool         // finish ran
 	tel           runTelemetry // the run's span and metric attributes
 	stopAfterTool *StopError   // a stop returned by an AfterTool hook
@@ -56,10 +57,14 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	if req.MaxSteps > 0 && req.MaxSteps < r.maxSteps {
 		r.maxSteps = req.MaxSteps
 	}
-	if len(req.ClientTools) > 0 {
-		r.tools = make(map[string]*toolEntry, len(a.tools)+len(req.ClientTools))
+	if len(req.ClientTools) > 0 || a.out != nil {
+		r.tools = make(map[string]*toolEntry, len(a.tools)+len(req.ClientTools)+1)
 		for k, v := range a.tools {
 			r.tools[k] = v
+		}
+		if a.out != nil {
+			r.tools[a.out.spec.Name] = a.out
+			r.out = &outputState{entry: a.out, corrections: a.cfg.OutputCorrections}
 		}
 		for _, t := range req.ClientTools {
 			e, err := newToolEntry(t)
@@ -82,6 +87,9 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		if name := t.Spec().Name; !r.toolPolicy(name).Disabled {
 			r.specs = append(r.specs, r.tools[name].spec)
 		}
+	}
+	if a.out != nil {
+		r.specs = append(r.specs, a.out.spec) // no policy disables it
 	}
 	for i, m := range req.Messages {
 		if err := checkMessage(m); err != nil {
@@ -384,6 +392,9 @@ func (r *run) runStep() (done bool) {
 	// 6. No tool calls: a queued steer continues the run, otherwise it is complete.
 	pcs := r.newCalls(msg)
 	if len(pcs) == 0 {
+		if r.out != nil && len(r.queued) == 0 {
+			return r.answeredInText(stepID, reason, stepMsgs, msg)
+		}
 		if !r.finishStep(stepID, reason, stepMsgs) {
 			return true
 		}
@@ -600,6 +611,9 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 	}
 	r.queued = nil
 	fin := &RunFinished{Reason: reason, Err: err, NewMessages: slices.Clip(r.added), Usage: r.usage, FinalText: r.finalText, Pending: pending}
+	if r.out != nil && reason == EndCompleted {
+		fin.Output = r.out.result
+	}
 	if r.hooks != nil {
 		r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
 		if !r.flushHookEvents() {
@@ -624,4 +638,28 @@ func (r *run) finishUnread() {
 		r.hooks.AfterRun(context.WithoutCancel(r.ctx), r.info, fin)
 	}
 	r.endTelemetry(EndCancelled, cause)
+}
+
+// answeredInText handles a typed run's step that ended in text, not in a call of its
+// output tool: the model is told to call it, and the run goes on, unless it used up its
+// corrections.
+func (r *run) answeredInText(stepID string, reason FinishReason, stepMsgs []Message, msg Message) bool {
+	more := r.out.wrong(msg.Text(), "the answer was plain text, not a call of "+r.out.entry.spec.Name)
+	if more {
+		m := UserMessage(r.out.textAnswer())
+		m.ID = r.a.newID("msg")
+		r.transcript = append(r.transcript, m)
+		r.added = append(r.added, m)
+		stepMsgs = append(stepMsgs, m)
+	}
+	if !r.finishStep(stepID, reason, stepMsgs) {
+		return true
+	}
+	if !more {
+		r.finish(EndFailed, r.out.err(), nil)
+		return true
+	}
+	r.step++
+	r.stepInTurn++
+	return false
 }

@@ -93,13 +93,22 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 	if !r.finishStep(stepID, reason, stepMsgs) {
 		return true
 	}
-	// 10. A completing tool that succeeded ends the run.
+	// 10. A completing tool that succeeded ends the run: a typed run's answer, or
+	// another. A typed run past its corrections ends without an answer.
 	for _, c := range pcs {
 		if c.executed && !c.Result.IsError && c.entry != nil && c.entry.spec.CompletesRun {
 			r.finalText = c.Result.String()
+			if c.entry.output {
+				r.out.accept(c.Call.Arguments)
+				r.finalText = string(r.out.result)
+			}
 			r.finish(EndCompleted, nil, nil)
 			return true
 		}
+	}
+	if r.out != nil && r.out.exhausted() {
+		r.finish(EndFailed, r.out.err(), nil)
+		return true
 	}
 	r.step++
 	r.stepInTurn++
@@ -117,6 +126,17 @@ func (r *run) prepare(c *pcall, resumed bool) *StopError {
 	}
 	prev := c.PendingCall
 	name := c.Call.Name
+	if c.entry.output {
+		// The answer: checked against the schema, never by hooks or policy.
+		if err := c.entry.schema.ValidateContext(r.ctx, c.Call.Arguments); err != nil {
+			why := r.out.invalidAnswer(err)
+			r.out.wrong(c.Call.Arguments, why)
+			c.resolve(ErrorOutput(why))
+			return nil
+		}
+		c.State = CallReady
+		return nil
+	}
 	if err := c.entry.schema.ValidateContext(r.ctx, c.Call.Arguments); err != nil {
 		c.resolve(ErrorOutput(fmt.Sprintf("tool %s got %v", name, err)))
 		return nil
@@ -507,7 +527,7 @@ func (r *run) runTool(c *pcall) execDone {
 // reportResult runs the AfterTool hooks on a result and reports it.
 func (r *run) reportResult(c *pcall) bool {
 	c.reported = true
-	if r.hooks != nil {
+	if r.hooks != nil && (c.entry == nil || !c.entry.output) {
 		in := &ToolCallOutput{RunInfo: r.info, Call: c.Call, Output: c.Result, Duration: c.duration}
 		err := r.hooks.AfterTool(r.ctx, in)
 		c.Result = in.Output

@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// A typed result: an agent whose Config.OutputSchema is set answers by calling its output
+// tool (Config.OutputToolName, "final_answer" unless named) with arguments that match the
+// schema, and may use its other tools first. The arguments are the run's result
+// (RunFinished.Output). An answer that does not match, or an answer in text, goes back to
+// the model as an error naming what is wrong, up to Config.OutputCorrections times; past
+// that the run ends EndFailed with an *OutputInvalidError. Nothing is ever accepted that
+// the schema refuses.
+
+// DefaultOutputToolName is the output tool's name when Config.OutputToolName is empty.
+const DefaultOutputToolName = "final_answer"
+
+// ErrOutputInvalid is wrapped by every *OutputInvalidError.
+var ErrOutputInvalid = errors.New("runtime: the answer does not match the output schema")
+
+// OutputInvalidError ends a run whose model did not give an answer matching the output
+// schema within its corrections (Config.OutputCorrections). The transcript keeps every
+// attempt, and the error the model was told for each.
+type OutputInvalidError struct {
+	// Attempts is how many answers the model gave, in text or through the output tool.
+	Attempts int
+	// Errors are what was wrong with each, in order.
+	Errors []string
+	// Last is the last answer: the output tool's arguments, or the text.
+	Last string
+}
+
+func (e *OutputInvalidError) Error() string {
+	last := ""
+	if len(e.Errors) > 0 {
+		last = ": " + e.Errors[len(e.Errors)-1]
+	}
+	return fmt.Sprintf("%v after %d attempts%s", ErrOutputInvalid, e.Attempts, last)
+}
+
+func (e *OutputInvalidError) Unwrap() error { return ErrOutputInvalid }
+
+// ErrorType names the failure on spans and metrics (error.type).
+func (e *OutputInvalidError) ErrorType() string { return "output_invalid" }
+
+// outputTool is the tool a typed agent answers through. Running it accepts the answer:
+// prepare validated its arguments already.
+type outputTool struct{ spec ToolSpec }
+
+func (t *outputTool) Spec() ToolSpec { return t.spec }
+
+func (t *outputTool) Execute(context.Context, ToolCall) (Output, error) {
+	return Output{Text: "accepted: the run ends with this answer"}, nil
+}
+
+// newOutputEntry compiles cfg's output schema into the output tool, or returns nil when
+// the agent has none.
+func newOutputEntry(cfg *Config) (*toolEntry, error) {
+	if len(cfg.OutputSchema) == 0 {
+		return nil, nil
+	}
+	var root map[string]any
+	if err := json.Unmarshal(cfg.OutputSchema, &root); err != nil {
+		return nil, fmt.Errorf("runtime: OutputSchema: not a JSON object: %v", err)
+	}
+	if root["type"] != "object" {
+		return nil, errors.New(`runtime: OutputSchema: the root must be an object schema ("type": "object"); put a value of another kind in a property`)
+	}
+	schema, err := CompileSchema(cfg.OutputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: OutputSchema: %w", err)
+	}
+	name := cmpOr(cfg.OutputToolName, DefaultOutputToolName)
+	if !toolNameRE.MatchString(name) {
+		return nil, fmt.Errorf("runtime: OutputToolName %q: want 1 to 64 letters, digits, '_' or '-'", name)
+	}
+	spec := ToolSpec{
+		Name:         name,
+		Description:  "Give your final answer by calling this tool once you are done, with arguments that match its parameters. Use your other tools first if you need them. An answer in plain text is not accepted.",
+		Parameters:   cfg.OutputSchema,
+		CompletesRun: true,
+		Executor:     ExecutorServer,
+	}
+	return &toolEntry{tool: &outputTool{spec: spec}, spec: spec, schema: schema, output: true}, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// outputState is a typed run's account of its answers.
+type outputState struct {
+	entry       *toolEntry // the output tool
+	corrections int        // how many wrong answers the model may correct
+	attempts    int
+	errs        []string
+	last        string
+	result      json.RawMessage // the accepted answer
+}
+
+// wrong records a wrong answer and what was wrong with it, and reports whether the model
+// may still correct it.
+func (o *outputState) wrong(answer, why string) bool {
+	o.attempts++
+	o.errs = append(o.errs, why)
+	o.last = answer
+	return !o.exhausted()
+}
+
+// exhausted reports whether the model gave more wrong answers than it may correct.
+func (o *outputState) exhausted() bool { return len(o.errs) > o.corrections }
+
+// err is the end of a run whose model used up its corrections.
+func (o *outputState) err() *OutputInvalidError {
+	return &OutputInvalidError{Attempts: o.attempts, Errors: o.errs, Last: o.last}
+}
+
+// accept records the arguments of the output call that ends the run, compacted.
+func (o *outputState) accept(args string) {
+	o.attempts++
+	var b bytes.Buffer
+	if json.Compact(&b, []byte(args)) != nil {
+		b.Reset()
+		b.WriteString(args)
+	}
+	o.result = b.Bytes()
+}
+
+// textAnswer is what the model is told when it answers in text instead of calling the
+// output tool.
+func (o *outputState) textAnswer() string {
+	return fmt.Sprintf("Your answer was plain text, which is not accepted: call the tool %s with your final answer as its arguments, matching its parameters.", o.entry.spec.Name)
+}
+
+// invalidAnswer is the error result of an output call whose arguments do not match.
+func (o *outputState) invalidAnswer(err error) string {
+	msg := strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": ")
+	return fmt.Sprintf("The answer does not match the parameters of %s: %s. Call %s again with a corrected answer.", o.entry.spec.Name, msg, o.entry.spec.Name)
+}

@@ -1,0 +1,181 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+)
+
+// weatherSchema is a typed agent's answer: a city and a temperature.
+const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"},"celsius":{"type":"number"}},"required":["city","celsius"],"additionalProperties":false}`
+
+func typedAgent(t *testing.T, m *rt.Model, cfg runtime.Config) *runtime.Agent {
+	t.Helper()
+	cfg.OutputSchema = json.RawMessage(weatherSchema)
+	cfg.Tools = append(cfg.Tools, rt.Tool("lookup", rt.Echo))
+	return newAgent(t, m, cfg)
+}
+
+// toolResults returns the results of the run's tool messages, in order.
+func toolResults(fin *runtime.RunFinished) []runtime.Output {
+	var out []runtime.Output
+	for _, m := range fin.NewMessages {
+		for _, p := range m.Parts {
+			if p.Kind == runtime.PartToolResult {
+				out = append(out, p.ToolResult.Output)
+			}
+		}
+	}
+	return out
+}
+
+func TestOutput_ValidFirstTime(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Call(0, "lookup", `{"q":"Oslo"}`),
+		rt.Call(1, "final_answer", `{ "city": "Oslo", "celsius": -3 }`),
+	}}
+	a := typedAgent(t, m, runtime.Config{})
+	_, fin := run(t, a, t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":-3}` || fin.FinalText != string(fin.Output) {
+		t.Fatalf("finished %v %v, output %s, final text %q; want completed with the compacted answer", fin.Reason, fin.Err, fin.Output, fin.FinalText)
+	}
+	// The model was offered the output tool, with the schema as its parameters, beside
+	// its other tools.
+	var offered []string
+	for _, s := range m.Requests()[0].Tools {
+		offered = append(offered, s.Name)
+		if s.Name == "final_answer" && string(s.Parameters) != weatherSchema {
+			t.Errorf("final_answer's parameters %s, want the output schema", s.Parameters)
+		}
+	}
+	if strings.Join(offered, ",") != "lookup,final_answer" {
+		t.Errorf("offered %v, want lookup and final_answer", offered)
+	}
+}
+
+func TestOutput_InvalidTwiceThenValid(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Call(0, "final_answer", `{"city":"Oslo"}`),
+		rt.Call(1, "final_answer", `{"city":"Oslo","celsius":"cold"}`),
+		rt.Call(2, "final_answer", `{"city":"Oslo","celsius":-3}`),
+	}}
+	a := typedAgent(t, m, runtime.Config{})
+	_, fin := run(t, a, t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":-3}` {
+		t.Fatalf("finished %v %v, output %s; want completed with the third answer", fin.Reason, fin.Err, fin.Output)
+	}
+	res := toolResults(fin)
+	if len(res) != 3 || !res[0].IsError || !res[1].IsError || res[2].IsError {
+		t.Fatalf("results %+v, want two errors and an acceptance", res)
+	}
+	// Each correction names what is wrong, so that the model can mend it.
+	if !strings.Contains(res[0].Text, "celsius") || !strings.Contains(res[1].Text, "celsius") {
+		t.Errorf("corrections %q and %q do not name the failing property", res[0].Text, res[1].Text)
+	}
+}
+
+func TestOutput_InvalidPastTheBudget(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Call(0, "final_answer", `{"city":"Oslo"}`),
+		rt.Call(1, "final_answer", `{"city":"Oslo","celsius":"cold"}`),
+		rt.Call(2, "final_answer", `{"town":"Oslo"}`),
+		rt.Call(3, "final_answer", `{"city":"Oslo","celsius":-3}`), // never asked for
+	}}
+	a := typedAgent(t, m, runtime.Config{})
+	_, fin := run(t, a, t.Context(), &runtime.Request{})
+	var oe *runtime.OutputInvalidError
+	if fin.Reason != runtime.EndFailed || !errors.As(fin.Err, &oe) || !errors.Is(fin.Err, runtime.ErrOutputInvalid) {
+		t.Fatalf("finished %v %v, want failed with an OutputInvalidError", fin.Reason, fin.Err)
+	}
+	if oe.Attempts != 3 || len(oe.Errors) != 3 || oe.Last != `{"town":"Oslo"}` {
+		t.Errorf("error %+v, want 3 attempts, their errors, and the last answer", oe)
+	}
+	if fin.Output != nil {
+		t.Errorf("output %s on a failed run", fin.Output)
+	}
+	if m.Calls() != 3 {
+		t.Errorf("%d model calls, want 3: the default budget corrects twice", m.Calls())
+	}
+	// The transcript keeps every attempt and what the model was told of each.
+	if res := toolResults(fin); len(res) != 3 || !res[2].IsError {
+		t.Errorf("results %+v, want the three refusals kept", res)
+	}
+}
+
+func TestOutput_TextInsteadOfACall(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Say("It is -3 in Oslo."),
+		rt.Call(1, "final_answer", `{"city":"Oslo","celsius":-3}`),
+	}}
+	a := typedAgent(t, m, runtime.Config{})
+	_, fin := run(t, a, t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":-3}` {
+		t.Fatalf("finished %v %v, output %s; want completed after the correction", fin.Reason, fin.Err, fin.Output)
+	}
+	second := m.Requests()[1].Messages
+	last := second[len(second)-1]
+	if last.Role != runtime.RoleUser || !strings.Contains(last.Text(), "final_answer") {
+		t.Errorf("the model was told %q (%v), want to be told to call final_answer", last.Text(), last.Role)
+	}
+}
+
+func TestOutput_TextPastTheBudget(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{rt.Say("-3"), rt.Say("minus three"), rt.Say("cold")}}
+	a := typedAgent(t, m, runtime.Config{OutputCorrections: -1})
+	_, fin := run(t, a, t.Context(), &runtime.Request{})
+	var oe *runtime.OutputInvalidError
+	if fin.Reason != runtime.EndFailed || !errors.As(fin.Err, &oe) || oe.Attempts != 1 || oe.Last != "-3" {
+		t.Fatalf("finished %v %v, want failed at the first text answer, no correction allowed", fin.Reason, fin.Err)
+	}
+	if m.Calls() != 1 {
+		t.Errorf("%d model calls, want 1", m.Calls())
+	}
+}
+
+func TestOutput_HooksAndPolicyDoNotReachTheAnswer(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{rt.Call(0, "final_answer", `{"city":"Oslo","celsius":-3}`)}}
+	deny := denyAll{}
+	a := typedAgent(t, m, runtime.Config{Hooks: deny, Policy: runtime.Policy{Default: runtime.ToolPolicy{Approval: runtime.ApprovalAlways}}})
+	_, fin := run(t, a, t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":-3}` {
+		t.Fatalf("finished %v %v, want the answer taken without an approval or a hook's denial", fin.Reason, fin.Err)
+	}
+}
+
+// denyAll denies every tool call.
+type denyAll struct{ runtime.NoHooks }
+
+func (denyAll) BeforeTool(_ context.Context, in *runtime.ToolCallInput) error {
+	in.Deny = "no tools today"
+	return nil
+}
+
+func TestOutput_SchemaRefused(t *testing.T) {
+	for _, tt := range []struct{ name, schema, tool, want string }{
+		{name: "not an object", schema: `{"type":"string"}`, want: "root must be an object"},
+		{name: "not JSON", schema: `{"type":`, want: "not a JSON object"},
+		{name: "too big", schema: `{"type":"object","description":"` + strings.Repeat("x", 70<<10) + `"}`, want: "too complex"},
+		{name: "a bomb", schema: string(doublingSchema("anyOf", 20)), want: "subschema applications; the limit is 1000"},
+		{name: "a tool with its name", schema: weatherSchema, tool: "final_answer", want: "name of the output tool"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := runtime.Config{Name: "t", Model: &rt.Model{}, OutputSchema: json.RawMessage(tt.schema)}
+			if tt.tool != "" {
+				cfg.Tools = []runtime.Tool{rt.Tool(tt.tool, rt.Echo)}
+			}
+			_, err := runtime.New(cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	// A schema within the bounds compiles: the bound is on cost, not on the use of $ref.
+	if _, err := runtime.New(runtime.Config{Name: "t", Model: &rt.Model{}, OutputSchema: doublingSchema("anyOf", 3)}); err != nil {
+		t.Errorf("a 3-level doubling schema: %v", err)
+	}
+}
