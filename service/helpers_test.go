@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"log/slog"
 	"testing"
@@ -38,6 +39,8 @@ type scripted struct {
 	goTools []runtime.Tool
 	// goPolicy is the policy of an agent built in Go (goTools).
 	goPolicy runtime.Policy
+	// output is the output schema of an agent built in Go (goTools).
+	output string
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
@@ -60,6 +63,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, script
 		if a.goTools != nil {
 			r, err := runtime.New(runtime.Config{
 				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps, Logger: cfg.Logger, Policy: a.goPolicy,
+				OutputSchema: json.RawMessage(a.output),
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -35,6 +35,19 @@ func (fe FieldErrors) Summary() string {
 	return s
 }
 
+// OutputToProto is a typed run's result (runtime.RunFinished.Output) as the wire's
+// RunFinished.output: nil for none.
+func OutputToProto(raw json.RawMessage) *structpb.Value {
+	if len(raw) == 0 {
+		return nil
+	}
+	v, err := jsonToValue(raw)
+	if err != nil {
+		return nil // the runtime validated it: JSON it is
+	}
+	return v
+}
+
 // jsonToValue decodes JSON into a google.protobuf.Value.
 func jsonToValue(raw []byte) (*structpb.Value, error) {
 	var v any

@@ -328,6 +328,7 @@ func (ss *session) finished(fin *runtime.RunFinished) *agentdv1.RunFinished {
 		NewMessages: wire.MessagesToProto(fin.NewMessages, wire.Options{}),
 		Usage:       wire.UsageToProto(fin.Usage),
 		FinalText:   wire.ProtoString(fin.FinalText),
+		Output:      wire.OutputToProto(fin.Output),
 	}
 	switch {
 	case fin.Reason == runtime.EndCancelled && errors.Is(fin.Err, journal.ErrClientStalled):

@@ -131,6 +131,9 @@ func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError
 		if errors.Is(fin.Err, runtime.ErrMissingFinishReason) {
 			return mk(Unavailable, reasonModelIncomplete, fin.Err.Error(), true)
 		}
+		if _, ok := errors.AsType[*runtime.OutputInvalidError](fin.Err); ok {
+			return mk(Aborted, reasonOutputInvalid, fin.Err.Error(), true)
+		}
 		if _, ok := errors.AsType[*runtime.ModelError](fin.Err); ok {
 			return mk(Unavailable, reasonModelError, fin.Err.Error(), true)
 		}

@@ -48,6 +48,7 @@ const (
 	reasonModelError      = "MODEL_ERROR"
 	reasonModelIncomplete = "MODEL_STREAM_INCOMPLETE"
 	reasonParkExpired     = "PARK_EXPIRED"
+	reasonOutputInvalid   = "OUTPUT_INVALID"
 )
 
 // Ack reasons: InputAck.error.reason of a refused client message.

@@ -2715,6 +2715,10 @@ type RunError struct {
 	//     without saying why the model stopped.
 	//   - PARK_EXPIRED — (DEADLINE_EXCEEDED) the run waited, parked, for the
 	//     server's park timeout without the input it needed.
+	//   - OUTPUT_INVALID — (ABORTED) the agent has an output schema, and the
+	//     model's answers did not match it within the corrections it is allowed;
+	//     message says what was wrong with the last one, and new_messages keep
+	//     every answer and what the model was told of each (end reason FAILED).
 	//   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store, one that keeps
 	//     runs in memory, refused the run's events, so the run ended rather than
 	//     go on with events no client could read again. A store on disk is
@@ -2815,8 +2819,14 @@ type RunFinished struct {
 	// SHUTDOWN).
 	Continuation []byte `protobuf:"bytes,7,opt,name=continuation,proto3" json:"continuation,omitempty"`
 	// Text of the last assistant message, or the output of the completes_run
-	// tool that ended the run.
-	FinalText     string `protobuf:"bytes,8,opt,name=final_text,json=finalText,proto3" json:"final_text,omitempty"`
+	// tool that ended the run; for an agent with an output schema, the result
+	// (output) as compact JSON.
+	FinalText string `protobuf:"bytes,8,opt,name=final_text,json=finalText,proto3" json:"final_text,omitempty"`
+	// The result of a run whose agent has an output schema: the answer the model
+	// gave through its output tool, which matches the schema (a JSON object).
+	// Set when the run COMPLETED, and only then; an answer that never matched
+	// ends the run FAILED with reason OUTPUT_INVALID instead.
+	Output        *structpb.Value `protobuf:"bytes,9,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2905,6 +2915,13 @@ func (x *RunFinished) GetFinalText() string {
 		return x.FinalText
 	}
 	return ""
+}
+
+func (x *RunFinished) GetOutput() *structpb.Value {
+	if x != nil {
+		return x.Output
+	}
+	return nil
 }
 
 var File_agentd_v1_events_proto protoreflect.FileDescriptor
@@ -3097,7 +3114,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
-	"\tretryable\x18\x04 \x01(\bR\tretryable\"\x96\x03\n" +
+	"\tretryable\x18\x04 \x01(\bR\tretryable\"\xc6\x03\n" +
 	"\vRunFinished\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.agentd.v1.RunEndReasonR\x06reason\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.agentd.v1.RunErrorR\x05error\x125\n" +
@@ -3107,7 +3124,8 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x1cpending_client_tool_call_ids\x18\x06 \x03(\tR\x18pendingClientToolCallIds\x12\"\n" +
 	"\fcontinuation\x18\a \x01(\fR\fcontinuation\x12\x1d\n" +
 	"\n" +
-	"final_text\x18\b \x01(\tR\tfinalText*\x81\x01\n" +
+	"final_text\x18\b \x01(\tR\tfinalText\x12.\n" +
+	"\x06output\x18\t \x01(\v2\x16.google.protobuf.ValueR\x06output*\x81\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x15\n" +
@@ -3257,11 +3275,12 @@ var file_agentd_v1_events_proto_depIdxs = []int32{
 	39, // 50: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
 	31, // 51: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
 	16, // 52: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	36, // 53: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }

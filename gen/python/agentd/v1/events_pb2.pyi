@@ -257,11 +257,12 @@ class RunEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., step_started: _Optional[_Union[StepStarted, _Mapping]] = ..., message_started: _Optional[_Union[MessageStarted, _Mapping]] = ..., message_finished: _Optional[_Union[MessageFinished, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., reasoning_delta: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_args_delta: _Optional[_Union[ToolCallArgsDelta, _Mapping]] = ..., tool_call_args_done: _Optional[_Union[ToolCallArgsDone, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_resolved: _Optional[_Union[ApprovalResolved, _Mapping]] = ..., tool_execution_started: _Optional[_Union[ToolExecutionStarted, _Mapping]] = ..., tool_call_result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., tool_calls_cancelled: _Optional[_Union[ToolCallsCancelled, _Mapping]] = ..., steer_applied: _Optional[_Union[SteerApplied, _Mapping]] = ..., step_finished: _Optional[_Union[StepFinished, _Mapping]] = ..., input_ack: _Optional[_Union[InputAck, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., go_away: _Optional[_Union[GoAway, _Mapping]] = ..., hook_event: _Optional[_Union[HookEvent, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., attached: _Optional[_Union[Attached, _Mapping]] = ...) -> None: ...
 
 class RunFinished(_message.Message):
-    __slots__ = ["continuation", "error", "final_text", "new_messages", "pending_approvals", "pending_client_tool_call_ids", "reason", "usage"]
+    __slots__ = ["continuation", "error", "final_text", "new_messages", "output", "pending_approvals", "pending_client_tool_call_ids", "reason", "usage"]
     CONTINUATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
     NEW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PENDING_APPROVALS_FIELD_NUMBER: _ClassVar[int]
     PENDING_CLIENT_TOOL_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -270,11 +271,12 @@ class RunFinished(_message.Message):
     error: RunError
     final_text: str
     new_messages: _containers.RepeatedCompositeFieldContainer[_transcript_pb2.Message]
+    output: _struct_pb2.Value
     pending_approvals: _containers.RepeatedCompositeFieldContainer[ApprovalRequested]
     pending_client_tool_call_ids: _containers.RepeatedScalarFieldContainer[str]
     reason: RunEndReason
     usage: _transcript_pb2.Usage
-    def __init__(self, reason: _Optional[_Union[RunEndReason, str]] = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., continuation: _Optional[bytes] = ..., final_text: _Optional[str] = ...) -> None: ...
+    def __init__(self, reason: _Optional[_Union[RunEndReason, str]] = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., continuation: _Optional[bytes] = ..., final_text: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class RunStarted(_message.Message):
     __slots__ = ["agent", "model", "request_id", "resumed", "run_id", "thread_id", "trace_id"]

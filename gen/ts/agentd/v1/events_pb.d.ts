@@ -1383,6 +1383,10 @@ export declare type RunError = Message<"agentd.v1.RunError"> & {
    *     without saying why the model stopped.
    *   - PARK_EXPIRED — (DEADLINE_EXCEEDED) the run waited, parked, for the
    *     server's park timeout without the input it needed.
+   *   - OUTPUT_INVALID — (ABORTED) the agent has an output schema, and the
+   *     model's answers did not match it within the corrections it is allowed;
+   *     message says what was wrong with the last one, and new_messages keep
+   *     every answer and what the model was told of each (end reason FAILED).
    *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store, one that keeps
    *     runs in memory, refused the run's events, so the run ended rather than
    *     go on with events no client could read again. A store on disk is
@@ -1481,11 +1485,22 @@ export declare type RunFinished = Message<"agentd.v1.RunFinished"> & {
 
   /**
    * Text of the last assistant message, or the output of the completes_run
-   * tool that ended the run.
+   * tool that ended the run; for an agent with an output schema, the result
+   * (output) as compact JSON.
    *
    * @generated from field: string final_text = 8;
    */
   finalText: string;
+
+  /**
+   * The result of a run whose agent has an output schema: the answer the model
+   * gave through its output tool, which matches the schema (a JSON object).
+   * Set when the run COMPLETED, and only then; an answer that never matched
+   * ends the run FAILED with reason OUTPUT_INVALID instead.
+   *
+   * @generated from field: google.protobuf.Value output = 9;
+   */
+  output?: Value | undefined;
 };
 
 /**
