@@ -145,3 +145,10 @@ func (o *outputState) invalidAnswer(err error) string {
 	msg := strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": ")
 	return fmt.Sprintf("The answer does not match the parameters of %s: %s. Call %s again with a corrected answer.", o.entry.spec.Name, msg, o.entry.spec.Name)
 }
+
+// CheckOutputSchema reports what New would refuse of raw as Config.OutputSchema: not
+// JSON, a root other than an object, or a schema past CompileSchema's bounds.
+func CheckOutputSchema(raw json.RawMessage) error {
+	_, err := newOutputEntry(&Config{OutputSchema: raw})
+	return err
+}

@@ -3,6 +3,7 @@ package agents
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -96,6 +97,10 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 	if err != nil {
 		return nil, c.errorf(i, cfgPath{"hooks"}, "%v", err)
 	}
+	var outputSchema json.RawMessage
+	if a.OutputSchema != nil {
+		outputSchema = a.OutputSchema.JSON
+	}
 	return &agentBuilder{
 		name:               a.Name,
 		description:        a.Description,
@@ -118,8 +123,11 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 			ParallelTools: a.ParallelTools,
 			ToolTimeout:   time.Duration(a.ToolTimeout),
 			MaxToolOutput: a.MaxToolOutputBytes,
-			Settings:      a.Settings.callSettings(),
-			Logger:        opts.Logger,
+
+			OutputSchema:      outputSchema,
+			OutputCorrections: a.OutputCorrections,
+			Settings:          a.Settings.callSettings(),
+			Logger:            opts.Logger,
 
 			TracerProvider: opts.TracerProvider,
 			MeterProvider:  opts.MeterProvider,

@@ -76,6 +76,14 @@ func (c *Config) check() []error {
 		if a.Settings.IdleTimeout < 0 {
 			add(c.errorf(i, cfgPath{"settings", "idle_timeout"}, "must not be negative, got %s", a.Settings.IdleTimeout))
 		}
+		if a.OutputSchema != nil {
+			if err := runtime.CheckOutputSchema(a.OutputSchema.JSON); err != nil {
+				add(c.errorf(i, cfgPath{"output_schema"}, "%v", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "runtime: "), "OutputSchema: ")))
+			}
+		}
+		if a.OutputCorrections < -1 {
+			add(c.errorf(i, cfgPath{"output_corrections"}, "must be -1 (none), 0 (the default, 2) or positive, got %d", a.OutputCorrections))
+		}
 		if a.MaxToolOutputBytes < -1 {
 			add(c.errorf(i, cfgPath{"max_tool_output_bytes"}, "must be -1 (no limit), 0 (the default, 64 KiB) or positive, got %d", a.MaxToolOutputBytes))
 		}

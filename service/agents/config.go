@@ -90,6 +90,15 @@ type AgentConfig struct {
 	// JSON); a longer output is cut, with a note saying so. 0 means 64 KiB; -1 means no
 	// limit.
 	MaxToolOutputBytes int `yaml:"max_tool_output_bytes,omitempty"`
+	// OutputSchema, when set, is the JSON Schema of the agent's result, its root an
+	// object: the model answers by calling the tool final_answer with arguments that
+	// match it (after its other tools, if it needs them), and run_finished.output
+	// carries the answer. Written as YAML or as a string of JSON.
+	OutputSchema *SchemaConfig `yaml:"output_schema,omitempty"`
+	// OutputCorrections is how many answers that do not match OutputSchema (or come as
+	// text) the model may correct before the run ends FAILED with OUTPUT_INVALID; 0
+	// means 2, -1 none.
+	OutputCorrections int `yaml:"output_corrections,omitempty"`
 }
 
 // HTTPFetchConfig configures an agent's http_fetch tool.

@@ -1,6 +1,7 @@
 package agents_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -160,6 +161,10 @@ func TestLoadFileErrors(t *testing.T) {
 			`:5: agent "ops": parallel_tools: must not be negative, got -2`,
 			`:6: agent "ops": tool_timeout: must not be negative, got -5s`,
 		}},
+		{"bad_output_schema.yaml", []string{
+			`:5: agent "ops": output_schema: the root must be an object schema ("type": "object"); put a value of another kind in a property`,
+			`:7: agent "ops": output_corrections: must be -1 (none), 0 (the default, 2) or positive, got -3`,
+		}},
 		{"wrong_type.yaml", []string{":4: agent \"ops\": max_steps: cannot unmarshal !!str `many` into int"}},
 		{"bad_idempotent.yaml", []string{":8: agent \"ops\": policy.tools.save_note.idempotent: cannot unmarshal !!str `sometimes` into bool; want true or false"}},
 		{"default_agent_missing.yaml", []string{`:1: default_agent: no agent named "support"; agents: ops, bench`}},
@@ -257,5 +262,44 @@ func TestAgentConfigDurationYAML(t *testing.T) {
 	}
 	if back.ToolTimeout != agents.Duration(90*time.Second) {
 		t.Errorf("round trip: %v, want 1m30s", back.ToolTimeout)
+	}
+}
+
+// TestLoadFileOutputSchema: an output schema is written as YAML or as a string of JSON,
+// and its keys keep the order they are written in (the order a model generates them in).
+func TestLoadFileOutputSchema(t *testing.T) {
+	const file = `agents:
+  - name: yaml
+    model: demo
+    output_schema:
+      type: object
+      required: [summary, score]
+      properties:
+        summary: {type: string, description: "one line"}
+        score: {type: integer, minimum: 0, maximum: 10}
+        done: {type: boolean}
+  - name: json
+    model: demo
+    output_schema: '{"type": "object", "properties": {"z": {"type": "number"}, "a": {"type": "null"}}}'
+`
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := agents.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"type":"object","required":["summary","score"],"properties":{"summary":{"type":"string","description":"one line"},"score":{"type":"integer","minimum":0,"maximum":10},"done":{"type":"boolean"}}}`,
+		`{"type":"object","properties":{"z":{"type":"number"},"a":{"type":"null"}}}`,
+	}
+	for i, w := range want {
+		if got := string(cfg.Agents[i].OutputSchema.JSON); got != w {
+			t.Errorf("agent %s: schema\n%s\nwant\n%s", cfg.Agents[i].Name, got, w)
+		}
+	}
+	if _, err := agents.NewRegistry(cfg, agents.RegistryOptions{}); err != nil {
+		t.Fatalf("NewRegistry: %v", err)
 	}
 }
