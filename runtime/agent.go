@@ -173,6 +173,15 @@ func newToolEntry(t Tool) (*toolEntry, error) {
 // Name returns the agent's name.
 func (a *Agent) Name() string { return a.cfg.Name }
 
+// OutputSchema returns the schema of the agent's result (Config.OutputSchema), or nil
+// for an agent that answers in text.
+func (a *Agent) OutputSchema() json.RawMessage {
+	if a.out == nil {
+		return nil
+	}
+	return a.out.spec.Parameters
+}
+
 // Model returns the agent's default model.
 func (a *Agent) Model() Model { return a.cfg.Model }
 

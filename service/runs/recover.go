@@ -84,9 +84,11 @@ func (s *Manager) recoverRun(ctx context.Context, rec store.Run) error {
 		}
 		cp = left.cp
 		ss.reservedCalls, ss.grants = left.seenCalls, left.grants
-		if rf := left.completed(cp); rf != nil && err == nil {
+		if rf := left.completed(cp); rf != nil && err == nil && entry.Runtime.OutputSchema() == nil {
 			// Its last step was its last: it ends as it would have, the model not asked
-			// again.
+			// again. Not a typed run's: its answer is a call, never a step's text, and one
+			// that ended in text failed or goes on corrected, so it runs again from its
+			// checkpoint.
 			ss.mu.Lock()
 			ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 			ss.mu.Unlock()
