@@ -309,6 +309,10 @@ type Pending struct {
 	// Steers were queued and not yet applied when the run parked: the resumed run applies
 	// them at its next step, as this run would have.
 	Steers []Steer
+	// OutputErrors say, for an agent with an OutputSchema, what was wrong with each
+	// answer the run refused so far: the resumed run counts them against its
+	// corrections.
+	OutputErrors []string
 }
 
 // CallState is where a pending call stands.

@@ -65,6 +65,11 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		if a.out != nil {
 			r.tools[a.out.spec.Name] = a.out
 			r.out = &outputState{entry: a.out, corrections: a.cfg.OutputCorrections}
+			if req.Resume != nil {
+				// The answers refused before the run parked still count.
+				r.out.errs = slices.Clone(req.Resume.OutputErrors)
+				r.out.attempts = len(r.out.errs)
+			}
 		}
 		for _, t := range req.ClientTools {
 			e, err := newToolEntry(t)
@@ -597,6 +602,9 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 		return
 	}
 	r.closeSteers()
+	if pending != nil && r.out != nil {
+		pending.OutputErrors = slices.Clip(r.out.errs)
+	}
 	if pending != nil && len(r.queued) > 0 {
 		// A parked run keeps its steers: they take effect where it resumes.
 		pending.Steers = slices.Clip(r.queued)

@@ -179,3 +179,27 @@ func TestOutput_SchemaRefused(t *testing.T) {
 		t.Errorf("a 3-level doubling schema: %v", err)
 	}
 }
+
+// A run that parks keeps the answers it refused: the resumed run counts them against its
+// corrections, as the parked one would have.
+func TestOutput_CorrectionsSurviveAPark(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{
+		// Step 0: a wrong answer, and a call that needs an approval: the run parks.
+		rt.Call(0, "final_answer", `{"city":"Oslo"}`, "lookup", `{"q":"Oslo"}`),
+		// Step 1, resumed: a second wrong answer is one more than the one correction.
+		rt.Call(1, "final_answer", `{"town":"Oslo"}`),
+		rt.Call(2, "final_answer", `{"city":"Oslo","celsius":-3}`), // never asked for
+	}}
+	cfg := runtime.Config{OutputCorrections: 1, Policy: runtime.Policy{Tools: map[string]runtime.ToolPolicy{"lookup": {Approval: runtime.ApprovalAlways}}}}
+	history := []runtime.Message{runtime.UserMessage("weather in Oslo?")}
+	_, fin := run(t, typedAgent(t, m, cfg), t.Context(), &runtime.Request{Messages: history})
+	if fin.Reason != runtime.EndAwaitingInput || len(fin.Pending.OutputErrors) != 1 {
+		t.Fatalf("finished %v, pending %+v; want parked, with the refused answer's error", fin.Reason, fin.Pending)
+	}
+	ap := &approvals{by: map[string]runtime.Decision{"call_0_1": {Outcome: runtime.OutcomeApproved}}}
+	_, fin2 := run(t, typedAgent(t, m, cfg), t.Context(), &runtime.Request{Messages: append(history, fin.NewMessages...), Resume: fin.Pending, Approve: ap.approve})
+	var oe *runtime.OutputInvalidError
+	if fin2.Reason != runtime.EndFailed || !errors.As(fin2.Err, &oe) || len(oe.Errors) != 2 {
+		t.Fatalf("resumed run finished %v %v, want failed after the second wrong answer", fin2.Reason, fin2.Err)
+	}
+}

@@ -52,6 +52,9 @@ func PendingToProto(p *runtime.Pending) (*continuationv1.Pending, error) {
 		}
 		out.Steers = append(out.Steers, &continuationv1.Steer{ClientSeq: st.Seq, Message: msg, Interrupt: st.Interrupt})
 	}
+	for _, e := range p.OutputErrors {
+		out.OutputErrors = append(out.OutputErrors, ProtoString(e))
+	}
 	return out, nil
 }
 
@@ -90,6 +93,7 @@ func PendingFromProto(p *continuationv1.Pending) (*runtime.Pending, error) {
 		}
 		out.Steers = append(out.Steers, runtime.Steer{Seq: st.GetClientSeq(), Message: msg, Interrupt: st.GetInterrupt()})
 	}
+	out.OutputErrors = p.GetOutputErrors()
 	return out, nil
 }
 

@@ -291,7 +291,11 @@ type Pending struct {
 	Calls []*PendingCall `protobuf:"bytes,6,rep,name=calls,proto3" json:"calls,omitempty"`
 	// Steers the run accepted and had not applied when it parked, in order:
 	// the resumed run applies them at its next step.
-	Steers        []*Steer `protobuf:"bytes,7,rep,name=steers,proto3" json:"steers,omitempty"`
+	Steers []*Steer `protobuf:"bytes,7,rep,name=steers,proto3" json:"steers,omitempty"`
+	// For an agent with an output schema: what was wrong with each answer the
+	// run refused so far, in order. The resumed run counts them against its
+	// corrections, as this run would have.
+	OutputErrors  []string `protobuf:"bytes,8,rep,name=output_errors,json=outputErrors,proto3" json:"output_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +375,13 @@ func (x *Pending) GetCalls() []*PendingCall {
 func (x *Pending) GetSteers() []*Steer {
 	if x != nil {
 		return x.Steers
+	}
+	return nil
+}
+
+func (x *Pending) GetOutputErrors() []string {
+	if x != nil {
+		return x.OutputErrors
 	}
 	return nil
 }
@@ -864,7 +875,7 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
 	"\apending\x18\x06 \x01(\v2\x1f.agentd.continuation.v1.PendingR\apending\x12(\n" +
 	"\x06grants\x18\a \x03(\v2\x10.agentd.v1.GrantR\x06grants\x12\x14\n" +
-	"\x05owner\x18\b \x01(\tR\x05owner\"\x8c\x02\n" +
+	"\x05owner\x18\b \x01(\tR\x05owner\"\xb1\x02\n" +
 	"\aPending\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x03R\x04turn\x12 \n" +
@@ -873,7 +884,8 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\astep_id\x18\x04 \x01(\tR\x06stepId\x12,\n" +
 	"\amessage\x18\x05 \x01(\v2\x12.agentd.v1.MessageR\amessage\x129\n" +
 	"\x05calls\x18\x06 \x03(\v2#.agentd.continuation.v1.PendingCallR\x05calls\x125\n" +
-	"\x06steers\x18\a \x03(\v2\x1d.agentd.continuation.v1.SteerR\x06steers\"\x84\x02\n" +
+	"\x06steers\x18\a \x03(\v2\x1d.agentd.continuation.v1.SteerR\x06steers\x12#\n" +
+	"\routput_errors\x18\b \x03(\tR\foutputErrors\"\x84\x02\n" +
 	"\vPendingCall\x12+\n" +
 	"\x04call\x18\x01 \x01(\v2\x17.agentd.v1.ToolCallPartR\x04call\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.agentd.continuation.v1.CallStateR\x05state\x12\x1f\n" +
