@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/logtest"
@@ -473,5 +474,23 @@ func TestChatTypingAhead(t *testing.T) {
 	}
 	if !slices.Equal(rows, want) {
 		t.Errorf("terminal:\n%s\nwant\n%s", term, strings.Join(want, "\n"))
+	}
+}
+
+// A typed agent's result is printed, pretty, under the end's line.
+func TestTypedResultPrinted(t *testing.T) {
+	out := &logtest.Buffer{}
+	fs, code := fakeRun(t, runConfig{prompt: "go"}, env{stdin: strings.NewReader(""), stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }})
+	fs.event(t, started())
+	fin := finished(agentdv1.RunEndReason_RUN_END_REASON_COMPLETED)
+	fin.GetRunFinished().Output = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"city": structpb.NewStringValue("Oslo"), "celsius": structpb.NewNumberValue(-3),
+	}})
+	fs.event(t, fin)
+	if c := exitCode(t, code); c != exitOK {
+		t.Errorf("exit code %d, want %d", c, exitOK)
+	}
+	if want := "  output: {\n    \"celsius\": -3,\n    \"city\": \"Oslo\"\n  }\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("output:\n%s\nwant it to hold\n%s", out, want)
 	}
 }
