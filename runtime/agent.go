@@ -53,6 +53,10 @@ type Config struct {
 	// text) the model may correct before the run ends EndFailed with an
 	// *OutputInvalidError. 0 means 2, negative none.
 	OutputCorrections int
+	// OutputMode says how the model gives a typed answer: OutputAuto (the zero value)
+	// asks the provider for JSON matching the schema where the model can
+	// (NativeOutputModel), and offers the output tool otherwise.
+	OutputMode OutputMode
 	// Logger receives warnings (hook failures); nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

@@ -57,19 +57,26 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	if req.MaxSteps > 0 && req.MaxSteps < r.maxSteps {
 		r.maxSteps = req.MaxSteps
 	}
-	if len(req.ClientTools) > 0 || a.out != nil {
+	if a.out != nil {
+		native, err := nativeOutput(a.cfg.OutputMode, r.model)
+		if err != nil {
+			return nil, err
+		}
+		r.out = &outputState{entry: a.out, native: native, corrections: a.cfg.OutputCorrections}
+		if req.Resume != nil {
+			// The answers refused before the run parked still count.
+			r.out.errs = slices.Clone(req.Resume.OutputErrors)
+			r.out.attempts = len(r.out.errs)
+		}
+	}
+	offerOutput := r.out != nil && !r.out.native
+	if len(req.ClientTools) > 0 || offerOutput {
 		r.tools = make(map[string]*toolEntry, len(a.tools)+len(req.ClientTools)+1)
 		for k, v := range a.tools {
 			r.tools[k] = v
 		}
-		if a.out != nil {
+		if offerOutput {
 			r.tools[a.out.spec.Name] = a.out
-			r.out = &outputState{entry: a.out, corrections: a.cfg.OutputCorrections}
-			if req.Resume != nil {
-				// The answers refused before the run parked still count.
-				r.out.errs = slices.Clone(req.Resume.OutputErrors)
-				r.out.attempts = len(r.out.errs)
-			}
 		}
 		for _, t := range req.ClientTools {
 			e, err := newToolEntry(t)
@@ -93,7 +100,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 			r.specs = append(r.specs, r.tools[name].spec)
 		}
 	}
-	if a.out != nil {
+	if offerOutput {
 		r.specs = append(r.specs, a.out.spec) // no policy disables it
 	}
 	for i, m := range req.Messages {
@@ -334,6 +341,9 @@ func (r *run) runStep() (done bool) {
 
 	// 3. BeforeModel hooks may rewrite the call.
 	mreq := &ModelRequest{Messages: r.transcript[:len(r.transcript):len(r.transcript)], Tools: r.specs, Settings: r.a.cfg.Settings}
+	if r.out != nil && r.out.native {
+		mreq.Output = &OutputFormat{Name: r.out.entry.spec.Name, Schema: r.out.entry.spec.Parameters}
+	}
 	if r.hooks != nil {
 		err := r.hooks.BeforeModel(r.ctx, &ModelCall{RunInfo: r.info, Step: r.step, Request: mreq})
 		if !r.flushHookEvents() {
@@ -652,9 +662,25 @@ func (r *run) finishUnread() {
 // output tool: the model is told to call it, and the run goes on, unless it used up its
 // corrections.
 func (r *run) answeredInText(stepID string, reason FinishReason, stepMsgs []Message, msg Message) bool {
-	more := r.out.wrong(msg.Text(), "the answer was plain text, not a call of "+r.out.entry.spec.Name)
+	text := msg.Text()
+	why, tell := "the answer was plain text, not a call of "+r.out.entry.spec.Name, r.out.textAnswer()
+	if r.out.native {
+		// The reply is the answer: JSON that matches the schema.
+		err := r.out.entry.schema.ValidateContext(r.ctx, text)
+		if err == nil {
+			r.out.accept(text)
+			r.finalText = string(r.out.result)
+			if !r.finishStep(stepID, reason, stepMsgs) {
+				return true
+			}
+			r.finish(EndCompleted, nil, nil)
+			return true
+		}
+		why, tell = r.out.nativeAnswer(err), r.out.nativeAnswer(err)
+	}
+	more := r.out.wrong(text, why)
 	if more {
-		m := UserMessage(r.out.textAnswer())
+		m := UserMessage(tell)
 		m.ID = r.a.newID("msg")
 		r.transcript = append(r.transcript, m)
 		r.added = append(r.added, m)

@@ -27,6 +27,26 @@ type ModelRequest struct {
 	Tools []ToolSpec
 	// Settings tunes the call.
 	Settings CallSettings
+	// Output, when set, asks for a reply that is JSON matching a schema: a typed run's
+	// answer, from a model that constrains its replies itself (NativeOutputModel). The
+	// run validates the reply all the same.
+	Output *OutputFormat
+}
+
+// OutputFormat is the shape a reply must have (ModelRequest.Output).
+type OutputFormat struct {
+	// Name names the format, as providers ask: 1 to 64 letters, digits, '_' or '-'.
+	Name string
+	// Schema is the JSON Schema of the reply, an object.
+	Schema json.RawMessage
+}
+
+// NativeOutputModel is a Model whose provider can constrain a reply to a JSON Schema
+// (ModelRequest.Output). A typed run on it asks for its answer that way, unless the
+// agent's OutputMode says OutputTool.
+type NativeOutputModel interface {
+	Model
+	NativeOutput() bool
 }
 
 // CallSettings are a model call's tunables. Zero values mean the provider's defaults.

@@ -98,7 +98,8 @@ func cmpOr(s, def string) string {
 
 // outputState is a typed run's account of its answers.
 type outputState struct {
-	entry       *toolEntry // the output tool
+	entry       *toolEntry // the output tool, offered unless native
+	native      bool       // the answer is the reply's text, which the provider constrains
 	corrections int        // how many wrong answers the model may correct
 	attempts    int
 	errs        []string
@@ -137,6 +138,9 @@ func (o *outputState) accept(args string) {
 // textAnswer is what the model is told when it answers in text instead of calling the
 // output tool.
 func (o *outputState) textAnswer() string {
+	if o.native {
+		return "Your answer was not JSON: answer with JSON alone that matches the required schema."
+	}
 	return fmt.Sprintf("Your answer was plain text, which is not accepted: call the tool %s with your final answer as its arguments, matching its parameters.", o.entry.spec.Name)
 }
 
@@ -151,4 +155,36 @@ func (o *outputState) invalidAnswer(err error) string {
 func CheckOutputSchema(raw json.RawMessage) error {
 	_, err := newOutputEntry(&Config{OutputSchema: raw})
 	return err
+}
+
+// OutputMode says how a typed agent's model gives its answer.
+type OutputMode uint8
+
+const (
+	// OutputAuto is native where the model can (NativeOutputModel), the tool otherwise.
+	OutputAuto OutputMode = iota
+	// OutputTool always offers the output tool.
+	OutputTool
+	// OutputNative always asks the provider for JSON matching the schema; a run on a
+	// model that cannot is refused (ErrInvalidRequest).
+	OutputNative
+)
+
+// nativeOutput reports whether a typed run on model m asks for its answer natively.
+func nativeOutput(mode OutputMode, m Model) (bool, error) {
+	nm, ok := m.(NativeOutputModel)
+	can := ok && nm.NativeOutput()
+	switch {
+	case mode == OutputTool:
+		return false, nil
+	case mode == OutputNative && !can:
+		return false, fmt.Errorf("%w: OutputNative, but model %s cannot constrain its replies to a schema", ErrInvalidRequest, m.Name())
+	}
+	return can, nil
+}
+
+// nativeAnswer is what the model is told of a reply that does not match the schema.
+func (o *outputState) nativeAnswer(err error) string {
+	msg := strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": ")
+	return fmt.Sprintf("Your answer does not match the required JSON Schema: %s. Answer again with JSON alone that matches it.", msg)
 }

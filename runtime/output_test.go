@@ -203,3 +203,49 @@ func TestOutput_CorrectionsSurviveAPark(t *testing.T) {
 		t.Fatalf("resumed run finished %v %v, want failed after the second wrong answer", fin2.Reason, fin2.Err)
 	}
 }
+
+// On a model that constrains its replies to a schema, a typed run asks for its answer
+// that way: no output tool, the schema in the request, and the reply's text validated
+// and corrected all the same.
+func TestOutput_Native(t *testing.T) {
+	m := &rt.Model{Native: true, Steps: []rt.Step{
+		rt.Call(0, "lookup", `{"q":"Oslo"}`),
+		rt.Say(`{"city":"Oslo"}`),
+		rt.Say(`{"city": "Oslo", "celsius": -3}`),
+	}}
+	_, fin := run(t, typedAgent(t, m, runtime.Config{}), t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":-3}` {
+		t.Fatalf("finished %v %v, output %s; want completed with the corrected reply", fin.Reason, fin.Err, fin.Output)
+	}
+	for i, req := range m.Requests() {
+		if req.Output == nil || req.Output.Name != "final_answer" || string(req.Output.Schema) != weatherSchema {
+			t.Errorf("request %d: output %+v, want the schema", i, req.Output)
+		}
+		for _, s := range req.Tools {
+			if s.Name == "final_answer" {
+				t.Errorf("request %d offers the output tool in native mode", i)
+			}
+		}
+	}
+	third := m.Requests()[2].Messages
+	if last := third[len(third)-1]; last.Role != runtime.RoleUser || !strings.Contains(last.Text(), "celsius") {
+		t.Errorf("the model was told %q, want what was wrong with its reply", last.Text())
+	}
+}
+
+// OutputTool offers the tool even where the model could answer natively; OutputNative
+// refuses a run on a model that cannot.
+func TestOutput_Modes(t *testing.T) {
+	m := &rt.Model{Native: true, Steps: []rt.Step{rt.Call(0, "final_answer", `{"city":"Oslo","celsius":-3}`)}}
+	_, fin := run(t, typedAgent(t, m, runtime.Config{OutputMode: runtime.OutputTool}), t.Context(), &runtime.Request{})
+	if fin.Reason != runtime.EndCompleted || m.Requests()[0].Output != nil {
+		t.Errorf("OutputTool: finished %v, request output %+v; want completed through the tool", fin.Reason, m.Requests()[0].Output)
+	}
+	a := typedAgent(t, &rt.Model{}, runtime.Config{OutputMode: runtime.OutputNative})
+	for _, err := range a.Run(t.Context(), &runtime.Request{Messages: []runtime.Message{runtime.UserMessage("hi")}}) {
+		if !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("OutputNative on a model that cannot: %v, want ErrInvalidRequest", err)
+		}
+		break
+	}
+}

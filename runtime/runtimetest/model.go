@@ -20,6 +20,9 @@ type Model struct {
 	ModelName string
 	// Steps are the scripted calls, in order.
 	Steps []Step
+	// Native makes it a runtime.NativeOutputModel that can constrain its replies to a
+	// schema (it replays its script all the same).
+	Native bool
 
 	mu       sync.Mutex
 	calls    int
@@ -38,6 +41,9 @@ type Step struct {
 	// Func, when set, replaces the script: it is called with the request.
 	Func func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error]
 }
+
+// NativeOutput reports Native (runtime.NativeOutputModel).
+func (m *Model) NativeOutput() bool { return m.Native }
 
 // Name returns the model's name.
 func (m *Model) Name() string {

@@ -32,6 +32,13 @@ func (m *Model) params(req *runtime.ModelRequest) (oai.ChatCompletionNewParams, 
 		}
 		p.Tools = append(p.Tools, t)
 	}
+	if o := req.Output; o != nil {
+		// strict is off, as for tools: agentd validates the reply itself, and strict mode
+		// refuses schemas it does not support. The schema goes as written, in its order.
+		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: o.Name, Schema: o.Schema, Strict: oai.Bool(false)},
+		}}
+	}
 	sm := m.sampling(req.Settings)
 	p.Temperature, p.TopP, p.MaxCompletionTokens = sm.temperature, sm.topP, sm.maxTokens
 	if m.cfg.ReasoningEffort != "" {

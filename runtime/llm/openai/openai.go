@@ -112,6 +112,12 @@ func New(cfg Config) (*Model, error) {
 }
 
 // Name returns "openai:<model>", or "openai-responses:<model>" with Config.Responses.
+// NativeOutput reports that the model constrains a reply to a JSON Schema
+// (runtime.ModelRequest.Output): a typed run asks it for its answer as
+// response_format, or text.format on the Responses API. A compatible server that
+// ignores it is caught all the same: the run validates every reply.
+func (m *Model) NativeOutput() bool { return true }
+
 func (m *Model) Name() string { return m.name }
 
 // Stream calls the model, retrying as the package documentation says. The sequence ends

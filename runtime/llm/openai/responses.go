@@ -53,6 +53,16 @@ func (m *Model) responsesParams(req *runtime.ModelRequest) (responses.ResponseNe
 		}
 		p.Tools = append(p.Tools, t)
 	}
+	if o := req.Output; o != nil {
+		var schema map[string]any
+		if err := json.Unmarshal(o.Schema, &schema); err != nil {
+			return responses.ResponseNewParams{}, fmt.Errorf("output schema: %w", err)
+		}
+		// strict is off, as for tools: agentd validates the reply itself.
+		p.Text = responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: o.Name, Schema: schema, Strict: oai.Bool(false)},
+		}}
+	}
 	sm := m.sampling(req.Settings)
 	p.Temperature, p.TopP, p.MaxOutputTokens = sm.temperature, sm.topP, sm.maxTokens
 	p.Reasoning = shared.ReasoningParam{Summary: shared.ReasoningSummaryAuto}
