@@ -97,6 +97,7 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 	if err != nil {
 		return nil, c.errorf(i, cfgPath{"hooks"}, "%v", err)
 	}
+	outputMode, _ := parseOutputMode(a.OutputMode) // checked
 	var outputSchema json.RawMessage
 	if a.OutputSchema != nil {
 		outputSchema = a.OutputSchema.JSON
@@ -126,6 +127,7 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 
 			OutputSchema:      outputSchema,
 			OutputCorrections: a.OutputCorrections,
+			OutputMode:        outputMode,
 			Settings:          a.Settings.callSettings(),
 			Logger:            opts.Logger,
 

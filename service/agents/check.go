@@ -84,6 +84,9 @@ func (c *Config) check() []error {
 		if a.OutputCorrections < -1 {
 			add(c.errorf(i, cfgPath{"output_corrections"}, "must be -1 (none), 0 (the default, 2) or positive, got %d", a.OutputCorrections))
 		}
+		if _, err := parseOutputMode(a.OutputMode); err != nil {
+			add(c.errorf(i, cfgPath{"output_mode"}, "%v", err))
+		}
 		if a.MaxToolOutputBytes < -1 {
 			add(c.errorf(i, cfgPath{"max_tool_output_bytes"}, "must be -1 (no limit), 0 (the default, 64 KiB) or positive, got %d", a.MaxToolOutputBytes))
 		}

@@ -99,6 +99,11 @@ type AgentConfig struct {
 	// text) the model may correct before the run ends FAILED with OUTPUT_INVALID; 0
 	// means 2, -1 none.
 	OutputCorrections int `yaml:"output_corrections,omitempty"`
+	// OutputMode says how the model gives its answer: "auto" (the default) asks the
+	// provider for JSON matching the schema where it can (OpenAI's response_format)
+	// and offers final_answer otherwise; "tool" always offers final_answer; "native"
+	// requires the provider's way.
+	OutputMode string `yaml:"output_mode,omitempty"`
 }
 
 // HTTPFetchConfig configures an agent's http_fetch tool.

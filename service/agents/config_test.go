@@ -164,6 +164,7 @@ func TestLoadFileErrors(t *testing.T) {
 		{"bad_output_schema.yaml", []string{
 			`:5: agent "ops": output_schema: the root must be an object schema ("type": "object"); put a value of another kind in a property`,
 			`:7: agent "ops": output_corrections: must be -1 (none), 0 (the default, 2) or positive, got -3`,
+			`:8: agent "ops": output_mode: invalid output mode "json": want auto, tool or native`,
 		}},
 		{"wrong_type.yaml", []string{":4: agent \"ops\": max_steps: cannot unmarshal !!str `many` into int"}},
 		{"bad_idempotent.yaml", []string{":8: agent \"ops\": policy.tools.save_note.idempotent: cannot unmarshal !!str `sometimes` into bool; want true or false"}},

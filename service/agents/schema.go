@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentd/agentd/runtime"
 )
 
 // SchemaConfig is a JSON Schema in the agents file: written as YAML (a mapping), or as
@@ -100,4 +102,17 @@ func nodeJSON(n *yaml.Node, b *bytes.Buffer, depth int) error {
 		b.Write(out)
 	}
 	return nil
+}
+
+// parseOutputMode reads an agent's output_mode.
+func parseOutputMode(s string) (runtime.OutputMode, error) {
+	switch s {
+	case "", "auto":
+		return runtime.OutputAuto, nil
+	case "tool":
+		return runtime.OutputTool, nil
+	case "native":
+		return runtime.OutputNative, nil
+	}
+	return 0, fmt.Errorf("invalid output mode %q: want auto, tool or native", s)
 }
