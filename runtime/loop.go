@@ -102,6 +102,8 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	}
 	if offerOutput {
 		r.specs = append(r.specs, a.out.spec) // no policy disables it
+		fm, ok := r.model.(ForcedToolModel)
+		r.out.force = len(r.specs) == 1 && ok && fm.ForcesTool()
 	}
 	for i, m := range req.Messages {
 		if err := checkMessage(m); err != nil {
@@ -341,8 +343,12 @@ func (r *run) runStep() (done bool) {
 
 	// 3. BeforeModel hooks may rewrite the call.
 	mreq := &ModelRequest{Messages: r.transcript[:len(r.transcript):len(r.transcript)], Tools: r.specs, Settings: r.a.cfg.Settings}
-	if r.out != nil && r.out.native {
+	switch {
+	case r.out == nil:
+	case r.out.native:
 		mreq.Output = &OutputFormat{Name: r.out.entry.spec.Name, Schema: r.out.entry.spec.Parameters}
+	case r.out.force:
+		mreq.ToolChoice = r.out.entry.spec.Name
 	}
 	if r.hooks != nil {
 		err := r.hooks.BeforeModel(r.ctx, &ModelCall{RunInfo: r.info, Step: r.step, Request: mreq})

@@ -31,6 +31,18 @@ type ModelRequest struct {
 	// answer, from a model that constrains its replies itself (NativeOutputModel). The
 	// run validates the reply all the same.
 	Output *OutputFormat
+	// ToolChoice, when set, names the one tool the model must call in its reply: a typed
+	// run's output tool, when it is the only tool offered, on a model that can be made
+	// to call it (ForcedToolModel).
+	ToolChoice string
+}
+
+// ForcedToolModel is a Model that can be made to call a named tool
+// (ModelRequest.ToolChoice). A typed run in tool mode on it whose only tool is the
+// output tool forces the call, so that the model never answers in text.
+type ForcedToolModel interface {
+	Model
+	ForcesTool() bool
 }
 
 // OutputFormat is the shape a reply must have (ModelRequest.Output).

@@ -100,6 +100,7 @@ func cmpOr(s, def string) string {
 type outputState struct {
 	entry       *toolEntry // the output tool, offered unless native
 	native      bool       // the answer is the reply's text, which the provider constrains
+	force       bool       // the output tool, the only tool offered, is forced (ToolChoice)
 	corrections int        // how many wrong answers the model may correct
 	attempts    int
 	errs        []string

@@ -249,3 +249,19 @@ func TestOutput_Modes(t *testing.T) {
 		break
 	}
 }
+
+// On a model that can be made to call a tool, a typed run whose only tool is the output
+// tool forces its call; with other tools offered it does not, so that they can be used
+// first.
+func TestOutput_ForcedTool(t *testing.T) {
+	answer := rt.Call(0, "final_answer", `{"city":"Oslo","celsius":-3}`)
+	alone := &rt.Model{Forces: true, Steps: []rt.Step{answer}}
+	a := newAgent(t, alone, runtime.Config{OutputSchema: json.RawMessage(weatherSchema)})
+	if _, fin := run(t, a, t.Context(), &runtime.Request{}); fin.Reason != runtime.EndCompleted || alone.Requests()[0].ToolChoice != "final_answer" {
+		t.Errorf("alone: finished %v, tool choice %q; want completed, the call forced", fin.Reason, alone.Requests()[0].ToolChoice)
+	}
+	beside := &rt.Model{Forces: true, Steps: []rt.Step{answer}}
+	if _, fin := run(t, typedAgent(t, beside, runtime.Config{}), t.Context(), &runtime.Request{}); fin.Reason != runtime.EndCompleted || beside.Requests()[0].ToolChoice != "" {
+		t.Errorf("beside another tool: finished %v, tool choice %q; want completed, nothing forced", fin.Reason, beside.Requests()[0].ToolChoice)
+	}
+}

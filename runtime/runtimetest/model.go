@@ -23,6 +23,8 @@ type Model struct {
 	// Native makes it a runtime.NativeOutputModel that can constrain its replies to a
 	// schema (it replays its script all the same).
 	Native bool
+	// Forces makes it a runtime.ForcedToolModel that can be made to call a named tool.
+	Forces bool
 
 	mu       sync.Mutex
 	calls    int
@@ -41,6 +43,9 @@ type Step struct {
 	// Func, when set, replaces the script: it is called with the request.
 	Func func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error]
 }
+
+// ForcesTool reports Forces (runtime.ForcedToolModel).
+func (m *Model) ForcesTool() bool { return m.Forces }
 
 // NativeOutput reports Native (runtime.NativeOutputModel).
 func (m *Model) NativeOutput() bool { return m.Native }

@@ -119,6 +119,11 @@ func New(cfg Config) (*Model, error) {
 }
 
 // Name returns "anthropic:<model>".
+// ForcesTool reports whether the model can be made to call a named tool
+// (runtime.ModelRequest.ToolChoice): not with extended thinking on, which the API
+// refuses a forced tool_choice with.
+func (m *Model) ForcesTool() bool { return !m.cfg.AdaptiveThinking && m.cfg.ThinkingBudget <= 0 }
+
 func (m *Model) Name() string { return m.name }
 
 // Stream calls the model, retrying as the package documentation says. The sequence ends

@@ -39,6 +39,10 @@ func (m *Model) params(req *runtime.ModelRequest) (ant.MessageNewParams, error) 
 		}
 		p.Tools = append(p.Tools, t)
 	}
+	if req.ToolChoice != "" && m.ForcesTool() {
+		// A typed run's answer: the API refuses a forced tool with extended thinking.
+		p.ToolChoice = ant.ToolChoiceParamOfTool(req.ToolChoice)
+	}
 	if !m.cfg.NoPromptCache {
 		markCache(&p)
 	}

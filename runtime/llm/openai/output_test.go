@@ -11,6 +11,8 @@ import (
 	"github.com/agentd/agentd/runtime/llm/openai"
 )
 
+var _ runtime.NativeOutputModel = (*openai.Model)(nil)
+
 const outputSchema = `{"type":"object","properties":{"city":{"type":"string"},"celsius":{"type":"number"}},"required":["city","celsius"]}`
 
 // typedRequest is a typed run's request, and its schema decoded.
