@@ -66,7 +66,6 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		if req.Resume != nil {
 			// The answers refused before the run parked still count.
 			r.out.errs = slices.Clone(req.Resume.OutputErrors)
-			r.out.attempts = len(r.out.errs)
 		}
 	}
 	offerOutput := r.out != nil && !r.out.native
@@ -682,7 +681,8 @@ func (r *run) answeredInText(stepID string, reason FinishReason, stepMsgs []Mess
 			r.finish(EndCompleted, nil, nil)
 			return true
 		}
-		why, tell = r.out.nativeAnswer(err), r.out.nativeAnswer(err)
+		why = r.out.nativeAnswer(err)
+		tell = why
 	}
 	more := r.out.wrong(text, why)
 	if more {

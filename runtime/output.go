@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,7 +76,7 @@ func newOutputEntry(cfg *Config) (*toolEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: OutputSchema: %w", err)
 	}
-	name := cmpOr(cfg.OutputToolName, DefaultOutputToolName)
+	name := cmp.Or(cfg.OutputToolName, DefaultOutputToolName)
 	if !toolNameRE.MatchString(name) {
 		return nil, fmt.Errorf("runtime: OutputToolName %q: want 1 to 64 letters, digits, '_' or '-'", name)
 	}
@@ -89,29 +90,20 @@ func newOutputEntry(cfg *Config) (*toolEntry, error) {
 	return &toolEntry{tool: &outputTool{spec: spec}, spec: spec, schema: schema, output: true}, nil
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // outputState is a typed run's account of its answers.
 type outputState struct {
-	entry       *toolEntry // the output tool, offered unless native
-	native      bool       // the answer is the reply's text, which the provider constrains
-	force       bool       // the output tool, the only tool offered, is forced (ToolChoice)
-	corrections int        // how many wrong answers the model may correct
-	attempts    int
-	errs        []string
-	last        string
+	entry       *toolEntry      // the output tool, offered unless native
+	native      bool            // the answer is the reply's text, which the provider constrains
+	force       bool            // the output tool, the only tool offered, is forced (ToolChoice)
+	corrections int             // how many wrong answers the model may correct
+	errs        []string        // what was wrong with each wrong answer, in order
+	last        string          // the last wrong answer
 	result      json.RawMessage // the accepted answer
 }
 
 // wrong records a wrong answer and what was wrong with it, and reports whether the model
 // may still correct it.
 func (o *outputState) wrong(answer, why string) bool {
-	o.attempts++
 	o.errs = append(o.errs, why)
 	o.last = answer
 	return !o.exhausted()
@@ -122,12 +114,12 @@ func (o *outputState) exhausted() bool { return len(o.errs) > o.corrections }
 
 // err is the end of a run whose model used up its corrections.
 func (o *outputState) err() *OutputInvalidError {
-	return &OutputInvalidError{Attempts: o.attempts, Errors: o.errs, Last: o.last}
+	// Every answer was wrong: none was accepted.
+	return &OutputInvalidError{Attempts: len(o.errs), Errors: o.errs, Last: o.last}
 }
 
 // accept records the arguments of the output call that ends the run, compacted.
 func (o *outputState) accept(args string) {
-	o.attempts++
 	var b bytes.Buffer
 	if json.Compact(&b, []byte(args)) != nil {
 		b.Reset()
@@ -147,8 +139,7 @@ func (o *outputState) textAnswer() string {
 
 // invalidAnswer is the error result of an output call whose arguments do not match.
 func (o *outputState) invalidAnswer(err error) string {
-	msg := strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": ")
-	return fmt.Sprintf("The answer does not match the parameters of %s: %s. Call %s again with a corrected answer.", o.entry.spec.Name, msg, o.entry.spec.Name)
+	return fmt.Sprintf("The answer does not match the parameters of %s: %s. Call %s again with a corrected answer.", o.entry.spec.Name, mismatch(err), o.entry.spec.Name)
 }
 
 // CheckOutputSchema reports what New would refuse of raw as Config.OutputSchema: not
@@ -186,6 +177,11 @@ func nativeOutput(mode OutputMode, m Model) (bool, error) {
 
 // nativeAnswer is what the model is told of a reply that does not match the schema.
 func (o *outputState) nativeAnswer(err error) string {
-	msg := strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": ")
-	return fmt.Sprintf("Your answer does not match the required JSON Schema: %s. Answer again with JSON alone that matches it.", msg)
+	return fmt.Sprintf("Your answer does not match the required JSON Schema: %s. Answer again with JSON alone that matches it.", mismatch(err))
+}
+
+// mismatch is the validator's error for an answer, without the prefix it has for a
+// tool's arguments.
+func mismatch(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrInvalidArguments.Error()+": ")
 }

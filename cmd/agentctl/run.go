@@ -712,7 +712,7 @@ func (s *session) finish(f *agentdv1.RunFinished, at time.Time) int {
 		}
 		sc.line(head + sc.dim(" · "+usageSummary(f.GetUsage(), took)))
 		if out := f.GetOutput(); out != nil {
-			// A typed agent's result, pretty-printed; the answer streamed as a tool call.
+			// A typed agent's result, pretty-printed.
 			if b, err := json.MarshalIndent(out.AsInterface(), "  ", "  "); err == nil {
 				sc.line("  " + sc.bold("output:") + " " + string(b))
 			}
