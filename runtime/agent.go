@@ -143,12 +143,13 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("runtime: tool %q has the name of the output tool (OutputToolName)", out.spec.Name)
 		}
 		a.out = out
-		switch {
-		case a.cfg.OutputCorrections == 0:
-			a.cfg.OutputCorrections = 2
-		case a.cfg.OutputCorrections < 0:
-			a.cfg.OutputCorrections = 0
-		}
+	}
+	// A run may ask for a typed result of an agent that has no schema (Request.OutputSchema).
+	switch {
+	case a.cfg.OutputCorrections == 0:
+		a.cfg.OutputCorrections = 2
+	case a.cfg.OutputCorrections < 0:
+		a.cfg.OutputCorrections = 0
 	}
 	return a, nil
 }
@@ -225,6 +226,13 @@ type Request struct {
 	Policy Policy
 	// MaxSteps lowers the agent's step limit per turn; 0 or more than the agent's keeps it.
 	MaxSteps int
+	// OutputSchema asks this run for a typed result, as Config.OutputSchema does for
+	// every run of an agent. The model is offered this schema; on an agent that has an
+	// OutputSchema of its own, an answer must match both, so a run can only tighten the
+	// agent's result. It is compiled within CompileSchema's limits; a schema past them, or
+	// not an object schema, is refused with ErrInvalidRequest. Whether a client may set it
+	// is the server's to decide.
+	OutputSchema json.RawMessage
 	// ApprovalTimeout bounds each wait for a decision; past it the request expires and
 	// the call is denied. Zero waits as long as the run's context allows.
 	ApprovalTimeout time.Duration

@@ -57,12 +57,16 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	if req.MaxSteps > 0 && req.MaxSteps < r.maxSteps {
 		r.maxSteps = req.MaxSteps
 	}
-	if a.out != nil {
+	out, also, err := a.runOutput(req)
+	if err != nil {
+		return nil, err
+	}
+	if out != nil {
 		native, err := nativeOutput(a.cfg.OutputMode, r.model)
 		if err != nil {
 			return nil, err
 		}
-		r.out = &outputState{entry: a.out, native: native, corrections: a.cfg.OutputCorrections}
+		r.out = &outputState{entry: out, also: also, native: native, corrections: a.cfg.OutputCorrections}
 		if req.Resume != nil {
 			// The answers refused before the run parked still count.
 			r.out.errs = slices.Clone(req.Resume.OutputErrors)
@@ -75,7 +79,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 			r.tools[k] = v
 		}
 		if offerOutput {
-			r.tools[a.out.spec.Name] = a.out
+			r.tools[out.spec.Name] = out
 		}
 		for _, t := range req.ClientTools {
 			e, err := newToolEntry(t)
@@ -100,7 +104,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		}
 	}
 	if offerOutput {
-		r.specs = append(r.specs, a.out.spec) // no policy disables it
+		r.specs = append(r.specs, out.spec) // no policy disables it
 		fm, ok := r.model.(ForcedToolModel)
 		r.out.force = len(r.specs) == 1 && ok && fm.ForcesTool()
 	}
@@ -671,7 +675,7 @@ func (r *run) answeredInText(stepID string, reason FinishReason, stepMsgs []Mess
 	why, tell := "the answer was plain text, not a call of "+r.out.entry.spec.Name, r.out.textAnswer()
 	if r.out.native {
 		// The reply is the answer: JSON that matches the schema.
-		err := r.out.entry.schema.ValidateContext(r.ctx, text)
+		err := r.out.validate(r.ctx, text)
 		if err == nil {
 			r.out.accept(text)
 			r.finalText = string(r.out.result)

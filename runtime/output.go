@@ -93,12 +93,45 @@ func newOutputEntry(cfg *Config) (*toolEntry, error) {
 // outputState is a typed run's account of its answers.
 type outputState struct {
 	entry       *toolEntry      // the output tool, offered unless native
+	also        *Schema         // the agent's schema, when the run's own tightens it
 	native      bool            // the answer is the reply's text, which the provider constrains
 	force       bool            // the output tool, the only tool offered, is forced (ToolChoice)
 	corrections int             // how many wrong answers the model may correct
 	errs        []string        // what was wrong with each wrong answer, in order
 	last        string          // the last wrong answer
 	result      json.RawMessage // the accepted answer
+}
+
+// validate checks an answer against the run's schema, and then against the agent's
+// when the run's tightens it.
+func (o *outputState) validate(ctx context.Context, answer string) error {
+	if err := o.entry.schema.ValidateContext(ctx, answer); err != nil {
+		return err
+	}
+	if o.also != nil {
+		return o.also.ValidateContext(ctx, answer)
+	}
+	return nil
+}
+
+// runOutput returns the output tool of req's run, and the agent's schema an answer
+// must match as well: the agent's own tool when the request names no schema, one made
+// from the request's schema otherwise.
+func (a *Agent) runOutput(req *Request) (entry *toolEntry, also *Schema, err error) {
+	if len(req.OutputSchema) == 0 {
+		return a.out, nil, nil
+	}
+	entry, err = newOutputEntry(&Config{OutputSchema: req.OutputSchema, OutputToolName: a.cfg.OutputToolName})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidRequest, strings.Replace(err.Error(), "OutputSchema", "Request.OutputSchema", 1))
+	}
+	if _, clash := a.tools[entry.spec.Name]; clash {
+		return nil, nil, fmt.Errorf("%w: Request.OutputSchema: the agent has a tool named %s, the output tool's name", ErrInvalidRequest, entry.spec.Name)
+	}
+	if a.out != nil {
+		also = a.out.schema
+	}
+	return entry, also, nil
 }
 
 // wrong records a wrong answer and what was wrong with it, and reports whether the model

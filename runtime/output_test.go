@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -263,5 +264,63 @@ func TestOutput_ForcedTool(t *testing.T) {
 	beside := &rt.Model{Forces: true, Steps: []rt.Step{answer}}
 	if _, fin := run(t, typedAgent(t, beside, runtime.Config{}), t.Context(), &runtime.Request{}); fin.Reason != runtime.EndCompleted || beside.Requests()[0].ToolChoice != "" {
 		t.Errorf("beside another tool: finished %v, tool choice %q; want completed, nothing forced", fin.Reason, beside.Requests()[0].ToolChoice)
+	}
+}
+
+func TestOutput_RunSchemaOnAnUntypedAgent(t *testing.T) {
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Call(0, "final_answer", `{"city":"Oslo"}`),
+		rt.Call(1, "final_answer", `{"city":"Oslo","celsius":2}`),
+	}}
+	a := newAgent(t, m, runtime.Config{Tools: []runtime.Tool{rt.Tool("lookup", rt.Echo)}})
+	_, fin := run(t, a, t.Context(), &runtime.Request{OutputSchema: json.RawMessage(weatherSchema)})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":2}` {
+		t.Fatalf("finished %v %v, output %s; want the second answer", fin.Reason, fin.Err, fin.Output)
+	}
+	if got := m.Requests()[0].Tools; len(got) != 2 || got[1].Name != "final_answer" || string(got[1].Parameters) != weatherSchema {
+		t.Errorf("offered %+v, want lookup and final_answer with the run's schema", got)
+	}
+}
+
+// A run's schema tightens the agent's: the model is offered the run's, and an answer
+// must match both.
+func TestOutput_RunSchemaTightensTheAgents(t *testing.T) {
+	tight := `{"type":"object","properties":{"city":{"enum":["Oslo","Bergen"]},"celsius":{"type":"number"}},"required":["city","celsius"]}`
+	m := &rt.Model{Steps: []rt.Step{
+		rt.Call(0, "final_answer", `{"city":"Paris","celsius":9}`),         // the agent's yes, the run's no
+		rt.Call(1, "final_answer", `{"city":"Oslo","celsius":2,"wind":3}`), // the run's yes, the agent's no
+		rt.Call(2, "final_answer", `{"city":"Oslo","celsius":2}`),
+	}}
+	a := typedAgent(t, m, runtime.Config{})
+	_, fin := run(t, a, t.Context(), &runtime.Request{OutputSchema: json.RawMessage(tight)})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":2}` {
+		t.Fatalf("finished %v %v, output %s; want the third answer", fin.Reason, fin.Err, fin.Output)
+	}
+	res := toolResults(fin)
+	if len(res) != 3 || !strings.Contains(res[0].Text, "city") || !strings.Contains(res[1].Text, "wind") {
+		t.Errorf("results %+v, want the run's schema refusing the city, then the agent's the extra property", res)
+	}
+	for _, s := range m.Requests()[0].Tools {
+		if s.Name == "final_answer" && string(s.Parameters) != tight {
+			t.Errorf("offered parameters %s, want the run's schema", s.Parameters)
+		}
+	}
+}
+
+func TestOutput_RunSchemaRefused(t *testing.T) {
+	a := newAgent(t, &rt.Model{}, runtime.Config{Tools: []runtime.Tool{rt.Tool("final_answer", rt.Echo)}})
+	for name, schema := range map[string]string{
+		"not an object": `{"type":"array"}`,
+		"not JSON":      `{`,
+		"a bomb":        string(doublingSchema("anyOf", 20)),
+		"name clash":    weatherSchema,
+	} {
+		var err error
+		for _, e := range a.Run(t.Context(), &runtime.Request{OutputSchema: json.RawMessage(schema), Messages: []runtime.Message{runtime.UserMessage("hi")}}) {
+			err = cmp.Or(err, e)
+		}
+		if !errors.Is(err, runtime.ErrInvalidRequest) || !strings.Contains(err.Error(), "Request.OutputSchema") {
+			t.Errorf("%s: error %v, want ErrInvalidRequest naming Request.OutputSchema", name, err)
+		}
 	}
 }

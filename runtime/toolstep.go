@@ -128,7 +128,7 @@ func (r *run) prepare(c *pcall, resumed bool) *StopError {
 	name := c.Call.Name
 	if c.entry.output {
 		// The answer: checked against the schema, never by hooks or policy.
-		if err := c.entry.schema.ValidateContext(r.ctx, c.Call.Arguments); err != nil {
+		if err := r.out.validate(r.ctx, c.Call.Arguments); err != nil {
 			why := r.out.invalidAnswer(err)
 			r.out.wrong(c.Call.Arguments, why)
 			c.resolve(ErrorOutput(why))

@@ -49,6 +49,13 @@ func agentToProto(e *Agent) *agentdv1.Agent {
 	a := &agentdv1.Agent{
 		Name: e.Name, Description: e.Description, Model: e.Runtime.Model().Name(),
 		ModelOverrideAllowed: e.Models != nil, MaxSteps: int32(e.Runtime.MaxSteps()),
+		RunOutputSchemaAllowed: e.RunOutputSchema,
+	}
+	if raw := e.Runtime.OutputSchema(); raw != nil {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err == nil {
+			a.OutputSchema, _ = structpb.NewStruct(m)
+		}
 	}
 	for _, t := range toolInfos(e) {
 		ti := &agentdv1.ToolInfo{

@@ -41,6 +41,8 @@ type scripted struct {
 	goPolicy runtime.Policy
 	// output is the output schema of an agent built in Go (goTools).
 	output string
+	// runSchema lets a run of an agent built in Go ask for a typed result of its own.
+	runSchema bool
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
@@ -68,7 +70,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, script
 			if err != nil {
 				t.Fatal(err)
 			}
-			goAgents = append(goAgents, &service.Agent{Name: a.name, Runtime: r})
+			goAgents = append(goAgents, &service.Agent{Name: a.name, Runtime: r, RunOutputSchema: a.runSchema})
 			continue
 		}
 		models[a.name] = a.model

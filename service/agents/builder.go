@@ -30,6 +30,7 @@ const builtinSystem = "You are agentd's built-in demo agent. You can tell the cu
 type agentBuilder struct {
 	name, description  string
 	allowModelOverride bool
+	runOutputSchema    bool
 	serverNames        []string
 	policyTools        map[string]ToolPolicyConfig
 	def                runtime.ToolPolicy // the policy's approval and max_grant
@@ -106,6 +107,7 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 		name:               a.Name,
 		description:        a.Description,
 		allowModelOverride: a.AllowModelOverride,
+		runOutputSchema:    a.AllowRunOutputSchema,
 		serverNames:        slices.Clone(a.MCPServers),
 		policyTools:        maps.Clone(a.Policy.Tools),
 		def:                def,
@@ -183,7 +185,7 @@ func (b *agentBuilder) assemble() (*runs.Agent, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &runs.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []runs.ToolInfo{}}
+	a := &runs.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []runs.ToolInfo{}, RunOutputSchema: b.runOutputSchema}
 	for _, spec := range rt.Tools() {
 		a.Tools = append(a.Tools, runs.ToolInfo{
 			Spec:     spec,

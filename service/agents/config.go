@@ -104,6 +104,10 @@ type AgentConfig struct {
 	// and offers final_answer otherwise; "tool" always offers final_answer; "native"
 	// requires the provider's way.
 	OutputMode string `yaml:"output_mode,omitempty"`
+	// AllowRunOutputSchema lets a client ask a run for a typed result of its own
+	// (RunConfig.output_schema); on an agent with an OutputSchema, an answer must then
+	// match both. False, the default, refuses such a run (OUTPUT_SCHEMA_NOT_ALLOWED).
+	AllowRunOutputSchema bool `yaml:"allow_run_output_schema,omitempty"`
 }
 
 // HTTPFetchConfig configures an agent's http_fetch tool.

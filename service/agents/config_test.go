@@ -282,6 +282,7 @@ func TestLoadFileOutputSchema(t *testing.T) {
   - name: json
     model: demo
     output_schema: '{"type": "object", "properties": {"z": {"type": "number"}, "a": {"type": "null"}}}'
+    allow_run_output_schema: true
 `
 	path := filepath.Join(t.TempDir(), "agents.yaml")
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
@@ -300,7 +301,15 @@ func TestLoadFileOutputSchema(t *testing.T) {
 			t.Errorf("agent %s: schema\n%s\nwant\n%s", cfg.Agents[i].Name, got, w)
 		}
 	}
-	if _, err := agents.NewRegistry(cfg, agents.RegistryOptions{}); err != nil {
+	r, err := agents.NewRegistry(cfg, agents.RegistryOptions{})
+	if err != nil {
 		t.Fatalf("NewRegistry: %v", err)
+	}
+	defer r.Close()
+	for name, want := range map[string]bool{"yaml": false, "json": true} {
+		a, err := r.Agent(name)
+		if err != nil || a.RunOutputSchema != want {
+			t.Errorf("agent %s: RunOutputSchema %v (%v), want %v from allow_run_output_schema", name, a.RunOutputSchema, err, want)
+		}
 	}
 }

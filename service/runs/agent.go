@@ -29,6 +29,10 @@ type Agent struct {
 	// agent allows no override: a run that names a model is refused with
 	// PERMISSION_DENIED.
 	Models func(spec string) (runtime.Model, error)
+	// RunOutputSchema lets a run ask for a typed result of its own
+	// (RunConfig.output_schema), which tightens the agent's schema where it has one.
+	// False refuses such a run with PERMISSION_DENIED.
+	RunOutputSchema bool
 }
 
 // ToolInfo describes one server tool of an agent, as ListAgents shows it.

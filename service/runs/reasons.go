@@ -12,6 +12,7 @@ const (
 	reasonDraining             = "SERVER_DRAINING"
 	reasonAgentNotFound        = "AGENT_NOT_FOUND"
 	reasonModelOverride        = "MODEL_OVERRIDE_NOT_ALLOWED"
+	reasonOutputSchema         = "OUTPUT_SCHEMA_NOT_ALLOWED"
 	reasonContinuation         = "CONTINUATION_INVALID"
 	reasonContinuationExpired  = "CONTINUATION_EXPIRED"
 	reasonContinuationMismatch = "CONTINUATION_MISMATCH"

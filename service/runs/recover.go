@@ -84,7 +84,7 @@ func (s *Manager) recoverRun(ctx context.Context, rec store.Run) error {
 		}
 		cp = left.cp
 		ss.reservedCalls, ss.grants = left.seenCalls, left.grants
-		if rf := left.completed(cp); rf != nil && err == nil && entry.Runtime.OutputSchema() == nil {
+		if rf := left.completed(cp); rf != nil && err == nil && entry.Runtime.OutputSchema() == nil && spec.GetConfig().GetOutputSchema() == nil {
 			// Its last step was its last: it ends as it would have, the model not asked
 			// again. Not a typed run's: its answer is a call, never a step's text, and one
 			// that ended in text failed or goes on corrected, so it runs again from its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -207,6 +208,12 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode Mode,
 			p.req.Model = model
 		}
 	}
+	if s := cfg.GetOutputSchema(); s != nil {
+		if !entry.RunOutputSchema {
+			return statusError(PermissionDenied, reasonOutputSchema, fmt.Sprintf("agent %s does not let a run ask for a typed result", entry.Name), map[string]string{"agent": entry.Name})
+		}
+		p.planOutputSchema(s, fe)
+	}
 	if n := cfg.GetMaxSteps(); n != 0 {
 		if n < 0 || int(n) > entry.Runtime.MaxSteps() {
 			fe.Add("start.config.max_steps", "must be between 1 and the agent's limit %d", entry.Runtime.MaxSteps())
@@ -255,6 +262,24 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode Mode,
 		p.req.Policy.Tools[tp.GetTool()] = tpol
 	}
 	return nil
+}
+
+// planOutputSchema checks a run's output schema as the runtime will, so that the client
+// learns at once, with the field named, what the run would be refused for.
+func (p *startPlan) planOutputSchema(s *structpb.Struct, fe *wire.FieldErrors) {
+	err := wire.CheckValueDepth(structpb.NewStructValue(s))
+	var raw []byte
+	if err == nil {
+		raw, err = json.Marshal(s.AsMap())
+	}
+	if err == nil {
+		err = runtime.CheckOutputSchema(raw)
+	}
+	if err != nil {
+		fe.Add("start.config.output_schema", "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "runtime: "), "OutputSchema: "))
+		return
+	}
+	p.req.OutputSchema = raw
 }
 
 // hashHistory feeds the start's messages to p.history.

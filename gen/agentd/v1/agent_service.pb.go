@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1628,9 +1629,15 @@ type Agent struct {
 	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Whether this is the server's default agent: the one a RunSpec that names
 	// no agent runs.
-	IsDefault     bool `protobuf:"varint,7,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IsDefault bool `protobuf:"varint,7,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"`
+	// The JSON Schema of the agent's typed result (RunFinished.output); unset
+	// for an agent that answers in text.
+	OutputSchema *structpb.Struct `protobuf:"bytes,8,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// Whether a run may ask for a typed result of its own
+	// (RunConfig.output_schema), which then tightens output_schema.
+	RunOutputSchemaAllowed bool `protobuf:"varint,9,opt,name=run_output_schema_allowed,json=runOutputSchemaAllowed,proto3" json:"run_output_schema_allowed,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -1708,6 +1715,20 @@ func (x *Agent) GetTools() []*ToolInfo {
 func (x *Agent) GetIsDefault() bool {
 	if x != nil {
 		return x.IsDefault
+	}
+	return false
+}
+
+func (x *Agent) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *Agent) GetRunOutputSchemaAllowed() bool {
+	if x != nil {
+		return x.RunOutputSchemaAllowed
 	}
 	return false
 }
@@ -1830,7 +1851,7 @@ var File_agentd_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16agentd/v1/events.proto\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x03\n" +
+	"\x1dagentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16agentd/v1/events.proto\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x03\n" +
 	"\n" +
 	"RunRequest\x12\x1d\n" +
 	"\n" +
@@ -1925,7 +1946,7 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\x14DeleteThreadResponse\"\x13\n" +
 	"\x11ListAgentsRequest\">\n" +
 	"\x12ListAgentsResponse\x12(\n" +
-	"\x06agents\x18\x01 \x03(\v2\x10.agentd.v1.AgentR\x06agents\"\xf0\x01\n" +
+	"\x06agents\x18\x01 \x03(\v2\x10.agentd.v1.AgentR\x06agents\"\xe9\x02\n" +
 	"\x05Agent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
@@ -1934,7 +1955,9 @@ const file_agentd_v1_agent_service_proto_rawDesc = "" +
 	"\tmax_steps\x18\x05 \x01(\x05R\bmaxSteps\x12)\n" +
 	"\x05tools\x18\x06 \x03(\v2\x13.agentd.v1.ToolInfoR\x05tools\x12\x1d\n" +
 	"\n" +
-	"is_default\x18\a \x01(\bR\tisDefault\"\xbd\x02\n" +
+	"is_default\x18\a \x01(\bR\tisDefault\x12<\n" +
+	"\routput_schema\x18\b \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x129\n" +
+	"\x19run_output_schema_allowed\x18\t \x01(\bR\x16runOutputSchemaAllowed\"\xbd\x02\n" +
 	"\bToolInfo\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.agentd.v1.ToolSpecR\x04spec\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x18\n" +
@@ -2018,8 +2041,9 @@ var file_agentd_v1_agent_service_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 	(ApprovalScope)(0),            // 36: agentd.v1.ApprovalScope
 	(*Message)(nil),               // 37: agentd.v1.Message
-	(*ToolSpec)(nil),              // 38: agentd.v1.ToolSpec
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
+	(*structpb.Struct)(nil),       // 38: google.protobuf.Struct
+	(*ToolSpec)(nil),              // 39: agentd.v1.ToolSpec
+	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
 }
 var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	26, // 0: agentd.v1.RunRequest.start:type_name -> agentd.v1.RunSpec
@@ -2050,34 +2074,35 @@ var file_agentd_v1_agent_service_proto_depIdxs = []int32{
 	12, // 25: agentd.v1.ListThreadsResponse.threads:type_name -> agentd.v1.Thread
 	24, // 26: agentd.v1.ListAgentsResponse.agents:type_name -> agentd.v1.Agent
 	25, // 27: agentd.v1.Agent.tools:type_name -> agentd.v1.ToolInfo
-	38, // 28: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
-	39, // 29: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
-	0,  // 30: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
-	1,  // 31: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
-	4,  // 32: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
-	6,  // 33: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
-	22, // 34: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
-	8,  // 35: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
-	10, // 36: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
-	16, // 37: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
-	18, // 38: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
-	20, // 39: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
-	14, // 40: agentd.v1.AgentService.RevokeGrant:input_type -> agentd.v1.RevokeGrantRequest
-	3,  // 41: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
-	5,  // 42: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
-	7,  // 43: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
-	23, // 44: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
-	9,  // 45: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
-	11, // 46: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
-	17, // 47: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
-	19, // 48: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
-	21, // 49: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
-	15, // 50: agentd.v1.AgentService.RevokeGrant:output_type -> agentd.v1.RevokeGrantResponse
-	41, // [41:51] is the sub-list for method output_type
-	31, // [31:41] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	38, // 28: agentd.v1.Agent.output_schema:type_name -> google.protobuf.Struct
+	39, // 29: agentd.v1.ToolInfo.spec:type_name -> agentd.v1.ToolSpec
+	40, // 30: agentd.v1.ToolInfo.timeout:type_name -> google.protobuf.Duration
+	0,  // 31: agentd.v1.ToolInfo.approval:type_name -> agentd.v1.ToolApproval
+	1,  // 32: agentd.v1.AgentService.Run:input_type -> agentd.v1.RunRequest
+	4,  // 33: agentd.v1.AgentService.StartRun:input_type -> agentd.v1.StartRunRequest
+	6,  // 34: agentd.v1.AgentService.ExecuteRun:input_type -> agentd.v1.ExecuteRunRequest
+	22, // 35: agentd.v1.AgentService.ListAgents:input_type -> agentd.v1.ListAgentsRequest
+	8,  // 36: agentd.v1.AgentService.AttachRun:input_type -> agentd.v1.AttachRunRequest
+	10, // 37: agentd.v1.AgentService.SendRunInput:input_type -> agentd.v1.SendRunInputRequest
+	16, // 38: agentd.v1.AgentService.GetThread:input_type -> agentd.v1.GetThreadRequest
+	18, // 39: agentd.v1.AgentService.ListThreads:input_type -> agentd.v1.ListThreadsRequest
+	20, // 40: agentd.v1.AgentService.DeleteThread:input_type -> agentd.v1.DeleteThreadRequest
+	14, // 41: agentd.v1.AgentService.RevokeGrant:input_type -> agentd.v1.RevokeGrantRequest
+	3,  // 42: agentd.v1.AgentService.Run:output_type -> agentd.v1.RunResponse
+	5,  // 43: agentd.v1.AgentService.StartRun:output_type -> agentd.v1.StartRunResponse
+	7,  // 44: agentd.v1.AgentService.ExecuteRun:output_type -> agentd.v1.ExecuteRunResponse
+	23, // 45: agentd.v1.AgentService.ListAgents:output_type -> agentd.v1.ListAgentsResponse
+	9,  // 46: agentd.v1.AgentService.AttachRun:output_type -> agentd.v1.AttachRunResponse
+	11, // 47: agentd.v1.AgentService.SendRunInput:output_type -> agentd.v1.SendRunInputResponse
+	17, // 48: agentd.v1.AgentService.GetThread:output_type -> agentd.v1.GetThreadResponse
+	19, // 49: agentd.v1.AgentService.ListThreads:output_type -> agentd.v1.ListThreadsResponse
+	21, // 50: agentd.v1.AgentService.DeleteThread:output_type -> agentd.v1.DeleteThreadResponse
+	15, // 51: agentd.v1.AgentService.RevokeGrant:output_type -> agentd.v1.RevokeGrantResponse
+	42, // [42:52] is the sub-list for method output_type
+	32, // [32:42] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_service_proto_init() }

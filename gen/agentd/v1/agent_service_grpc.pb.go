@@ -96,6 +96,8 @@ const (
 //     server; ErrorInfo.metadata["agent"] holds the name.
 //   - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
 //     model, and the agent does not allow choosing one.
+//   - OUTPUT_SCHEMA_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.output_schema
+//     is set, and the agent does not let a run ask for a typed result.
 //   - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
 //     malformed, or was not signed with this server's key.
 //   - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
@@ -413,6 +415,8 @@ func (c *agentServiceClient) RevokeGrant(ctx context.Context, in *RevokeGrantReq
 //     server; ErrorInfo.metadata["agent"] holds the name.
 //   - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
 //     model, and the agent does not allow choosing one.
+//   - OUTPUT_SCHEMA_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.output_schema
+//     is set, and the agent does not let a run ask for a typed result.
 //   - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
 //     malformed, or was not signed with this server's key.
 //   - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.

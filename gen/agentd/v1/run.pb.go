@@ -640,7 +640,17 @@ type RunConfig struct {
 	// RPC cancelled, its connection lost, its client too slow to read). Unset
 	// means ON_DISCONNECT_CONTINUE. ExecuteRun's run is bound to its RPC
 	// whatever this says.
-	OnDisconnect  OnDisconnect `protobuf:"varint,6,opt,name=on_disconnect,json=onDisconnect,proto3,enum=agentd.v1.OnDisconnect" json:"on_disconnect,omitempty"`
+	OnDisconnect OnDisconnect `protobuf:"varint,6,opt,name=on_disconnect,json=onDisconnect,proto3,enum=agentd.v1.OnDisconnect" json:"on_disconnect,omitempty"`
+	// The JSON Schema of a typed result for this run: an object schema. The
+	// model answers with JSON that matches it (through the output tool, or the
+	// provider's native structured output), wrong answers go back to the model
+	// for correction, and RunFinished.output carries the answer. Allowed only
+	// where the agent allows it (Agent.run_output_schema_allowed); on an agent
+	// that declares a schema of its own (Agent.output_schema) an answer must
+	// match both, so a run can tighten the agent's result, never loosen it. A
+	// schema past the server's validation bounds, or not an object schema, is
+	// refused (INVALID_ARGUMENT naming start.config.output_schema).
+	OutputSchema  *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -715,6 +725,13 @@ func (x *RunConfig) GetOnDisconnect() OnDisconnect {
 		return x.OnDisconnect
 	}
 	return OnDisconnect_ON_DISCONNECT_UNSPECIFIED
+}
+
+func (x *RunConfig) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
 }
 
 // ToolPolicyOverride tightens the policy of one tool for a run.
@@ -1166,14 +1183,15 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	" \x03(\v2\x15.agentd.v1.ToolResultR\vtoolResults\x123\n" +
 	"\bmetadata\x18\v \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12,\n" +
 	"\ahistory\x18\f \x01(\x0e2\x12.agentd.v1.HistoryR\ahistory\x12*\n" +
-	"\aon_busy\x18\r \x01(\x0e2\x11.agentd.v1.OnBusyR\x06onBusy\"\xca\x02\n" +
+	"\aon_busy\x18\r \x01(\x0e2\x11.agentd.v1.OnBusyR\x06onBusy\"\x88\x03\n" +
 	"\tRunConfig\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n" +
 	"\tmax_steps\x18\x02 \x01(\x05R\bmaxSteps\x12B\n" +
 	"\x0fapproval_policy\x18\x03 \x01(\x0e2\x19.agentd.v1.ApprovalPolicyR\x0eapprovalPolicy\x12D\n" +
 	"\x10approval_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12B\n" +
 	"\rtool_policies\x18\x05 \x03(\v2\x1d.agentd.v1.ToolPolicyOverrideR\ftoolPolicies\x12<\n" +
-	"\ron_disconnect\x18\x06 \x01(\x0e2\x17.agentd.v1.OnDisconnectR\fonDisconnect\"o\n" +
+	"\ron_disconnect\x18\x06 \x01(\x0e2\x17.agentd.v1.OnDisconnectR\fonDisconnect\x12<\n" +
+	"\routput_schema\x18\a \x01(\v2\x17.google.protobuf.StructR\foutputSchema\"o\n" +
 	"\x12ToolPolicyOverride\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12)\n" +
@@ -1287,18 +1305,19 @@ var file_agentd_v1_run_proto_depIdxs = []int32{
 	18, // 9: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
 	9,  // 10: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
 	2,  // 11: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
-	5,  // 12: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
-	19, // 13: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
-	4,  // 14: agentd.v1.ApprovalDecision.scope:type_name -> agentd.v1.ApprovalScope
-	15, // 15: agentd.v1.Steer.message:type_name -> agentd.v1.Message
-	6,  // 16: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
-	19, // 17: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
-	20, // 18: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	17, // 12: agentd.v1.RunConfig.output_schema:type_name -> google.protobuf.Struct
+	5,  // 13: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
+	19, // 14: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
+	4,  // 15: agentd.v1.ApprovalDecision.scope:type_name -> agentd.v1.ApprovalScope
+	15, // 16: agentd.v1.Steer.message:type_name -> agentd.v1.Message
+	6,  // 17: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
+	19, // 18: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
+	20, // 19: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_run_proto_init() }

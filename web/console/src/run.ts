@@ -287,6 +287,7 @@ export class Conversation {
     if (f.reason !== RunEndReason.AWAITING_INPUT) {
       for (const c of v.openApprovals()) c.closeApproval("Not decided: the run ended.");
     }
+    if (f.output !== undefined) v.result(JSON.stringify(valueJSON(f.output)));
     const what = summary(f);
     v.notice(what.text, what.kind);
     const ws = this.waiters.get(r.id) ?? [];

@@ -74,6 +74,11 @@ export class Transcript {
     return this.add(h("div", { class: "notice notice-" + kind, text, attrs: kind === "error" ? { role: "alert" } : {} }));
   }
 
+  /** result shows a run's typed result (RunFinished.output), pretty-printed. */
+  result(json: string): void {
+    this.add(h("div", { class: "msg msg-result" }, h("div", { class: "result-label", text: "result" }), h("pre", { class: "result-json", text: prettyJSON(json) })));
+  }
+
   /**
    * user shows the user message of id, or fills in its text. A message whose text is not
    * known yet (a steer seen in a journal, whose text comes with its step's messages)

@@ -15,10 +15,11 @@ from agentd.v1 import events_pb2 as agentd_dot_v1_dot_events__pb2
 from agentd.v1 import run_pb2 as agentd_dot_v1_dot_run__pb2
 from agentd.v1 import transcript_pb2 as agentd_dot_v1_dot_transcript__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16\x61gentd/v1/events.proto\x1a\x13\x61gentd/v1/run.proto\x1a\x1a\x61gentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x03\n\nRunRequest\x12\x1d\n\nclient_seq\x18\x01 \x01(\x03R\tclientSeq\x12*\n\x05start\x18\x02 \x01(\x0b\x32\x12.agentd.v1.RunSpecH\x00R\x05start\x12J\n\x11\x61pproval_decision\x18\x03 \x01(\x0b\x32\x1b.agentd.v1.ApprovalDecisionH\x00R\x10\x61pprovalDecision\x12(\n\x05steer\x18\x04 \x01(\x0b\x32\x10.agentd.v1.SteerH\x00R\x05steer\x12\x38\n\x0btool_result\x18\x05 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\ntoolResult\x12+\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x11.agentd.v1.CancelH\x00R\x06\x63\x61ncel\x12%\n\x04ping\x18\x07 \x01(\x0b\x32\x0f.agentd.v1.PingH\x00R\x04ping\x12+\n\x06\x61ttach\x18\x08 \x01(\x0b\x32\x11.agentd.v1.AttachH\x00R\x06\x61ttachB\x06\n\x04kind\"<\n\x06\x41ttach\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x03R\x08\x61\x66terSeq\"8\n\x0bRunResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x13.agentd.v1.RunEventR\x05\x65vent\";\n\x0fStartRunRequest\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x12.agentd.v1.RunSpecR\x05start\"=\n\x10StartRunResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x13.agentd.v1.RunEventR\x05\x65vent\"=\n\x11\x45xecuteRunRequest\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x12.agentd.v1.RunSpecR\x05start\"\x93\x01\n\x12\x45xecuteRunResponse\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tthread_id\x18\x02 \x01(\tR\x08threadId\x12\x19\n\x08trace_id\x18\x03 \x01(\tR\x07traceId\x12.\n\x06result\x18\x04 \x01(\x0b\x32\x16.agentd.v1.RunFinishedR\x06result\"F\n\x10\x41ttachRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x03R\x08\x61\x66terSeq\">\n\x11\x41ttachRunResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x13.agentd.v1.RunEventR\x05\x65vent\"\xb1\x02\n\x13SendRunInputRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n\nclient_key\x18\x02 \x01(\tR\tclientKey\x12J\n\x11\x61pproval_decision\x18\x03 \x01(\x0b\x32\x1b.agentd.v1.ApprovalDecisionH\x00R\x10\x61pprovalDecision\x12(\n\x05steer\x18\x04 \x01(\x0b\x32\x10.agentd.v1.SteerH\x00R\x05steer\x12\x38\n\x0btool_result\x18\x05 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\ntoolResult\x12+\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x11.agentd.v1.CancelH\x00R\x06\x63\x61ncelB\x07\n\x05input\"O\n\x14SendRunInputResponse\x12%\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x13.agentd.v1.InputAckR\x03\x61\x63k\x12\x10\n\x03seq\x18\x02 \x01(\x03R\x03seq\"\xa4\x02\n\x06Thread\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12#\n\rmessage_count\x18\x03 \x01(\x03R\x0cmessageCount\x12\x39\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\x12\"\n\ractive_run_id\x18\x06 \x01(\tR\x0b\x61\x63tiveRunId\x12(\n\x06grants\x18\x07 \x03(\x0b\x32\x10.agentd.v1.GrantR\x06grants\"\xc4\x02\n\x05Grant\x12\x19\n\x08grant_id\x18\x01 \x01(\tR\x07grantId\x12.\n\x05scope\x18\x02 \x01(\x0e\x32\x18.agentd.v1.ApprovalScopeR\x05scope\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x1b\n\ttool_name\x18\x04 \x01(\tR\x08toolName\x12%\n\x0e\x61rguments_json\x18\x05 \x01(\tR\rargumentsJson\x12#\n\rany_arguments\x18\x06 \x01(\x08R\x0c\x61nyArguments\x12\x15\n\x06run_id\x18\x07 \x01(\tR\x05runId\x12\x1f\n\x0b\x61pproval_id\x18\x08 \x01(\tR\napprovalId\x12\x39\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\"L\n\x12RevokeGrantRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x19\n\x08grant_id\x18\x02 \x01(\tR\x07grantId\"\x15\n\x13RevokeGrantResponse\"k\n\x10GetThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x96\x01\n\x11GetThreadResponse\x12)\n\x06thread\x18\x01 \x01(\x0b\x32\x11.agentd.v1.ThreadR\x06thread\x12.\n\x08messages\x18\x02 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12&\n\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"P\n\x12ListThreadsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"j\n\x13ListThreadsResponse\x12+\n\x07threads\x18\x01 \x03(\x0b\x32\x11.agentd.v1.ThreadR\x07threads\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n\x13\x44\x65leteThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\"\x16\n\x14\x44\x65leteThreadResponse\"\x13\n\x11ListAgentsRequest\">\n\x12ListAgentsResponse\x12(\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x10.agentd.v1.AgentR\x06\x61gents\"\xf0\x01\n\x05\x41gent\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\x12\x34\n\x16model_override_allowed\x18\x04 \x01(\x08R\x14modelOverrideAllowed\x12\x1b\n\tmax_steps\x18\x05 \x01(\x05R\x08maxSteps\x12)\n\x05tools\x18\x06 \x03(\x0b\x32\x13.agentd.v1.ToolInfoR\x05tools\x12\x1d\n\nis_default\x18\x07 \x01(\x08R\tisDefault\"\xbd\x02\n\x08ToolInfo\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.agentd.v1.ToolSpecR\x04spec\x12\x16\n\x06source\x18\x02 \x01(\tR\x06source\x12\x18\n\x07\x65nabled\x18\x03 \x01(\x08R\x07\x65nabled\x12+\n\x11requires_approval\x18\x04 \x01(\x08R\x10requiresApproval\x12#\n\rcompletes_run\x18\x05 \x01(\x08R\x0c\x63ompletesRun\x12\x33\n\x07timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12\x1a\n\x08parallel\x18\x07 \x01(\x08R\x08parallel\x12\x33\n\x08\x61pproval\x18\x08 \x01(\x0e\x32\x17.agentd.v1.ToolApprovalR\x08\x61pproval*v\n\x0cToolApproval\x12\x1d\n\x19TOOL_APPROVAL_UNSPECIFIED\x10\x00\x12\x16\n\x12TOOL_APPROVAL_AUTO\x10\x01\x12\x15\n\x11TOOL_APPROVAL_ASK\x10\x02\x12\x18\n\x14TOOL_APPROVAL_ALWAYS\x10\x03\x32\xf5\x05\n\x0c\x41gentService\x12\x38\n\x03Run\x12\x15.agentd.v1.RunRequest\x1a\x16.agentd.v1.RunResponse(\x01\x30\x01\x12\x45\n\x08StartRun\x12\x1a.agentd.v1.StartRunRequest\x1a\x1b.agentd.v1.StartRunResponse0\x01\x12I\n\nExecuteRun\x12\x1c.agentd.v1.ExecuteRunRequest\x1a\x1d.agentd.v1.ExecuteRunResponse\x12I\n\nListAgents\x12\x1c.agentd.v1.ListAgentsRequest\x1a\x1d.agentd.v1.ListAgentsResponse\x12H\n\tAttachRun\x12\x1b.agentd.v1.AttachRunRequest\x1a\x1c.agentd.v1.AttachRunResponse0\x01\x12O\n\x0cSendRunInput\x12\x1e.agentd.v1.SendRunInputRequest\x1a\x1f.agentd.v1.SendRunInputResponse\x12\x46\n\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\x12L\n\x0bListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\x12O\n\x0c\x44\x65leteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponse\x12L\n\x0bRevokeGrant\x12\x1d.agentd.v1.RevokeGrantRequest\x1a\x1e.agentd.v1.RevokeGrantResponseB\x98\x01\n\rcom.agentd.v1B\x11\x41gentServiceProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentd/v1/agent_service.proto\x12\tagentd.v1\x1a\x16\x61gentd/v1/events.proto\x1a\x13\x61gentd/v1/run.proto\x1a\x1a\x61gentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x03\n\nRunRequest\x12\x1d\n\nclient_seq\x18\x01 \x01(\x03R\tclientSeq\x12*\n\x05start\x18\x02 \x01(\x0b\x32\x12.agentd.v1.RunSpecH\x00R\x05start\x12J\n\x11\x61pproval_decision\x18\x03 \x01(\x0b\x32\x1b.agentd.v1.ApprovalDecisionH\x00R\x10\x61pprovalDecision\x12(\n\x05steer\x18\x04 \x01(\x0b\x32\x10.agentd.v1.SteerH\x00R\x05steer\x12\x38\n\x0btool_result\x18\x05 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\ntoolResult\x12+\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x11.agentd.v1.CancelH\x00R\x06\x63\x61ncel\x12%\n\x04ping\x18\x07 \x01(\x0b\x32\x0f.agentd.v1.PingH\x00R\x04ping\x12+\n\x06\x61ttach\x18\x08 \x01(\x0b\x32\x11.agentd.v1.AttachH\x00R\x06\x61ttachB\x06\n\x04kind\"<\n\x06\x41ttach\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x03R\x08\x61\x66terSeq\"8\n\x0bRunResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x13.agentd.v1.RunEventR\x05\x65vent\";\n\x0fStartRunRequest\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x12.agentd.v1.RunSpecR\x05start\"=\n\x10StartRunResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x13.agentd.v1.RunEventR\x05\x65vent\"=\n\x11\x45xecuteRunRequest\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x12.agentd.v1.RunSpecR\x05start\"\x93\x01\n\x12\x45xecuteRunResponse\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tthread_id\x18\x02 \x01(\tR\x08threadId\x12\x19\n\x08trace_id\x18\x03 \x01(\tR\x07traceId\x12.\n\x06result\x18\x04 \x01(\x0b\x32\x16.agentd.v1.RunFinishedR\x06result\"F\n\x10\x41ttachRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x03R\x08\x61\x66terSeq\">\n\x11\x41ttachRunResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x13.agentd.v1.RunEventR\x05\x65vent\"\xb1\x02\n\x13SendRunInputRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n\nclient_key\x18\x02 \x01(\tR\tclientKey\x12J\n\x11\x61pproval_decision\x18\x03 \x01(\x0b\x32\x1b.agentd.v1.ApprovalDecisionH\x00R\x10\x61pprovalDecision\x12(\n\x05steer\x18\x04 \x01(\x0b\x32\x10.agentd.v1.SteerH\x00R\x05steer\x12\x38\n\x0btool_result\x18\x05 \x01(\x0b\x32\x15.agentd.v1.ToolResultH\x00R\ntoolResult\x12+\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x11.agentd.v1.CancelH\x00R\x06\x63\x61ncelB\x07\n\x05input\"O\n\x14SendRunInputResponse\x12%\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x13.agentd.v1.InputAckR\x03\x61\x63k\x12\x10\n\x03seq\x18\x02 \x01(\x03R\x03seq\"\xa4\x02\n\x06Thread\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12#\n\rmessage_count\x18\x03 \x01(\x03R\x0cmessageCount\x12\x39\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\x12\"\n\ractive_run_id\x18\x06 \x01(\tR\x0b\x61\x63tiveRunId\x12(\n\x06grants\x18\x07 \x03(\x0b\x32\x10.agentd.v1.GrantR\x06grants\"\xc4\x02\n\x05Grant\x12\x19\n\x08grant_id\x18\x01 \x01(\tR\x07grantId\x12.\n\x05scope\x18\x02 \x01(\x0e\x32\x18.agentd.v1.ApprovalScopeR\x05scope\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x1b\n\ttool_name\x18\x04 \x01(\tR\x08toolName\x12%\n\x0e\x61rguments_json\x18\x05 \x01(\tR\rargumentsJson\x12#\n\rany_arguments\x18\x06 \x01(\x08R\x0c\x61nyArguments\x12\x15\n\x06run_id\x18\x07 \x01(\tR\x05runId\x12\x1f\n\x0b\x61pproval_id\x18\x08 \x01(\tR\napprovalId\x12\x39\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\"L\n\x12RevokeGrantRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x19\n\x08grant_id\x18\x02 \x01(\tR\x07grantId\"\x15\n\x13RevokeGrantResponse\"k\n\x10GetThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x96\x01\n\x11GetThreadResponse\x12)\n\x06thread\x18\x01 \x01(\x0b\x32\x11.agentd.v1.ThreadR\x06thread\x12.\n\x08messages\x18\x02 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12&\n\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"P\n\x12ListThreadsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"j\n\x13ListThreadsResponse\x12+\n\x07threads\x18\x01 \x03(\x0b\x32\x11.agentd.v1.ThreadR\x07threads\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n\x13\x44\x65leteThreadRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\"\x16\n\x14\x44\x65leteThreadResponse\"\x13\n\x11ListAgentsRequest\">\n\x12ListAgentsResponse\x12(\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x10.agentd.v1.AgentR\x06\x61gents\"\xe9\x02\n\x05\x41gent\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\x12\x34\n\x16model_override_allowed\x18\x04 \x01(\x08R\x14modelOverrideAllowed\x12\x1b\n\tmax_steps\x18\x05 \x01(\x05R\x08maxSteps\x12)\n\x05tools\x18\x06 \x03(\x0b\x32\x13.agentd.v1.ToolInfoR\x05tools\x12\x1d\n\nis_default\x18\x07 \x01(\x08R\tisDefault\x12<\n\routput_schema\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructR\x0coutputSchema\x12\x39\n\x19run_output_schema_allowed\x18\t \x01(\x08R\x16runOutputSchemaAllowed\"\xbd\x02\n\x08ToolInfo\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.agentd.v1.ToolSpecR\x04spec\x12\x16\n\x06source\x18\x02 \x01(\tR\x06source\x12\x18\n\x07\x65nabled\x18\x03 \x01(\x08R\x07\x65nabled\x12+\n\x11requires_approval\x18\x04 \x01(\x08R\x10requiresApproval\x12#\n\rcompletes_run\x18\x05 \x01(\x08R\x0c\x63ompletesRun\x12\x33\n\x07timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12\x1a\n\x08parallel\x18\x07 \x01(\x08R\x08parallel\x12\x33\n\x08\x61pproval\x18\x08 \x01(\x0e\x32\x17.agentd.v1.ToolApprovalR\x08\x61pproval*v\n\x0cToolApproval\x12\x1d\n\x19TOOL_APPROVAL_UNSPECIFIED\x10\x00\x12\x16\n\x12TOOL_APPROVAL_AUTO\x10\x01\x12\x15\n\x11TOOL_APPROVAL_ASK\x10\x02\x12\x18\n\x14TOOL_APPROVAL_ALWAYS\x10\x03\x32\xf5\x05\n\x0c\x41gentService\x12\x38\n\x03Run\x12\x15.agentd.v1.RunRequest\x1a\x16.agentd.v1.RunResponse(\x01\x30\x01\x12\x45\n\x08StartRun\x12\x1a.agentd.v1.StartRunRequest\x1a\x1b.agentd.v1.StartRunResponse0\x01\x12I\n\nExecuteRun\x12\x1c.agentd.v1.ExecuteRunRequest\x1a\x1d.agentd.v1.ExecuteRunResponse\x12I\n\nListAgents\x12\x1c.agentd.v1.ListAgentsRequest\x1a\x1d.agentd.v1.ListAgentsResponse\x12H\n\tAttachRun\x12\x1b.agentd.v1.AttachRunRequest\x1a\x1c.agentd.v1.AttachRunResponse0\x01\x12O\n\x0cSendRunInput\x12\x1e.agentd.v1.SendRunInputRequest\x1a\x1f.agentd.v1.SendRunInputResponse\x12\x46\n\tGetThread\x12\x1b.agentd.v1.GetThreadRequest\x1a\x1c.agentd.v1.GetThreadResponse\x12L\n\x0bListThreads\x12\x1d.agentd.v1.ListThreadsRequest\x1a\x1e.agentd.v1.ListThreadsResponse\x12O\n\x0c\x44\x65leteThread\x12\x1e.agentd.v1.DeleteThreadRequest\x1a\x1f.agentd.v1.DeleteThreadResponse\x12L\n\x0bRevokeGrant\x12\x1d.agentd.v1.RevokeGrantRequest\x1a\x1e.agentd.v1.RevokeGrantResponseB\x98\x01\n\rcom.agentd.v1B\x11\x41gentServiceProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.agent_service_pb2', globals())
@@ -26,58 +27,58 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\rcom.agentd.v1B\021AgentServiceProtoP\001Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\242\002\003AXX\252\002\tAgentd.V1\312\002\tAgentd\\V1\342\002\025Agentd\\V1\\GPBMetadata\352\002\nAgentd::V1'
-  _TOOLAPPROVAL._serialized_start=3466
-  _TOOLAPPROVAL._serialized_end=3584
-  _RUNREQUEST._serialized_start=183
-  _RUNREQUEST._serialized_end=583
-  _ATTACH._serialized_start=585
-  _ATTACH._serialized_end=645
-  _RUNRESPONSE._serialized_start=647
-  _RUNRESPONSE._serialized_end=703
-  _STARTRUNREQUEST._serialized_start=705
-  _STARTRUNREQUEST._serialized_end=764
-  _STARTRUNRESPONSE._serialized_start=766
-  _STARTRUNRESPONSE._serialized_end=827
-  _EXECUTERUNREQUEST._serialized_start=829
-  _EXECUTERUNREQUEST._serialized_end=890
-  _EXECUTERUNRESPONSE._serialized_start=893
-  _EXECUTERUNRESPONSE._serialized_end=1040
-  _ATTACHRUNREQUEST._serialized_start=1042
-  _ATTACHRUNREQUEST._serialized_end=1112
-  _ATTACHRUNRESPONSE._serialized_start=1114
-  _ATTACHRUNRESPONSE._serialized_end=1176
-  _SENDRUNINPUTREQUEST._serialized_start=1179
-  _SENDRUNINPUTREQUEST._serialized_end=1484
-  _SENDRUNINPUTRESPONSE._serialized_start=1486
-  _SENDRUNINPUTRESPONSE._serialized_end=1565
-  _THREAD._serialized_start=1568
-  _THREAD._serialized_end=1860
-  _GRANT._serialized_start=1863
-  _GRANT._serialized_end=2187
-  _REVOKEGRANTREQUEST._serialized_start=2189
-  _REVOKEGRANTREQUEST._serialized_end=2265
-  _REVOKEGRANTRESPONSE._serialized_start=2267
-  _REVOKEGRANTRESPONSE._serialized_end=2288
-  _GETTHREADREQUEST._serialized_start=2290
-  _GETTHREADREQUEST._serialized_end=2397
-  _GETTHREADRESPONSE._serialized_start=2400
-  _GETTHREADRESPONSE._serialized_end=2550
-  _LISTTHREADSREQUEST._serialized_start=2552
-  _LISTTHREADSREQUEST._serialized_end=2632
-  _LISTTHREADSRESPONSE._serialized_start=2634
-  _LISTTHREADSRESPONSE._serialized_end=2740
-  _DELETETHREADREQUEST._serialized_start=2742
-  _DELETETHREADREQUEST._serialized_end=2792
-  _DELETETHREADRESPONSE._serialized_start=2794
-  _DELETETHREADRESPONSE._serialized_end=2816
-  _LISTAGENTSREQUEST._serialized_start=2818
-  _LISTAGENTSREQUEST._serialized_end=2837
-  _LISTAGENTSRESPONSE._serialized_start=2839
-  _LISTAGENTSRESPONSE._serialized_end=2901
-  _AGENT._serialized_start=2904
-  _AGENT._serialized_end=3144
-  _TOOLINFO._serialized_start=3147
-  _TOOLINFO._serialized_end=3464
-  _AGENTSERVICE._serialized_start=3587
-  _AGENTSERVICE._serialized_end=4344
+  _TOOLAPPROVAL._serialized_start=3617
+  _TOOLAPPROVAL._serialized_end=3735
+  _RUNREQUEST._serialized_start=213
+  _RUNREQUEST._serialized_end=613
+  _ATTACH._serialized_start=615
+  _ATTACH._serialized_end=675
+  _RUNRESPONSE._serialized_start=677
+  _RUNRESPONSE._serialized_end=733
+  _STARTRUNREQUEST._serialized_start=735
+  _STARTRUNREQUEST._serialized_end=794
+  _STARTRUNRESPONSE._serialized_start=796
+  _STARTRUNRESPONSE._serialized_end=857
+  _EXECUTERUNREQUEST._serialized_start=859
+  _EXECUTERUNREQUEST._serialized_end=920
+  _EXECUTERUNRESPONSE._serialized_start=923
+  _EXECUTERUNRESPONSE._serialized_end=1070
+  _ATTACHRUNREQUEST._serialized_start=1072
+  _ATTACHRUNREQUEST._serialized_end=1142
+  _ATTACHRUNRESPONSE._serialized_start=1144
+  _ATTACHRUNRESPONSE._serialized_end=1206
+  _SENDRUNINPUTREQUEST._serialized_start=1209
+  _SENDRUNINPUTREQUEST._serialized_end=1514
+  _SENDRUNINPUTRESPONSE._serialized_start=1516
+  _SENDRUNINPUTRESPONSE._serialized_end=1595
+  _THREAD._serialized_start=1598
+  _THREAD._serialized_end=1890
+  _GRANT._serialized_start=1893
+  _GRANT._serialized_end=2217
+  _REVOKEGRANTREQUEST._serialized_start=2219
+  _REVOKEGRANTREQUEST._serialized_end=2295
+  _REVOKEGRANTRESPONSE._serialized_start=2297
+  _REVOKEGRANTRESPONSE._serialized_end=2318
+  _GETTHREADREQUEST._serialized_start=2320
+  _GETTHREADREQUEST._serialized_end=2427
+  _GETTHREADRESPONSE._serialized_start=2430
+  _GETTHREADRESPONSE._serialized_end=2580
+  _LISTTHREADSREQUEST._serialized_start=2582
+  _LISTTHREADSREQUEST._serialized_end=2662
+  _LISTTHREADSRESPONSE._serialized_start=2664
+  _LISTTHREADSRESPONSE._serialized_end=2770
+  _DELETETHREADREQUEST._serialized_start=2772
+  _DELETETHREADREQUEST._serialized_end=2822
+  _DELETETHREADRESPONSE._serialized_start=2824
+  _DELETETHREADRESPONSE._serialized_end=2846
+  _LISTAGENTSREQUEST._serialized_start=2848
+  _LISTAGENTSREQUEST._serialized_end=2867
+  _LISTAGENTSRESPONSE._serialized_start=2869
+  _LISTAGENTSRESPONSE._serialized_end=2931
+  _AGENT._serialized_start=2934
+  _AGENT._serialized_end=3295
+  _TOOLINFO._serialized_start=3298
+  _TOOLINFO._serialized_end=3615
+  _AGENTSERVICE._serialized_start=3738
+  _AGENTSERVICE._serialized_end=4495
 # @@protoc_insertion_point(module_scope)

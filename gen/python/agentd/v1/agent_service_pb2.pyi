@@ -2,6 +2,7 @@ from agentd.v1 import events_pb2 as _events_pb2
 from agentd.v1 import run_pb2 as _run_pb2
 from agentd.v1 import transcript_pb2 as _transcript_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -16,13 +17,15 @@ TOOL_APPROVAL_AUTO: ToolApproval
 TOOL_APPROVAL_UNSPECIFIED: ToolApproval
 
 class Agent(_message.Message):
-    __slots__ = ["description", "is_default", "max_steps", "model", "model_override_allowed", "name", "tools"]
+    __slots__ = ["description", "is_default", "max_steps", "model", "model_override_allowed", "name", "output_schema", "run_output_schema_allowed", "tools"]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MODEL_OVERRIDE_ALLOWED_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    RUN_OUTPUT_SCHEMA_ALLOWED_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     description: str
     is_default: bool
@@ -30,8 +33,10 @@ class Agent(_message.Message):
     model: str
     model_override_allowed: bool
     name: str
+    output_schema: _struct_pb2.Struct
+    run_output_schema_allowed: bool
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., model: _Optional[str] = ..., model_override_allowed: bool = ..., max_steps: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., is_default: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., model: _Optional[str] = ..., model_override_allowed: bool = ..., max_steps: _Optional[int] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., is_default: bool = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., run_output_schema_allowed: bool = ...) -> None: ...
 
 class Attach(_message.Message):
     __slots__ = ["after_seq", "run_id"]

@@ -67,6 +67,8 @@ class AgentServiceStub(object):
     server; ErrorInfo.metadata["agent"] holds the name.
     - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
     model, and the agent does not allow choosing one.
+    - OUTPUT_SCHEMA_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.output_schema
+    is set, and the agent does not let a run ask for a typed result.
     - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
     malformed, or was not signed with this server's key.
     - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
@@ -261,6 +263,8 @@ class AgentServiceServicer(object):
     server; ErrorInfo.metadata["agent"] holds the name.
     - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
     model, and the agent does not allow choosing one.
+    - OUTPUT_SCHEMA_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.output_schema
+    is set, and the agent does not let a run ask for a typed result.
     - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
     malformed, or was not signed with this server's key.
     - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.
@@ -555,6 +559,8 @@ class AgentService(object):
     server; ErrorInfo.metadata["agent"] holds the name.
     - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
     model, and the agent does not allow choosing one.
+    - OUTPUT_SCHEMA_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.output_schema
+    is set, and the agent does not let a run ask for a typed result.
     - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
     malformed, or was not signed with this server's key.
     - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.

@@ -60,20 +60,22 @@ class Ping(_message.Message):
     def __init__(self) -> None: ...
 
 class RunConfig(_message.Message):
-    __slots__ = ["approval_policy", "approval_timeout", "max_steps", "model", "on_disconnect", "tool_policies"]
+    __slots__ = ["approval_policy", "approval_timeout", "max_steps", "model", "on_disconnect", "output_schema", "tool_policies"]
     APPROVAL_POLICY_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ON_DISCONNECT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TOOL_POLICIES_FIELD_NUMBER: _ClassVar[int]
     approval_policy: ApprovalPolicy
     approval_timeout: _duration_pb2.Duration
     max_steps: int
     model: str
     on_disconnect: OnDisconnect
+    output_schema: _struct_pb2.Struct
     tool_policies: _containers.RepeatedCompositeFieldContainer[ToolPolicyOverride]
-    def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ..., on_disconnect: _Optional[_Union[OnDisconnect, str]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ..., on_disconnect: _Optional[_Union[OnDisconnect, str]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class RunSpec(_message.Message):
     __slots__ = ["agent", "client_tools", "config", "continuation", "decisions", "history", "input", "messages", "metadata", "on_busy", "request_id", "thread_id", "tool_results"]

@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { ApprovalDecision, ApprovalScope, Cancel, Ping, RunSpec, Steer, ToolResult } from "./run_pb.js";
 import type { InputAck, RunEvent, RunFinished } from "./events_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
@@ -834,6 +834,22 @@ export declare type Agent = Message<"agentd.v1.Agent"> & {
    * @generated from field: bool is_default = 7;
    */
   isDefault: boolean;
+
+  /**
+   * The JSON Schema of the agent's typed result (RunFinished.output); unset
+   * for an agent that answers in text.
+   *
+   * @generated from field: google.protobuf.Struct output_schema = 8;
+   */
+  outputSchema?: JsonObject | undefined;
+
+  /**
+   * Whether a run may ask for a typed result of its own
+   * (RunConfig.output_schema), which then tightens output_schema.
+   *
+   * @generated from field: bool run_output_schema_allowed = 9;
+   */
+  runOutputSchemaAllowed: boolean;
 };
 
 /**
@@ -1022,6 +1038,8 @@ export declare const ToolApprovalSchema: GenEnum<ToolApproval>;
  *     server; ErrorInfo.metadata["agent"] holds the name.
  *   - MODEL_OVERRIDE_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.model names a
  *     model, and the agent does not allow choosing one.
+ *   - OUTPUT_SCHEMA_NOT_ALLOWED — (PERMISSION_DENIED) RunConfig.output_schema
+ *     is set, and the agent does not let a run ask for a typed result.
  *   - CONTINUATION_INVALID — (FAILED_PRECONDITION) RunSpec.continuation is
  *     malformed, or was not signed with this server's key.
  *   - CONTINUATION_EXPIRED — (FAILED_PRECONDITION) the continuation expired.

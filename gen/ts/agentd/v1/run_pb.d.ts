@@ -197,6 +197,21 @@ export declare type RunConfig = Message<"agentd.v1.RunConfig"> & {
    * @generated from field: agentd.v1.OnDisconnect on_disconnect = 6;
    */
   onDisconnect: OnDisconnect;
+
+  /**
+   * The JSON Schema of a typed result for this run: an object schema. The
+   * model answers with JSON that matches it (through the output tool, or the
+   * provider's native structured output), wrong answers go back to the model
+   * for correction, and RunFinished.output carries the answer. Allowed only
+   * where the agent allows it (Agent.run_output_schema_allowed); on an agent
+   * that declares a schema of its own (Agent.output_schema) an answer must
+   * match both, so a run can tighten the agent's result, never loosen it. A
+   * schema past the server's validation bounds, or not an object schema, is
+   * refused (INVALID_ARGUMENT naming start.config.output_schema).
+   *
+   * @generated from field: google.protobuf.Struct output_schema = 7;
+   */
+  outputSchema?: JsonObject | undefined;
 };
 
 /**
