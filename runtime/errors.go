@@ -38,7 +38,12 @@ type StopError struct {
 	// Hook names who stopped the run, such as "budget".
 	Hook   string
 	Reason string
+	// Err is what the stop stands for, if more than a hook's word: a *GuardrailError
+	// for a guardrail's trip.
+	Err error
 }
+
+func (e *StopError) Unwrap() error { return e.Err }
 
 func (e *StopError) Error() string {
 	if e.Hook == "" {

@@ -44,6 +44,8 @@ type run struct {
 	finished      bool         // finish ran
 	tel           runTelemetry // the run's span and metric attributes
 	stopAfterTool *StopError   // a stop returned by an AfterTool hook
+	guards        []guard      // the guardrails of the run's chain (guardrail.go)
+	guardRunInfo  *RunInfo     // what they see of the run
 }
 
 func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, error) bool) (*run, error) {
@@ -138,6 +140,7 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 		// run's own instances of the hooks that keep per-run state live in r.hooks, and go
 		// with the run.
 		r.hooks = Chain(a.log.With("run_id", runID), req.Hooks, a.cfg.Hooks).(chain).ForRun(r.info)
+		r.guards = guardsOf(r.hooks)
 	}
 	// The run's span: everything below, hooks included, runs in its context.
 	r.ctx, r.cancel = context.WithCancelCause(context.WithValue(r.startTelemetry(ctx), runInfoKey{}, &ctxInfo))
@@ -344,6 +347,20 @@ func (r *run) runStep() (done bool) {
 	stepCtx, cancel := r.beginStep(seen)
 	defer r.endStep(cancel)
 
+	// Guardrails check the step's new input: the blocking ones now, the parallel ones
+	// alongside the model call.
+	var input *GuardCheck
+	if len(r.guards) > 0 {
+		input = r.inputCheck(r.newInput(stepMsgs))
+	}
+	if input != nil {
+		if ge := r.checkAll(GuardInput, input, func(g guard) bool { return !g.spec.Parallel }); ge != nil {
+			r.finishStep(stepID, FinishInterrupted, stepMsgs)
+			r.finish(EndStopped, ge.stop(), nil)
+			return true
+		}
+	}
+
 	// 3. BeforeModel hooks may rewrite the call.
 	mreq := &ModelRequest{Messages: r.transcript[:len(r.transcript):len(r.transcript)], Tools: r.specs, Settings: r.a.cfg.Settings}
 	switch {
@@ -366,7 +383,12 @@ func (r *run) runStep() (done bool) {
 	}
 
 	// 4. Stream the model.
+	var parallel *parallelChecks
+	if input != nil {
+		parallel = r.startParallel(input, cancel)
+	}
 	msg, callUsage, reason, err := r.callModel(stepCtx, stepID, mreq)
+	trip := parallel.wait()
 	if r.gone {
 		return true
 	}
@@ -376,6 +398,15 @@ func (r *run) runStep() (done bool) {
 		r.transcript = append(r.transcript, msg)
 		r.added = append(r.added, msg)
 		stepMsgs = append(stepMsgs, msg)
+	}
+	if trip != nil {
+		// A parallel input check tripped: nothing the model asked for happens.
+		if pcs := r.newCalls(msg); len(pcs) > 0 && err == nil {
+			return r.stopStep(stepID, reason, stepMsgs, pcs, trip.stop())
+		}
+		r.finishStep(stepID, FinishInterrupted, stepMsgs)
+		r.finish(EndStopped, trip.stop(), nil)
+		return true
 	}
 	if err != nil {
 		switch {
@@ -428,7 +459,7 @@ func (r *run) runStep() (done bool) {
 			return false
 		}
 		r.finalText = msg.Text()
-		r.finish(EndCompleted, nil, nil)
+		r.complete()
 		return true
 	}
 
@@ -653,6 +684,16 @@ func (r *run) finish(reason EndReason, err error, pending *Pending) {
 	r.emit(fin)
 }
 
+// complete ends the run EndCompleted with its answer, unless an output guardrail trips:
+// then it ends EndStopped, the answer withheld.
+func (r *run) complete() {
+	if se := r.checkOutput(); se != nil {
+		r.finish(EndStopped, se, nil)
+		return
+	}
+	r.finish(EndCompleted, nil, nil)
+}
+
 // finishUnread ends a run whose consumer stopped reading: nobody reads the events any
 // more, but the hooks learn how the run ended, and its span ends cancelled.
 func (r *run) finishUnread() {
@@ -682,7 +723,7 @@ func (r *run) answeredInText(stepID string, reason FinishReason, stepMsgs []Mess
 			if !r.finishStep(stepID, reason, stepMsgs) {
 				return true
 			}
-			r.finish(EndCompleted, nil, nil)
+			r.complete()
 			return true
 		}
 		why = r.out.nativeAnswer(err)

@@ -30,6 +30,7 @@ const (
 	spanExecuteTool     = "execute_tool"
 	spanAwaitApproval   = "await_approval"
 	spanAwaitClientTool = "await_client_tool"
+	spanGuardrail       = "guardrail"
 )
 
 // The attributes agentd adds to the GenAI conventions' own.
@@ -54,6 +55,10 @@ const (
 	attrHookEventName  = attribute.Key("agentd.hook_event.name")
 	attrHookEventValue = attribute.Key("agentd.hook_event.value")
 	attrCallIDs        = attribute.Key("agentd.tool.call.ids")
+	attrGuardrail      = attribute.Key("agentd.guardrail.name")
+	attrGuardStage     = attribute.Key("agentd.guardrail.stage")
+	attrGuardParallel  = attribute.Key("agentd.guardrail.parallel")
+	attrGuardTripped   = attribute.Key("agentd.guardrail.tripped")
 )
 
 // The span events on invoke_agent.

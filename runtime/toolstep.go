@@ -71,6 +71,14 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 			return r.park(stepID, msg, pcs)
 		}
 	}
+	// Guardrails that check a call once it is approved, before it runs.
+	for _, c := range pcs {
+		if c.State == CallReady {
+			if stop := r.checkToolInput(c, true); stop != nil {
+				return r.stopStep(stepID, reason, stepMsgs, pcs, stop)
+			}
+		}
+	}
 	// 8–9. Execute what may run; report results in call order.
 	if !r.executeCalls(stepCtx, pcs) {
 		return true
@@ -102,7 +110,7 @@ func (r *run) toolStep(stepCtx context.Context, stepID string, reason FinishReas
 				r.out.accept(c.Call.Arguments)
 				r.finalText = string(r.out.result)
 			}
-			r.finish(EndCompleted, nil, nil)
+			r.complete()
 			return true
 		}
 	}
@@ -188,6 +196,10 @@ func (r *run) prepare(c *pcall, resumed bool) *StopError {
 		}
 	default:
 		c.State = CallReady
+	}
+	if c.State == CallReady || c.State == CallAwaitingApproval {
+		// Nobody is asked to approve what a guardrail refuses.
+		return r.checkToolInput(c, false)
 	}
 	return nil
 }
@@ -537,6 +549,9 @@ func (r *run) reportResult(c *pcall) bool {
 		if se := stopErr(err); se != nil {
 			r.stopAfterTool = se
 		}
+	}
+	if se := r.checkToolOutput(c); se != nil && r.stopAfterTool == nil {
+		r.stopAfterTool = se
 	}
 	c.Result = limitOutput(c.Result, r.a.cfg.MaxToolOutput)
 	return r.emit(&ToolCallResult{Result: ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Output: c.Result}, Duration: c.duration})
