@@ -43,6 +43,8 @@ type scripted struct {
 	output string
 	// runSchema lets a run of an agent built in Go ask for a typed result of its own.
 	runSchema bool
+	// hooks are the own hooks of an agent built in Go (runtime.Config.Hooks).
+	hooks runtime.Hooks
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
@@ -65,7 +67,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, script
 		if a.goTools != nil {
 			r, err := runtime.New(runtime.Config{
 				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps, Logger: cfg.Logger, Policy: a.goPolicy,
-				OutputSchema: json.RawMessage(a.output),
+				OutputSchema: json.RawMessage(a.output), Hooks: a.hooks,
 			})
 			if err != nil {
 				t.Fatal(err)

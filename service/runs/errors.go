@@ -124,6 +124,11 @@ func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError
 	case runtime.EndMaxSteps:
 		return mk(ResourceExhausted, reasonMaxSteps, errString(fin.Err, "step limit reached"), false)
 	case runtime.EndStopped:
+		if ge, ok := errors.AsType[*runtime.GuardrailError](fin.Err); ok {
+			re := mk(Aborted, reasonGuardrail, ge.Error(), false)
+			re.Metadata = guardrailMeta(ge)
+			return re
+		}
 		return mk(Aborted, reasonStopped, errString(fin.Err, "stopped"), false)
 	case runtime.EndShutdown:
 		return mk(Unavailable, reasonShutdown, "the server shut down; resume the run from its continuation on another replica", true)
@@ -142,6 +147,18 @@ func runError(fin *runtime.RunFinished, clientCancelled bool) *agentdv1.RunError
 	return mk(Internal, reasonInternal, "the run ended for an unknown reason", false)
 }
 
+// guardrailMeta is the RunError.metadata of a guardrail's trip.
+func guardrailMeta(ge *runtime.GuardrailError) map[string]string {
+	m := map[string]string{"guardrail": wire.ProtoString(ge.Guardrail), "stage": ge.Stage.String()}
+	if ge.Tool != "" {
+		m["tool"], m["tool_call_id"] = wire.ProtoString(ge.Tool), wire.ProtoString(ge.CallID)
+	}
+	for k, v := range ge.Details {
+		m[wire.ProtoString("detail."+k)] = wire.ProtoString(v)
+	}
+	return m
+}
+
 func errString(err error, fallback string) string {
 	if err == nil {
 		return fallback
@@ -154,7 +171,7 @@ func runStatus(re *agentdv1.RunError, details ...protoadapt.MessageV1) error {
 	if re == nil || Code(re.GetCode()) == OK {
 		return nil
 	}
-	return statusError(Code(re.GetCode()), re.GetReason(), re.GetMessage(), nil, details...)
+	return statusError(Code(re.GetCode()), re.GetReason(), re.GetMessage(), re.GetMetadata(), details...)
 }
 
 // ackError is the RunError of a refused client message.

@@ -50,6 +50,7 @@ const (
 	reasonModelIncomplete = "MODEL_STREAM_INCOMPLETE"
 	reasonParkExpired     = "PARK_EXPIRED"
 	reasonOutputInvalid   = "OUTPUT_INVALID"
+	reasonGuardrail       = "GUARDRAIL_TRIPPED"
 )
 
 // Ack reasons: InputAck.error.reason of a refused client message.

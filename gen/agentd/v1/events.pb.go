@@ -2719,6 +2719,13 @@ type RunError struct {
 	//     model's answers did not match it within the corrections it is allowed;
 	//     message says what was wrong with the last one, and new_messages keep
 	//     every answer and what the model was told of each (end reason FAILED).
+	//   - GUARDRAIL_TRIPPED — (ABORTED) a guardrail refused the run's input, its
+	//     answer, or a tool call's arguments or result (end reason STOPPED);
+	//     message says which and why, metadata holds "guardrail", "stage"
+	//     (input, output, tool_input, tool_output), "tool" and "tool_call_id" at
+	//     a tool stage, and the guardrail's details under "detail.<key>". An
+	//     output trip withholds the answer: output and final_text are empty;
+	//     new_messages keep what the model said.
 	//   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store, one that keeps
 	//     runs in memory, refused the run's events, so the run ended rather than
 	//     go on with events no client could read again. A store on disk is
@@ -2729,7 +2736,10 @@ type RunError struct {
 	// Human-readable text.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// Whether trying again may help.
-	Retryable     bool `protobuf:"varint,4,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	Retryable bool `protobuf:"varint,4,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	// Facts about the failure for programs, by reason (see GUARDRAIL_TRIPPED);
+	// the status that ends the RPC carries them in ErrorInfo.metadata too.
+	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2790,6 +2800,13 @@ func (x *RunError) GetRetryable() bool {
 		return x.Retryable
 	}
 	return false
+}
+
+func (x *RunError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 // RunFinished ends a run.
@@ -3109,12 +3126,16 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\ttime_left\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\btimeLeft\"M\n" +
 	"\tHookEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value\"n\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value\"\xea\x01\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
-	"\tretryable\x18\x04 \x01(\bR\tretryable\"\xc6\x03\n" +
+	"\tretryable\x18\x04 \x01(\bR\tretryable\x12=\n" +
+	"\bmetadata\x18\x05 \x03(\v2!.agentd.v1.RunError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x03\n" +
 	"\vRunFinished\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.agentd.v1.RunEndReasonR\x06reason\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.agentd.v1.RunErrorR\x05error\x125\n" +
@@ -3178,7 +3199,7 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agentd_v1_events_proto_goTypes = []any{
 	(RunState)(0),                 // 0: agentd.v1.RunState
 	(MessageKind)(0),              // 1: agentd.v1.MessageKind
@@ -3210,19 +3231,20 @@ var file_agentd_v1_events_proto_goTypes = []any{
 	(*HookEvent)(nil),             // 27: agentd.v1.HookEvent
 	(*RunError)(nil),              // 28: agentd.v1.RunError
 	(*RunFinished)(nil),           // 29: agentd.v1.RunFinished
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*Usage)(nil),                 // 31: agentd.v1.Usage
-	(Role)(0),                     // 32: agentd.v1.Role
-	(Executor)(0),                 // 33: agentd.v1.Executor
-	(ApprovalScope)(0),            // 34: agentd.v1.ApprovalScope
-	(ApprovalOutcome)(0),          // 35: agentd.v1.ApprovalOutcome
-	(*structpb.Value)(nil),        // 36: google.protobuf.Value
-	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
-	(*MediaPart)(nil),             // 38: agentd.v1.MediaPart
-	(*Message)(nil),               // 39: agentd.v1.Message
+	nil,                           // 30: agentd.v1.RunError.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*Usage)(nil),                 // 32: agentd.v1.Usage
+	(Role)(0),                     // 33: agentd.v1.Role
+	(Executor)(0),                 // 34: agentd.v1.Executor
+	(ApprovalScope)(0),            // 35: agentd.v1.ApprovalScope
+	(ApprovalOutcome)(0),          // 36: agentd.v1.ApprovalOutcome
+	(*structpb.Value)(nil),        // 37: google.protobuf.Value
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*MediaPart)(nil),             // 39: agentd.v1.MediaPart
+	(*Message)(nil),               // 40: agentd.v1.Message
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	30, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	31, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	7,  // 1: agentd.v1.RunEvent.run_started:type_name -> agentd.v1.RunStarted
 	8,  // 2: agentd.v1.RunEvent.step_started:type_name -> agentd.v1.StepStarted
 	9,  // 3: agentd.v1.RunEvent.message_started:type_name -> agentd.v1.MessageStarted
@@ -3248,39 +3270,40 @@ var file_agentd_v1_events_proto_depIdxs = []int32{
 	6,  // 23: agentd.v1.RunEvent.attached:type_name -> agentd.v1.Attached
 	0,  // 24: agentd.v1.Attached.state:type_name -> agentd.v1.RunState
 	16, // 25: agentd.v1.Attached.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	31, // 26: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
-	32, // 27: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
+	32, // 26: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
+	33, // 27: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
 	1,  // 28: agentd.v1.MessageStarted.kind:type_name -> agentd.v1.MessageKind
-	32, // 29: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
+	33, // 29: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
 	1,  // 30: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
-	33, // 31: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
-	30, // 32: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 33: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
-	35, // 34: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
+	34, // 31: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
+	31, // 32: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 33: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
+	36, // 34: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
 	2,  // 35: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
-	34, // 36: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
-	33, // 37: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
-	30, // 38: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
-	36, // 39: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
-	37, // 40: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
-	38, // 41: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
+	35, // 36: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
+	34, // 37: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
+	31, // 38: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
+	37, // 39: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
+	38, // 40: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
+	39, // 41: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
 	3,  // 42: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
-	31, // 43: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
-	39, // 44: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
+	32, // 43: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
+	40, // 44: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
 	28, // 45: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
-	37, // 46: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
-	36, // 47: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
-	4,  // 48: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
-	28, // 49: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
-	39, // 50: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
-	31, // 51: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
-	16, // 52: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	36, // 53: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	38, // 46: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
+	37, // 47: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
+	30, // 48: agentd.v1.RunError.metadata:type_name -> agentd.v1.RunError.MetadataEntry
+	4,  // 49: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
+	28, // 50: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
+	40, // 51: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
+	32, // 52: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
+	16, // 53: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	37, // 54: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -3325,7 +3348,7 @@ func file_agentd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -91,6 +91,70 @@ func (Decision) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_hooks_v1_hooks_proto_rawDescGZIP(), []int{0}
 }
 
+// GuardStage is a stage where a guardrail checks a run.
+type GuardStage int32
+
+const (
+	// Not set; agentd always sets it.
+	GuardStage_GUARD_STAGE_UNSPECIFIED GuardStage = 0
+	// The user's input: a run's new messages before its first model call, and
+	// each steer before the model call that follows it.
+	GuardStage_GUARD_STAGE_INPUT GuardStage = 1
+	// The run's answer before run_finished: its final text, or a typed run's
+	// result. A trip withholds it.
+	GuardStage_GUARD_STAGE_OUTPUT GuardStage = 2
+	// A tool call's arguments, before its approval is asked, or once it is
+	// approved, as configured.
+	GuardStage_GUARD_STAGE_TOOL_INPUT GuardStage = 3
+	// The result of a tool call that ran, before the model reads it.
+	GuardStage_GUARD_STAGE_TOOL_OUTPUT GuardStage = 4
+)
+
+// Enum value maps for GuardStage.
+var (
+	GuardStage_name = map[int32]string{
+		0: "GUARD_STAGE_UNSPECIFIED",
+		1: "GUARD_STAGE_INPUT",
+		2: "GUARD_STAGE_OUTPUT",
+		3: "GUARD_STAGE_TOOL_INPUT",
+		4: "GUARD_STAGE_TOOL_OUTPUT",
+	}
+	GuardStage_value = map[string]int32{
+		"GUARD_STAGE_UNSPECIFIED": 0,
+		"GUARD_STAGE_INPUT":       1,
+		"GUARD_STAGE_OUTPUT":      2,
+		"GUARD_STAGE_TOOL_INPUT":  3,
+		"GUARD_STAGE_TOOL_OUTPUT": 4,
+	}
+)
+
+func (x GuardStage) Enum() *GuardStage {
+	p := new(GuardStage)
+	*p = x
+	return p
+}
+
+func (x GuardStage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GuardStage) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_hooks_v1_hooks_proto_enumTypes[1].Descriptor()
+}
+
+func (GuardStage) Type() protoreflect.EnumType {
+	return &file_agentd_hooks_v1_hooks_proto_enumTypes[1]
+}
+
+func (x GuardStage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GuardStage.Descriptor instead.
+func (GuardStage) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_hooks_v1_hooks_proto_rawDescGZIP(), []int{1}
+}
+
 // RunInfo describes the run a hook is called for.
 type RunInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1186,6 +1250,202 @@ func (x *AfterRunResponse) GetEvents() []*v1.HookEvent {
 	return nil
 }
 
+// GuardRequest is the input of Guard.
+type GuardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	Run *RunInfo `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	// The guardrail's name, as configured: one hook server may serve several.
+	Guardrail string `protobuf:"bytes,2,opt,name=guardrail,proto3" json:"guardrail,omitempty"`
+	// The stage checked.
+	Stage GuardStage `protobuf:"varint,3,opt,name=stage,proto3,enum=agentd.hooks.v1.GuardStage" json:"stage,omitempty"`
+	// What the stage checks, as text: the input messages' text (one per line),
+	// the answer (a typed run's as JSON), the call's arguments (JSON), or the
+	// result's text or JSON.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// GUARD_STAGE_INPUT: the new user messages. Media bytes are left out.
+	Messages []*v1.Message `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
+	// GUARD_STAGE_OUTPUT of a typed run: its result.
+	Output *structpb.Value `protobuf:"bytes,6,opt,name=output,proto3" json:"output,omitempty"`
+	// The tool stages: id of the call.
+	ToolCallId string `protobuf:"bytes,7,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool stages: name of the tool called.
+	ToolName string `protobuf:"bytes,8,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The tool stages: the call's arguments, valid JSON matching the tool's
+	// schema.
+	ArgumentsJson string `protobuf:"bytes,9,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// GUARD_STAGE_TOOL_OUTPUT: the call's result.
+	Result        *ToolOutput `protobuf:"bytes,10,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuardRequest) Reset() {
+	*x = GuardRequest{}
+	mi := &file_agentd_hooks_v1_hooks_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuardRequest) ProtoMessage() {}
+
+func (x *GuardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hooks_v1_hooks_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuardRequest.ProtoReflect.Descriptor instead.
+func (*GuardRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hooks_v1_hooks_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GuardRequest) GetRun() *RunInfo {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *GuardRequest) GetGuardrail() string {
+	if x != nil {
+		return x.Guardrail
+	}
+	return ""
+}
+
+func (x *GuardRequest) GetStage() GuardStage {
+	if x != nil {
+		return x.Stage
+	}
+	return GuardStage_GUARD_STAGE_UNSPECIFIED
+}
+
+func (x *GuardRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *GuardRequest) GetMessages() []*v1.Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *GuardRequest) GetOutput() *structpb.Value {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *GuardRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *GuardRequest) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *GuardRequest) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return ""
+}
+
+func (x *GuardRequest) GetResult() *ToolOutput {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// GuardResponse is a guardrail's answer.
+type GuardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the guardrail trips. False (an empty response) passes.
+	Tripped bool `protobuf:"varint,1,opt,name=tripped,proto3" json:"tripped,omitempty"`
+	// Why it trips: the client reads it in run_finished, and, at a tool stage
+	// configured to correct, so does the model.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Facts for clients that handle a trip (a rule's name, a limit); they reach
+	// RunError.metadata with the keys prefixed "detail.". At most 16 entries.
+	Details       map[string]string `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuardResponse) Reset() {
+	*x = GuardResponse{}
+	mi := &file_agentd_hooks_v1_hooks_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuardResponse) ProtoMessage() {}
+
+func (x *GuardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hooks_v1_hooks_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuardResponse.ProtoReflect.Descriptor instead.
+func (*GuardResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hooks_v1_hooks_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GuardResponse) GetTripped() bool {
+	if x != nil {
+		return x.Tripped
+	}
+	return false
+}
+
+func (x *GuardResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *GuardResponse) GetDetails() map[string]string {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 var File_agentd_hooks_v1_hooks_proto protoreflect.FileDescriptor
 
 const file_agentd_hooks_v1_hooks_proto_rawDesc = "" +
@@ -1269,13 +1529,40 @@ const file_agentd_hooks_v1_hooks_proto_rawDesc = "" +
 	"final_text\x18\x05 \x01(\tR\tfinalText\x125\n" +
 	"\fnew_messages\x18\x06 \x03(\v2\x12.agentd.v1.MessageR\vnewMessages\"@\n" +
 	"\x10AfterRunResponse\x12,\n" +
-	"\x06events\x18\x01 \x03(\v2\x14.agentd.v1.HookEventR\x06events*v\n" +
+	"\x06events\x18\x01 \x03(\v2\x14.agentd.v1.HookEventR\x06events\"\x9a\x03\n" +
+	"\fGuardRequest\x12*\n" +
+	"\x03run\x18\x01 \x01(\v2\x18.agentd.hooks.v1.RunInfoR\x03run\x12\x1c\n" +
+	"\tguardrail\x18\x02 \x01(\tR\tguardrail\x121\n" +
+	"\x05stage\x18\x03 \x01(\x0e2\x1b.agentd.hooks.v1.GuardStageR\x05stage\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12.\n" +
+	"\bmessages\x18\x05 \x03(\v2\x12.agentd.v1.MessageR\bmessages\x12.\n" +
+	"\x06output\x18\x06 \x01(\v2\x16.google.protobuf.ValueR\x06output\x12 \n" +
+	"\ftool_call_id\x18\a \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\b \x01(\tR\btoolName\x12%\n" +
+	"\x0earguments_json\x18\t \x01(\tR\rargumentsJson\x123\n" +
+	"\x06result\x18\n" +
+	" \x01(\v2\x1b.agentd.hooks.v1.ToolOutputR\x06result\"\xc4\x01\n" +
+	"\rGuardResponse\x12\x18\n" +
+	"\atripped\x18\x01 \x01(\bR\atripped\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12E\n" +
+	"\adetails\x18\x03 \x03(\v2+.agentd.hooks.v1.GuardResponse.DetailsEntryR\adetails\x1a:\n" +
+	"\fDetailsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*v\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DECISION_CONTINUE\x10\x01\x12\x11\n" +
 	"\rDECISION_DENY\x10\x02\x12\x13\n" +
 	"\x0fDECISION_ANSWER\x10\x03\x12\x11\n" +
-	"\rDECISION_STOP\x10\x042\x8e\x04\n" +
+	"\rDECISION_STOP\x10\x04*\x91\x01\n" +
+	"\n" +
+	"GuardStage\x12\x1b\n" +
+	"\x17GUARD_STAGE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11GUARD_STAGE_INPUT\x10\x01\x12\x16\n" +
+	"\x12GUARD_STAGE_OUTPUT\x10\x02\x12\x1a\n" +
+	"\x16GUARD_STAGE_TOOL_INPUT\x10\x03\x12\x1b\n" +
+	"\x17GUARD_STAGE_TOOL_OUTPUT\x10\x042\xd6\x04\n" +
 	"\vHookService\x12R\n" +
 	"\tBeforeRun\x12!.agentd.hooks.v1.BeforeRunRequest\x1a\".agentd.hooks.v1.BeforeRunResponse\x12X\n" +
 	"\vBeforeModel\x12#.agentd.hooks.v1.BeforeModelRequest\x1a$.agentd.hooks.v1.BeforeModelResponse\x12U\n" +
@@ -1284,7 +1571,8 @@ const file_agentd_hooks_v1_hooks_proto_rawDesc = "" +
 	"\n" +
 	"BeforeTool\x12\".agentd.hooks.v1.BeforeToolRequest\x1a#.agentd.hooks.v1.BeforeToolResponse\x12R\n" +
 	"\tAfterTool\x12!.agentd.hooks.v1.AfterToolRequest\x1a\".agentd.hooks.v1.AfterToolResponse\x12O\n" +
-	"\bAfterRun\x12 .agentd.hooks.v1.AfterRunRequest\x1a!.agentd.hooks.v1.AfterRunResponseB\xb5\x01\n" +
+	"\bAfterRun\x12 .agentd.hooks.v1.AfterRunRequest\x1a!.agentd.hooks.v1.AfterRunResponse\x12F\n" +
+	"\x05Guard\x12\x1d.agentd.hooks.v1.GuardRequest\x1a\x1e.agentd.hooks.v1.GuardResponseB\xb5\x01\n" +
 	"\x13com.agentd.hooks.v1B\n" +
 	"HooksProtoP\x01Z4github.com/agentd/agentd/gen/agentd/hooks/v1;hooksv1\xa2\x02\x03AHX\xaa\x02\x0fAgentd.Hooks.V1\xca\x02\x0fAgentd\\Hooks\\V1\xe2\x02\x1bAgentd\\Hooks\\V1\\GPBMetadata\xea\x02\x11Agentd::Hooks::V1b\x06proto3"
 
@@ -1300,84 +1588,96 @@ func file_agentd_hooks_v1_hooks_proto_rawDescGZIP() []byte {
 	return file_agentd_hooks_v1_hooks_proto_rawDescData
 }
 
-var file_agentd_hooks_v1_hooks_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_hooks_v1_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentd_hooks_v1_hooks_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentd_hooks_v1_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentd_hooks_v1_hooks_proto_goTypes = []any{
 	(Decision)(0),               // 0: agentd.hooks.v1.Decision
-	(*RunInfo)(nil),             // 1: agentd.hooks.v1.RunInfo
-	(*ToolOutput)(nil),          // 2: agentd.hooks.v1.ToolOutput
-	(*BeforeRunRequest)(nil),    // 3: agentd.hooks.v1.BeforeRunRequest
-	(*BeforeRunResponse)(nil),   // 4: agentd.hooks.v1.BeforeRunResponse
-	(*BeforeModelRequest)(nil),  // 5: agentd.hooks.v1.BeforeModelRequest
-	(*BeforeModelResponse)(nil), // 6: agentd.hooks.v1.BeforeModelResponse
-	(*AfterModelRequest)(nil),   // 7: agentd.hooks.v1.AfterModelRequest
-	(*AfterModelResponse)(nil),  // 8: agentd.hooks.v1.AfterModelResponse
-	(*BeforeToolRequest)(nil),   // 9: agentd.hooks.v1.BeforeToolRequest
-	(*BeforeToolResponse)(nil),  // 10: agentd.hooks.v1.BeforeToolResponse
-	(*AfterToolRequest)(nil),    // 11: agentd.hooks.v1.AfterToolRequest
-	(*AfterToolResponse)(nil),   // 12: agentd.hooks.v1.AfterToolResponse
-	(*AfterRunRequest)(nil),     // 13: agentd.hooks.v1.AfterRunRequest
-	(*AfterRunResponse)(nil),    // 14: agentd.hooks.v1.AfterRunResponse
-	(*structpb.Struct)(nil),     // 15: google.protobuf.Struct
-	(*structpb.Value)(nil),      // 16: google.protobuf.Value
-	(*v1.HookEvent)(nil),        // 17: agentd.v1.HookEvent
-	(*v1.Message)(nil),          // 18: agentd.v1.Message
-	(*v1.Usage)(nil),            // 19: agentd.v1.Usage
-	(v1.FinishReason)(0),        // 20: agentd.v1.FinishReason
-	(v1.Executor)(0),            // 21: agentd.v1.Executor
-	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
-	(v1.RunEndReason)(0),        // 23: agentd.v1.RunEndReason
+	(GuardStage)(0),             // 1: agentd.hooks.v1.GuardStage
+	(*RunInfo)(nil),             // 2: agentd.hooks.v1.RunInfo
+	(*ToolOutput)(nil),          // 3: agentd.hooks.v1.ToolOutput
+	(*BeforeRunRequest)(nil),    // 4: agentd.hooks.v1.BeforeRunRequest
+	(*BeforeRunResponse)(nil),   // 5: agentd.hooks.v1.BeforeRunResponse
+	(*BeforeModelRequest)(nil),  // 6: agentd.hooks.v1.BeforeModelRequest
+	(*BeforeModelResponse)(nil), // 7: agentd.hooks.v1.BeforeModelResponse
+	(*AfterModelRequest)(nil),   // 8: agentd.hooks.v1.AfterModelRequest
+	(*AfterModelResponse)(nil),  // 9: agentd.hooks.v1.AfterModelResponse
+	(*BeforeToolRequest)(nil),   // 10: agentd.hooks.v1.BeforeToolRequest
+	(*BeforeToolResponse)(nil),  // 11: agentd.hooks.v1.BeforeToolResponse
+	(*AfterToolRequest)(nil),    // 12: agentd.hooks.v1.AfterToolRequest
+	(*AfterToolResponse)(nil),   // 13: agentd.hooks.v1.AfterToolResponse
+	(*AfterRunRequest)(nil),     // 14: agentd.hooks.v1.AfterRunRequest
+	(*AfterRunResponse)(nil),    // 15: agentd.hooks.v1.AfterRunResponse
+	(*GuardRequest)(nil),        // 16: agentd.hooks.v1.GuardRequest
+	(*GuardResponse)(nil),       // 17: agentd.hooks.v1.GuardResponse
+	nil,                         // 18: agentd.hooks.v1.GuardResponse.DetailsEntry
+	(*structpb.Struct)(nil),     // 19: google.protobuf.Struct
+	(*structpb.Value)(nil),      // 20: google.protobuf.Value
+	(*v1.HookEvent)(nil),        // 21: agentd.v1.HookEvent
+	(*v1.Message)(nil),          // 22: agentd.v1.Message
+	(*v1.Usage)(nil),            // 23: agentd.v1.Usage
+	(v1.FinishReason)(0),        // 24: agentd.v1.FinishReason
+	(v1.Executor)(0),            // 25: agentd.v1.Executor
+	(*durationpb.Duration)(nil), // 26: google.protobuf.Duration
+	(v1.RunEndReason)(0),        // 27: agentd.v1.RunEndReason
 }
 var file_agentd_hooks_v1_hooks_proto_depIdxs = []int32{
-	15, // 0: agentd.hooks.v1.RunInfo.metadata:type_name -> google.protobuf.Struct
-	16, // 1: agentd.hooks.v1.ToolOutput.json:type_name -> google.protobuf.Value
-	1,  // 2: agentd.hooks.v1.BeforeRunRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	19, // 0: agentd.hooks.v1.RunInfo.metadata:type_name -> google.protobuf.Struct
+	20, // 1: agentd.hooks.v1.ToolOutput.json:type_name -> google.protobuf.Value
+	2,  // 2: agentd.hooks.v1.BeforeRunRequest.run:type_name -> agentd.hooks.v1.RunInfo
 	0,  // 3: agentd.hooks.v1.BeforeRunResponse.decision:type_name -> agentd.hooks.v1.Decision
-	17, // 4: agentd.hooks.v1.BeforeRunResponse.events:type_name -> agentd.v1.HookEvent
-	1,  // 5: agentd.hooks.v1.BeforeModelRequest.run:type_name -> agentd.hooks.v1.RunInfo
-	18, // 6: agentd.hooks.v1.BeforeModelRequest.messages:type_name -> agentd.v1.Message
+	21, // 4: agentd.hooks.v1.BeforeRunResponse.events:type_name -> agentd.v1.HookEvent
+	2,  // 5: agentd.hooks.v1.BeforeModelRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	22, // 6: agentd.hooks.v1.BeforeModelRequest.messages:type_name -> agentd.v1.Message
 	0,  // 7: agentd.hooks.v1.BeforeModelResponse.decision:type_name -> agentd.hooks.v1.Decision
-	18, // 8: agentd.hooks.v1.BeforeModelResponse.append_messages:type_name -> agentd.v1.Message
-	17, // 9: agentd.hooks.v1.BeforeModelResponse.events:type_name -> agentd.v1.HookEvent
-	1,  // 10: agentd.hooks.v1.AfterModelRequest.run:type_name -> agentd.hooks.v1.RunInfo
-	18, // 11: agentd.hooks.v1.AfterModelRequest.message:type_name -> agentd.v1.Message
-	19, // 12: agentd.hooks.v1.AfterModelRequest.usage:type_name -> agentd.v1.Usage
-	20, // 13: agentd.hooks.v1.AfterModelRequest.finish_reason:type_name -> agentd.v1.FinishReason
+	22, // 8: agentd.hooks.v1.BeforeModelResponse.append_messages:type_name -> agentd.v1.Message
+	21, // 9: agentd.hooks.v1.BeforeModelResponse.events:type_name -> agentd.v1.HookEvent
+	2,  // 10: agentd.hooks.v1.AfterModelRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	22, // 11: agentd.hooks.v1.AfterModelRequest.message:type_name -> agentd.v1.Message
+	23, // 12: agentd.hooks.v1.AfterModelRequest.usage:type_name -> agentd.v1.Usage
+	24, // 13: agentd.hooks.v1.AfterModelRequest.finish_reason:type_name -> agentd.v1.FinishReason
 	0,  // 14: agentd.hooks.v1.AfterModelResponse.decision:type_name -> agentd.hooks.v1.Decision
-	17, // 15: agentd.hooks.v1.AfterModelResponse.events:type_name -> agentd.v1.HookEvent
-	1,  // 16: agentd.hooks.v1.BeforeToolRequest.run:type_name -> agentd.hooks.v1.RunInfo
-	21, // 17: agentd.hooks.v1.BeforeToolRequest.executor:type_name -> agentd.v1.Executor
+	21, // 15: agentd.hooks.v1.AfterModelResponse.events:type_name -> agentd.v1.HookEvent
+	2,  // 16: agentd.hooks.v1.BeforeToolRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	25, // 17: agentd.hooks.v1.BeforeToolRequest.executor:type_name -> agentd.v1.Executor
 	0,  // 18: agentd.hooks.v1.BeforeToolResponse.decision:type_name -> agentd.hooks.v1.Decision
-	2,  // 19: agentd.hooks.v1.BeforeToolResponse.answer:type_name -> agentd.hooks.v1.ToolOutput
-	17, // 20: agentd.hooks.v1.BeforeToolResponse.events:type_name -> agentd.v1.HookEvent
-	1,  // 21: agentd.hooks.v1.AfterToolRequest.run:type_name -> agentd.hooks.v1.RunInfo
-	2,  // 22: agentd.hooks.v1.AfterToolRequest.output:type_name -> agentd.hooks.v1.ToolOutput
-	22, // 23: agentd.hooks.v1.AfterToolRequest.duration:type_name -> google.protobuf.Duration
+	3,  // 19: agentd.hooks.v1.BeforeToolResponse.answer:type_name -> agentd.hooks.v1.ToolOutput
+	21, // 20: agentd.hooks.v1.BeforeToolResponse.events:type_name -> agentd.v1.HookEvent
+	2,  // 21: agentd.hooks.v1.AfterToolRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	3,  // 22: agentd.hooks.v1.AfterToolRequest.output:type_name -> agentd.hooks.v1.ToolOutput
+	26, // 23: agentd.hooks.v1.AfterToolRequest.duration:type_name -> google.protobuf.Duration
 	0,  // 24: agentd.hooks.v1.AfterToolResponse.decision:type_name -> agentd.hooks.v1.Decision
-	2,  // 25: agentd.hooks.v1.AfterToolResponse.output:type_name -> agentd.hooks.v1.ToolOutput
-	17, // 26: agentd.hooks.v1.AfterToolResponse.events:type_name -> agentd.v1.HookEvent
-	1,  // 27: agentd.hooks.v1.AfterRunRequest.run:type_name -> agentd.hooks.v1.RunInfo
-	23, // 28: agentd.hooks.v1.AfterRunRequest.reason:type_name -> agentd.v1.RunEndReason
-	19, // 29: agentd.hooks.v1.AfterRunRequest.usage:type_name -> agentd.v1.Usage
-	18, // 30: agentd.hooks.v1.AfterRunRequest.new_messages:type_name -> agentd.v1.Message
-	17, // 31: agentd.hooks.v1.AfterRunResponse.events:type_name -> agentd.v1.HookEvent
-	3,  // 32: agentd.hooks.v1.HookService.BeforeRun:input_type -> agentd.hooks.v1.BeforeRunRequest
-	5,  // 33: agentd.hooks.v1.HookService.BeforeModel:input_type -> agentd.hooks.v1.BeforeModelRequest
-	7,  // 34: agentd.hooks.v1.HookService.AfterModel:input_type -> agentd.hooks.v1.AfterModelRequest
-	9,  // 35: agentd.hooks.v1.HookService.BeforeTool:input_type -> agentd.hooks.v1.BeforeToolRequest
-	11, // 36: agentd.hooks.v1.HookService.AfterTool:input_type -> agentd.hooks.v1.AfterToolRequest
-	13, // 37: agentd.hooks.v1.HookService.AfterRun:input_type -> agentd.hooks.v1.AfterRunRequest
-	4,  // 38: agentd.hooks.v1.HookService.BeforeRun:output_type -> agentd.hooks.v1.BeforeRunResponse
-	6,  // 39: agentd.hooks.v1.HookService.BeforeModel:output_type -> agentd.hooks.v1.BeforeModelResponse
-	8,  // 40: agentd.hooks.v1.HookService.AfterModel:output_type -> agentd.hooks.v1.AfterModelResponse
-	10, // 41: agentd.hooks.v1.HookService.BeforeTool:output_type -> agentd.hooks.v1.BeforeToolResponse
-	12, // 42: agentd.hooks.v1.HookService.AfterTool:output_type -> agentd.hooks.v1.AfterToolResponse
-	14, // 43: agentd.hooks.v1.HookService.AfterRun:output_type -> agentd.hooks.v1.AfterRunResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	3,  // 25: agentd.hooks.v1.AfterToolResponse.output:type_name -> agentd.hooks.v1.ToolOutput
+	21, // 26: agentd.hooks.v1.AfterToolResponse.events:type_name -> agentd.v1.HookEvent
+	2,  // 27: agentd.hooks.v1.AfterRunRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	27, // 28: agentd.hooks.v1.AfterRunRequest.reason:type_name -> agentd.v1.RunEndReason
+	23, // 29: agentd.hooks.v1.AfterRunRequest.usage:type_name -> agentd.v1.Usage
+	22, // 30: agentd.hooks.v1.AfterRunRequest.new_messages:type_name -> agentd.v1.Message
+	21, // 31: agentd.hooks.v1.AfterRunResponse.events:type_name -> agentd.v1.HookEvent
+	2,  // 32: agentd.hooks.v1.GuardRequest.run:type_name -> agentd.hooks.v1.RunInfo
+	1,  // 33: agentd.hooks.v1.GuardRequest.stage:type_name -> agentd.hooks.v1.GuardStage
+	22, // 34: agentd.hooks.v1.GuardRequest.messages:type_name -> agentd.v1.Message
+	20, // 35: agentd.hooks.v1.GuardRequest.output:type_name -> google.protobuf.Value
+	3,  // 36: agentd.hooks.v1.GuardRequest.result:type_name -> agentd.hooks.v1.ToolOutput
+	18, // 37: agentd.hooks.v1.GuardResponse.details:type_name -> agentd.hooks.v1.GuardResponse.DetailsEntry
+	4,  // 38: agentd.hooks.v1.HookService.BeforeRun:input_type -> agentd.hooks.v1.BeforeRunRequest
+	6,  // 39: agentd.hooks.v1.HookService.BeforeModel:input_type -> agentd.hooks.v1.BeforeModelRequest
+	8,  // 40: agentd.hooks.v1.HookService.AfterModel:input_type -> agentd.hooks.v1.AfterModelRequest
+	10, // 41: agentd.hooks.v1.HookService.BeforeTool:input_type -> agentd.hooks.v1.BeforeToolRequest
+	12, // 42: agentd.hooks.v1.HookService.AfterTool:input_type -> agentd.hooks.v1.AfterToolRequest
+	14, // 43: agentd.hooks.v1.HookService.AfterRun:input_type -> agentd.hooks.v1.AfterRunRequest
+	16, // 44: agentd.hooks.v1.HookService.Guard:input_type -> agentd.hooks.v1.GuardRequest
+	5,  // 45: agentd.hooks.v1.HookService.BeforeRun:output_type -> agentd.hooks.v1.BeforeRunResponse
+	7,  // 46: agentd.hooks.v1.HookService.BeforeModel:output_type -> agentd.hooks.v1.BeforeModelResponse
+	9,  // 47: agentd.hooks.v1.HookService.AfterModel:output_type -> agentd.hooks.v1.AfterModelResponse
+	11, // 48: agentd.hooks.v1.HookService.BeforeTool:output_type -> agentd.hooks.v1.BeforeToolResponse
+	13, // 49: agentd.hooks.v1.HookService.AfterTool:output_type -> agentd.hooks.v1.AfterToolResponse
+	15, // 50: agentd.hooks.v1.HookService.AfterRun:output_type -> agentd.hooks.v1.AfterRunResponse
+	17, // 51: agentd.hooks.v1.HookService.Guard:output_type -> agentd.hooks.v1.GuardResponse
+	45, // [45:52] is the sub-list for method output_type
+	38, // [38:45] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hooks_v1_hooks_proto_init() }
@@ -1396,8 +1696,8 @@ func file_agentd_hooks_v1_hooks_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hooks_v1_hooks_proto_rawDesc), len(file_agentd_hooks_v1_hooks_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   14,
+			NumEnums:      2,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

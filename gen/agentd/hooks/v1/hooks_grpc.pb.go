@@ -25,6 +25,7 @@ const (
 	HookService_BeforeTool_FullMethodName  = "/agentd.hooks.v1.HookService/BeforeTool"
 	HookService_AfterTool_FullMethodName   = "/agentd.hooks.v1.HookService/AfterTool"
 	HookService_AfterRun_FullMethodName    = "/agentd.hooks.v1.HookService/AfterRun"
+	HookService_Guard_FullMethodName       = "/agentd.hooks.v1.HookService/Guard"
 )
 
 // HookServiceClient is the client API for HookService service.
@@ -77,6 +78,16 @@ type HookServiceClient interface {
 	// sent. It observes: it cannot change the outcome, but its events reach the
 	// client before run_finished.
 	AfterRun(ctx context.Context, in *AfterRunRequest, opts ...grpc.CallOption) (*AfterRunResponse, error)
+	// Guard is called for a remote guardrail at each stage agentd checks with
+	// it (configured with the guardrail: input, output, tool_input,
+	// tool_output), with what the stage checks, and answers whether the
+	// guardrail trips. Unlike the hook points, a guardrail fails closed by
+	// default: a status error, a call past its deadline or an unreachable
+	// server trips it, unless it was configured to fail open. A trip ends the
+	// run RUN_END_REASON_STOPPED with run reason GUARDRAIL_TRIPPED, or, at a
+	// tool stage configured so, gives the call an error result the model reads.
+	// A parallel input check runs while the model streams.
+	Guard(ctx context.Context, in *GuardRequest, opts ...grpc.CallOption) (*GuardResponse, error)
 }
 
 type hookServiceClient struct {
@@ -147,6 +158,16 @@ func (c *hookServiceClient) AfterRun(ctx context.Context, in *AfterRunRequest, o
 	return out, nil
 }
 
+func (c *hookServiceClient) Guard(ctx context.Context, in *GuardRequest, opts ...grpc.CallOption) (*GuardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GuardResponse)
+	err := c.cc.Invoke(ctx, HookService_Guard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HookServiceServer is the server API for HookService service.
 // All implementations must embed UnimplementedHookServiceServer
 // for forward compatibility.
@@ -197,6 +218,16 @@ type HookServiceServer interface {
 	// sent. It observes: it cannot change the outcome, but its events reach the
 	// client before run_finished.
 	AfterRun(context.Context, *AfterRunRequest) (*AfterRunResponse, error)
+	// Guard is called for a remote guardrail at each stage agentd checks with
+	// it (configured with the guardrail: input, output, tool_input,
+	// tool_output), with what the stage checks, and answers whether the
+	// guardrail trips. Unlike the hook points, a guardrail fails closed by
+	// default: a status error, a call past its deadline or an unreachable
+	// server trips it, unless it was configured to fail open. A trip ends the
+	// run RUN_END_REASON_STOPPED with run reason GUARDRAIL_TRIPPED, or, at a
+	// tool stage configured so, gives the call an error result the model reads.
+	// A parallel input check runs while the model streams.
+	Guard(context.Context, *GuardRequest) (*GuardResponse, error)
 	mustEmbedUnimplementedHookServiceServer()
 }
 
@@ -224,6 +255,9 @@ func (UnimplementedHookServiceServer) AfterTool(context.Context, *AfterToolReque
 }
 func (UnimplementedHookServiceServer) AfterRun(context.Context, *AfterRunRequest) (*AfterRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AfterRun not implemented")
+}
+func (UnimplementedHookServiceServer) Guard(context.Context, *GuardRequest) (*GuardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Guard not implemented")
 }
 func (UnimplementedHookServiceServer) mustEmbedUnimplementedHookServiceServer() {}
 func (UnimplementedHookServiceServer) testEmbeddedByValue()                     {}
@@ -354,6 +388,24 @@ func _HookService_AfterRun_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HookService_Guard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GuardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HookServiceServer).Guard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HookService_Guard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HookServiceServer).Guard(ctx, req.(*GuardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HookService_ServiceDesc is the grpc.ServiceDesc for HookService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -384,6 +436,10 @@ var HookService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AfterRun",
 			Handler:    _HookService_AfterRun_Handler,
+		},
+		{
+			MethodName: "Guard",
+			Handler:    _HookService_Guard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -189,16 +189,25 @@ class ReasoningDelta(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., delta: _Optional[str] = ...) -> None: ...
 
 class RunError(_message.Message):
-    __slots__ = ["code", "message", "reason", "retryable"]
+    __slots__ = ["code", "message", "metadata", "reason", "retryable"]
+    class MetadataEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
+    metadata: _containers.ScalarMap[str, str]
     reason: str
     retryable: bool
-    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ...) -> None: ...
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ["approval_requested", "approval_resolved", "attached", "checkpoint", "go_away", "heartbeat", "hook_event", "input_ack", "message_finished", "message_started", "reasoning_delta", "run_finished", "run_id", "run_started", "seq", "steer_applied", "step_finished", "step_started", "text_delta", "time", "tool_call_args_delta", "tool_call_args_done", "tool_call_result", "tool_call_started", "tool_calls_cancelled", "tool_execution_started"]

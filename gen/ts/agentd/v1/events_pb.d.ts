@@ -1387,6 +1387,13 @@ export declare type RunError = Message<"agentd.v1.RunError"> & {
    *     model's answers did not match it within the corrections it is allowed;
    *     message says what was wrong with the last one, and new_messages keep
    *     every answer and what the model was told of each (end reason FAILED).
+   *   - GUARDRAIL_TRIPPED — (ABORTED) a guardrail refused the run's input, its
+   *     answer, or a tool call's arguments or result (end reason STOPPED);
+   *     message says which and why, metadata holds "guardrail", "stage"
+   *     (input, output, tool_input, tool_output), "tool" and "tool_call_id" at
+   *     a tool stage, and the guardrail's details under "detail.<key>". An
+   *     output trip withholds the answer: output and final_text are empty;
+   *     new_messages keep what the model said.
    *   - STORE_UNAVAILABLE — (UNAVAILABLE) the server's store, one that keeps
    *     runs in memory, refused the run's events, so the run ended rather than
    *     go on with events no client could read again. A store on disk is
@@ -1411,6 +1418,14 @@ export declare type RunError = Message<"agentd.v1.RunError"> & {
    * @generated from field: bool retryable = 4;
    */
   retryable: boolean;
+
+  /**
+   * Facts about the failure for programs, by reason (see GUARDRAIL_TRIPPED);
+   * the status that ends the RPC carries them in ErrorInfo.metadata too.
+   *
+   * @generated from field: map<string, string> metadata = 5;
+   */
+  metadata: { [key: string]: string };
 };
 
 /**

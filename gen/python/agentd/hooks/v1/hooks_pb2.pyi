@@ -14,6 +14,11 @@ DECISION_DENY: Decision
 DECISION_STOP: Decision
 DECISION_UNSPECIFIED: Decision
 DESCRIPTOR: _descriptor.FileDescriptor
+GUARD_STAGE_INPUT: GuardStage
+GUARD_STAGE_OUTPUT: GuardStage
+GUARD_STAGE_TOOL_INPUT: GuardStage
+GUARD_STAGE_TOOL_OUTPUT: GuardStage
+GUARD_STAGE_UNSPECIFIED: GuardStage
 
 class AfterModelRequest(_message.Message):
     __slots__ = ["finish_reason", "message", "run", "step", "usage"]
@@ -161,6 +166,47 @@ class BeforeToolResponse(_message.Message):
     require_approval: bool
     def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[str] = ..., arguments_json: _Optional[str] = ..., require_approval: bool = ..., answer: _Optional[_Union[ToolOutput, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.HookEvent, _Mapping]]] = ...) -> None: ...
 
+class GuardRequest(_message.Message):
+    __slots__ = ["arguments_json", "guardrail", "messages", "output", "result", "run", "stage", "text", "tool_call_id", "tool_name"]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    GUARDRAIL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments_json: str
+    guardrail: str
+    messages: _containers.RepeatedCompositeFieldContainer[_transcript_pb2.Message]
+    output: _struct_pb2.Value
+    result: ToolOutput
+    run: RunInfo
+    stage: GuardStage
+    text: str
+    tool_call_id: str
+    tool_name: str
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., guardrail: _Optional[str] = ..., stage: _Optional[_Union[GuardStage, str]] = ..., text: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., result: _Optional[_Union[ToolOutput, _Mapping]] = ...) -> None: ...
+
+class GuardResponse(_message.Message):
+    __slots__ = ["details", "reason", "tripped"]
+    class DetailsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TRIPPED_FIELD_NUMBER: _ClassVar[int]
+    details: _containers.ScalarMap[str, str]
+    reason: str
+    tripped: bool
+    def __init__(self, tripped: bool = ..., reason: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class RunInfo(_message.Message):
     __slots__ = ["agent", "metadata", "model", "run_id", "thread_id"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -186,4 +232,7 @@ class ToolOutput(_message.Message):
     def __init__(self, text: _Optional[str] = ..., json: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., is_error: bool = ...) -> None: ...
 
 class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class GuardStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

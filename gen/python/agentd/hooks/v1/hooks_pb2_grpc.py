@@ -67,6 +67,11 @@ class HookServiceStub(object):
                 request_serializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.AfterRunRequest.SerializeToString,
                 response_deserializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.AfterRunResponse.FromString,
                 )
+        self.Guard = channel.unary_unary(
+                '/agentd.hooks.v1.HookService/Guard',
+                request_serializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.GuardRequest.SerializeToString,
+                response_deserializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.GuardResponse.FromString,
+                )
 
 
 class HookServiceServicer(object):
@@ -147,6 +152,21 @@ class HookServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Guard(self, request, context):
+        """Guard is called for a remote guardrail at each stage agentd checks with
+        it (configured with the guardrail: input, output, tool_input,
+        tool_output), with what the stage checks, and answers whether the
+        guardrail trips. Unlike the hook points, a guardrail fails closed by
+        default: a status error, a call past its deadline or an unreachable
+        server trips it, unless it was configured to fail open. A trip ends the
+        run RUN_END_REASON_STOPPED with run reason GUARDRAIL_TRIPPED, or, at a
+        tool stage configured so, gives the call an error result the model reads.
+        A parallel input check runs while the model streams.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -179,6 +199,11 @@ def add_HookServiceServicer_to_server(servicer, server):
                     servicer.AfterRun,
                     request_deserializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.AfterRunRequest.FromString,
                     response_serializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.AfterRunResponse.SerializeToString,
+            ),
+            'Guard': grpc.unary_unary_rpc_method_handler(
+                    servicer.Guard,
+                    request_deserializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.GuardRequest.FromString,
+                    response_serializer=agentd_dot_hooks_dot_v1_dot_hooks__pb2.GuardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -312,5 +337,22 @@ class HookService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.hooks.v1.HookService/AfterRun',
             agentd_dot_hooks_dot_v1_dot_hooks__pb2.AfterRunRequest.SerializeToString,
             agentd_dot_hooks_dot_v1_dot_hooks__pb2.AfterRunResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Guard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.hooks.v1.HookService/Guard',
+            agentd_dot_hooks_dot_v1_dot_hooks__pb2.GuardRequest.SerializeToString,
+            agentd_dot_hooks_dot_v1_dot_hooks__pb2.GuardResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

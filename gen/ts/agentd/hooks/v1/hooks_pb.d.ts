@@ -636,6 +636,128 @@ export declare type AfterRunResponse = Message<"agentd.hooks.v1.AfterRunResponse
 export declare const AfterRunResponseSchema: GenMessage<AfterRunResponse>;
 
 /**
+ * GuardRequest is the input of Guard.
+ *
+ * @generated from message agentd.hooks.v1.GuardRequest
+ */
+export declare type GuardRequest = Message<"agentd.hooks.v1.GuardRequest"> & {
+  /**
+   * The run.
+   *
+   * @generated from field: agentd.hooks.v1.RunInfo run = 1;
+   */
+  run?: RunInfo | undefined;
+
+  /**
+   * The guardrail's name, as configured: one hook server may serve several.
+   *
+   * @generated from field: string guardrail = 2;
+   */
+  guardrail: string;
+
+  /**
+   * The stage checked.
+   *
+   * @generated from field: agentd.hooks.v1.GuardStage stage = 3;
+   */
+  stage: GuardStage;
+
+  /**
+   * What the stage checks, as text: the input messages' text (one per line),
+   * the answer (a typed run's as JSON), the call's arguments (JSON), or the
+   * result's text or JSON.
+   *
+   * @generated from field: string text = 4;
+   */
+  text: string;
+
+  /**
+   * GUARD_STAGE_INPUT: the new user messages. Media bytes are left out.
+   *
+   * @generated from field: repeated agentd.v1.Message messages = 5;
+   */
+  messages: Message$1[];
+
+  /**
+   * GUARD_STAGE_OUTPUT of a typed run: its result.
+   *
+   * @generated from field: google.protobuf.Value output = 6;
+   */
+  output?: Value | undefined;
+
+  /**
+   * The tool stages: id of the call.
+   *
+   * @generated from field: string tool_call_id = 7;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool stages: name of the tool called.
+   *
+   * @generated from field: string tool_name = 8;
+   */
+  toolName: string;
+
+  /**
+   * The tool stages: the call's arguments, valid JSON matching the tool's
+   * schema.
+   *
+   * @generated from field: string arguments_json = 9;
+   */
+  argumentsJson: string;
+
+  /**
+   * GUARD_STAGE_TOOL_OUTPUT: the call's result.
+   *
+   * @generated from field: agentd.hooks.v1.ToolOutput result = 10;
+   */
+  result?: ToolOutput | undefined;
+};
+
+/**
+ * Describes the message agentd.hooks.v1.GuardRequest.
+ * Use `create(GuardRequestSchema)` to create a new message.
+ */
+export declare const GuardRequestSchema: GenMessage<GuardRequest>;
+
+/**
+ * GuardResponse is a guardrail's answer.
+ *
+ * @generated from message agentd.hooks.v1.GuardResponse
+ */
+export declare type GuardResponse = Message<"agentd.hooks.v1.GuardResponse"> & {
+  /**
+   * Whether the guardrail trips. False (an empty response) passes.
+   *
+   * @generated from field: bool tripped = 1;
+   */
+  tripped: boolean;
+
+  /**
+   * Why it trips: the client reads it in run_finished, and, at a tool stage
+   * configured to correct, so does the model.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * Facts for clients that handle a trip (a rule's name, a limit); they reach
+   * RunError.metadata with the keys prefixed "detail.". At most 16 entries.
+   *
+   * @generated from field: map<string, string> details = 3;
+   */
+  details: { [key: string]: string };
+};
+
+/**
+ * Describes the message agentd.hooks.v1.GuardResponse.
+ * Use `create(GuardResponseSchema)` to create a new message.
+ */
+export declare const GuardResponseSchema: GenMessage<GuardResponse>;
+
+/**
  * Decision is what a hook wants agentd to do at its point. Each response
  * names the decisions it accepts; any other decision, or a value this agentd
  * does not know, is a failure of the hook and handled by the configured fail
@@ -687,6 +809,56 @@ export enum Decision {
  * Describes the enum agentd.hooks.v1.Decision.
  */
 export declare const DecisionSchema: GenEnum<Decision>;
+
+/**
+ * GuardStage is a stage where a guardrail checks a run.
+ *
+ * @generated from enum agentd.hooks.v1.GuardStage
+ */
+export enum GuardStage {
+  /**
+   * Not set; agentd always sets it.
+   *
+   * @generated from enum value: GUARD_STAGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The user's input: a run's new messages before its first model call, and
+   * each steer before the model call that follows it.
+   *
+   * @generated from enum value: GUARD_STAGE_INPUT = 1;
+   */
+  INPUT = 1,
+
+  /**
+   * The run's answer before run_finished: its final text, or a typed run's
+   * result. A trip withholds it.
+   *
+   * @generated from enum value: GUARD_STAGE_OUTPUT = 2;
+   */
+  OUTPUT = 2,
+
+  /**
+   * A tool call's arguments, before its approval is asked, or once it is
+   * approved, as configured.
+   *
+   * @generated from enum value: GUARD_STAGE_TOOL_INPUT = 3;
+   */
+  TOOL_INPUT = 3,
+
+  /**
+   * The result of a tool call that ran, before the model reads it.
+   *
+   * @generated from enum value: GUARD_STAGE_TOOL_OUTPUT = 4;
+   */
+  TOOL_OUTPUT = 4,
+}
+
+/**
+ * Describes the enum agentd.hooks.v1.GuardStage.
+ */
+export declare const GuardStageSchema: GenEnum<GuardStage>;
 
 /**
  * HookService is implemented by an operator's hook server, in any language,
@@ -785,6 +957,24 @@ export declare const HookService: GenService<{
     methodKind: "unary";
     input: typeof AfterRunRequestSchema;
     output: typeof AfterRunResponseSchema;
+  },
+  /**
+   * Guard is called for a remote guardrail at each stage agentd checks with
+   * it (configured with the guardrail: input, output, tool_input,
+   * tool_output), with what the stage checks, and answers whether the
+   * guardrail trips. Unlike the hook points, a guardrail fails closed by
+   * default: a status error, a call past its deadline or an unreachable
+   * server trips it, unless it was configured to fail open. A trip ends the
+   * run RUN_END_REASON_STOPPED with run reason GUARDRAIL_TRIPPED, or, at a
+   * tool stage configured so, gives the call an error result the model reads.
+   * A parallel input check runs while the model streams.
+   *
+   * @generated from rpc agentd.hooks.v1.HookService.Guard
+   */
+  guard: {
+    methodKind: "unary";
+    input: typeof GuardRequestSchema;
+    output: typeof GuardResponseSchema;
   },
 }>;
 
