@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"log/slog"
 
 	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	"github.com/agentd/agentd/internal/wire"
@@ -13,9 +14,15 @@ import (
 // state: a hook decides on text, and a transcript with images would soon outgrow a hook
 // server's message size limit.
 
-// runInfo converts the run's description. Metadata that does not encode as a JSON object
-// is left out, with a warning.
+// runInfo converts the run's description for the hook's requests.
 func (h *Hook) runInfo(ctx context.Context, in *runtime.RunInfo) *hooksv1.RunInfo {
+	return runInfoToProto(ctx, in, h.log, "hook", h.name)
+}
+
+// runInfoToProto converts the run's description. Metadata that does not encode as a JSON
+// object is left out, with a warning on log naming the caller (kind "hook" or
+// "guardrail", and its name).
+func runInfoToProto(ctx context.Context, in *runtime.RunInfo, log *slog.Logger, kind, name string) *hooksv1.RunInfo {
 	if in == nil {
 		return nil
 	}
@@ -23,7 +30,7 @@ func (h *Hook) runInfo(ctx context.Context, in *runtime.RunInfo) *hooksv1.RunInf
 	if len(in.Metadata) > 0 {
 		md, err := wire.MetadataToStruct(in.Metadata)
 		if err != nil {
-			h.log.WarnContext(ctx, "remote hook: run metadata left out of the request", "hook", h.name, "error", err)
+			log.WarnContext(ctx, "remote "+kind+": run metadata left out of the request", kind, name, "error", err)
 		}
 		ri.Metadata = md
 	}

@@ -61,4 +61,17 @@
 //
 // A Hook is safe for concurrent use; one serves every run. Compose it with other hooks
 // like any runtime.Hooks: it runs where it is installed in the chain.
+//
+// A [Guardrail] is a runtime.Guardrail whose checks the server's Guard RPC answers, at
+// the stages of its runtime.GuardSpec, with what the stage checks (the input messages,
+// the answer, a tool call's arguments or result):
+//
+//	g, err := remote.DialGuardrail("unix:///run/agentd/pii.sock",
+//		runtime.GuardSpec{Name: "pii", Stages: runtime.GuardInput | runtime.GuardOutput},
+//		remote.WithTimeout(300*time.Millisecond))
+//
+// It connects as [Dial] does. Unlike a Hook it fails closed by default: a check that
+// fails (an error status, no answer within the timeout, an unreachable server, a
+// response past GuardResponse's limits) trips it, unless the spec's FailOpen says the
+// run goes on.
 package remote

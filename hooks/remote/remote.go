@@ -123,6 +123,21 @@ var ErrPlaintext = errors.New("remote: plaintext to a hook server that is neithe
 // with an error that wraps [ErrPlaintext].
 func Dial(target string, opts ...Option) (*Hook, error) {
 	o := evaluate(opts)
+	cc, err := dial(target, o)
+	if err != nil {
+		return nil, err
+	}
+	h := New(cc, opts...)
+	if o.name == "" {
+		h.name = target
+	}
+	h.conn = cc
+	return h, nil
+}
+
+// dial makes the connection [Dial] and [DialGuardrail] own: over TLS with [WithTLS], with
+// the credentials of [WithDialOptions], or in plaintext to a local target only.
+func dial(target string, o options) (*grpc.ClientConn, error) {
 	dopts := slices.Clone(o.dialOpts)
 	switch {
 	case o.useTLS:
@@ -144,12 +159,7 @@ func Dial(target string, opts ...Option) (*Hook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote: hook server %s: %w", target, err)
 	}
-	h := New(cc, opts...)
-	if o.name == "" {
-		h.name = target
-	}
-	h.conn = cc
-	return h, nil
+	return cc, nil
 }
 
 // Close closes the connection that [Dial] made. It does nothing for a Hook made by

@@ -44,6 +44,7 @@ type hookServer struct {
 	beforeTool  func(context.Context, *hooksv1.BeforeToolRequest) (*hooksv1.BeforeToolResponse, error)
 	afterTool   func(context.Context, *hooksv1.AfterToolRequest) (*hooksv1.AfterToolResponse, error)
 	afterRun    func(context.Context, *hooksv1.AfterRunRequest) (*hooksv1.AfterRunResponse, error)
+	guard       func(context.Context, *hooksv1.GuardRequest) (*hooksv1.GuardResponse, error)
 
 	mu       sync.Mutex
 	received []proto.Message
@@ -81,6 +82,10 @@ func (s *hookServer) AfterTool(ctx context.Context, req *hooksv1.AfterToolReques
 
 func (s *hookServer) AfterRun(ctx context.Context, req *hooksv1.AfterRunRequest) (*hooksv1.AfterRunResponse, error) {
 	return handle(s, ctx, s.afterRun, req)
+}
+
+func (s *hookServer) Guard(ctx context.Context, req *hooksv1.GuardRequest) (*hooksv1.GuardResponse, error) {
+	return handle(s, ctx, s.guard, req)
 }
 
 // requests returns the requests received, in order.
