@@ -227,9 +227,10 @@ type Request struct {
 	// MaxSteps lowers the agent's step limit per turn; 0 or more than the agent's keeps it.
 	MaxSteps int
 	// OutputSchema asks this run for a typed result, as Config.OutputSchema does for
-	// every run of an agent. The model is offered this schema; on an agent that has an
-	// OutputSchema of its own, an answer must match both, so a run can only tighten the
-	// agent's result. It is compiled within CompileSchema's limits; a schema past them, or
+	// every run of an agent. On an agent that has an OutputSchema of its own, an answer
+	// must match both, so a run can only tighten the agent's result; the model is offered
+	// both at once ({"allOf": [agent's, run's]}), or the run's alone where either refers
+	// within itself ($ref, $defs, $id), which nesting would break. It is compiled within CompileSchema's limits; a schema past them, or
 	// not an object schema, is refused with ErrInvalidRequest. Whether a client may set it
 	// is the server's to decide.
 	OutputSchema json.RawMessage

@@ -125,6 +125,12 @@ func (a *Agent) runOutput(req *Request) (entry *toolEntry, also *Schema, err err
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidRequest, strings.Replace(err.Error(), "OutputSchema", "Request.OutputSchema", 1))
 	}
+	if a.out != nil {
+		// The model is offered both schemas at once where that keeps their meaning.
+		if both := allOf(a.out.spec.Parameters, req.OutputSchema); both != nil {
+			entry.spec.Parameters = both
+		}
+	}
 	if _, clash := a.tools[entry.spec.Name]; clash {
 		return nil, nil, fmt.Errorf("%w: Request.OutputSchema: the agent has a tool named %s, the output tool's name", ErrInvalidRequest, entry.spec.Name)
 	}
@@ -132,6 +138,27 @@ func (a *Agent) runOutput(req *Request) (entry *toolEntry, also *Schema, err err
 		also = a.out.schema
 	}
 	return entry, also, nil
+}
+
+// allOf returns a schema that holds both a and b, for the model to read, or nil when
+// either refers within itself ($ref, $defs, definitions, $id, $anchor): nested in another
+// schema such references would point elsewhere.
+func allOf(a, b json.RawMessage) json.RawMessage {
+	for _, s := range []json.RawMessage{a, b} {
+		for _, kw := range []string{`"$ref"`, `"$defs"`, `"definitions"`, `"$id"`, `"$anchor"`, `"$dynamicRef"`} {
+			if bytes.Contains(s, []byte(kw)) {
+				return nil
+			}
+		}
+	}
+	both, err := json.Marshal(struct {
+		Type  string            `json:"type"`
+		AllOf []json.RawMessage `json:"allOf"`
+	}{"object", []json.RawMessage{a, b}})
+	if err != nil {
+		return nil
+	}
+	return both
 }
 
 // wrong records a wrong answer and what was wrong with it, and reports whether the model

@@ -282,7 +282,7 @@ func TestOutput_RunSchemaOnAnUntypedAgent(t *testing.T) {
 	}
 }
 
-// A run's schema tightens the agent's: the model is offered the run's, and an answer
+// A run's schema tightens the agent's: the model is offered both (allOf), and an answer
 // must match both.
 func TestOutput_RunSchemaTightensTheAgents(t *testing.T) {
 	tight := `{"type":"object","properties":{"city":{"enum":["Oslo","Bergen"]},"celsius":{"type":"number"}},"required":["city","celsius"]}`
@@ -300,10 +300,24 @@ func TestOutput_RunSchemaTightensTheAgents(t *testing.T) {
 	if len(res) != 3 || !strings.Contains(res[0].Text, "city") || !strings.Contains(res[1].Text, "wind") {
 		t.Errorf("results %+v, want the run's schema refusing the city, then the agent's the extra property", res)
 	}
+	both := `{"type":"object","allOf":[` + weatherSchema + `,` + tight + `]}`
 	for _, s := range m.Requests()[0].Tools {
-		if s.Name == "final_answer" && string(s.Parameters) != tight {
-			t.Errorf("offered parameters %s, want the run's schema", s.Parameters)
+		if s.Name == "final_answer" && string(s.Parameters) != both {
+			t.Errorf("offered parameters %s, want both schemas, %s", s.Parameters, both)
 		}
+	}
+
+	// A schema that refers within itself is offered alone: nested, its references would
+	// point elsewhere. Answers must match both all the same.
+	withRef := `{"type":"object","$defs":{"c":{"enum":["Oslo"]}},"properties":{"city":{"$ref":"#/$defs/c"}},"required":["city"]}`
+	m = &rt.Model{Steps: []rt.Step{rt.Call(0, "final_answer", `{"city":"Oslo"}`), rt.Call(1, "final_answer", `{"city":"Oslo","celsius":1}`)}}
+	a = typedAgent(t, m, runtime.Config{})
+	_, fin = run(t, a, t.Context(), &runtime.Request{OutputSchema: json.RawMessage(withRef)})
+	if fin.Reason != runtime.EndCompleted || string(fin.Output) != `{"city":"Oslo","celsius":1}` {
+		t.Fatalf("finished %v %v, output %s; want the second answer", fin.Reason, fin.Err, fin.Output)
+	}
+	if got := m.Requests()[0].Tools[1].Parameters; string(got) != withRef {
+		t.Errorf("offered parameters %s, want the run's schema alone", got)
 	}
 }
 
