@@ -41,6 +41,9 @@ func (m *Model) Stream(ctx context.Context, req *runtime.ModelRequest) iter.Seq2
 			req = &runtime.ModelRequest{}
 		}
 		r := respond(req)
+		if req.Output != nil && r.call == nil {
+			r.text = typedAnswer(req.Output.Schema, r.text)
+		}
 		s := &streamer{ctx: ctx, yield: yield, delay: m.cfg.Delay}
 		var out int
 		if r.call != nil {

@@ -18,6 +18,10 @@
 // model calls a tool only when the request offers it, and otherwise says that the tool is
 // not available.
 //
+// A request that asks for a reply matching a JSON Schema (a typed run: the model is a
+// runtime.NativeOutputModel) gets a value of that schema made from the text it would have
+// said: see NativeOutput.
+//
 // Text is streamed a few words per delta, tool-call arguments in small fragments, with
 // [Config.Delay] between deltas; a usage event with token counts estimated from the
 // request's size (a token per four bytes) comes before the finish event.
