@@ -3,18 +3,27 @@ package service_test
 import (
 	"context"
 	"iter"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/google/go-cmp/cmp"
 
+	hooksv1 "github.com/agentd/agentd/gen/agentd/hooks/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/hooks/guardrail"
 	"github.com/agentd/agentd/runtime"
 	rt "github.com/agentd/agentd/runtime/runtimetest"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -206,5 +215,109 @@ func TestGuardrail_ToolOutputSchema(t *testing.T) {
 	last := m.Requests()[1].Messages
 	if got := rt.RenderMessage(last[len(last)-1]); strings.Contains(got, "Oslo") {
 		t.Errorf("the model read the withheld result: %s", got)
+	}
+}
+
+// guardServer is a HookService that answers Guard alone: it trips when the checked text
+// holds word, and records what it was asked.
+type guardServer struct {
+	hooksv1.UnimplementedHookServiceServer
+	word string
+
+	mu   sync.Mutex
+	reqs []*hooksv1.GuardRequest
+}
+
+func (g *guardServer) Guard(_ context.Context, req *hooksv1.GuardRequest) (*hooksv1.GuardResponse, error) {
+	g.mu.Lock()
+	g.reqs = append(g.reqs, req)
+	g.mu.Unlock()
+	if strings.Contains(req.GetText(), g.word) {
+		return &hooksv1.GuardResponse{Tripped: true, Reason: "the answer is classified", Details: map[string]string{"level": "secret"}}, nil
+	}
+	return &hooksv1.GuardResponse{}, nil
+}
+
+// serveGuard serves g on a loopback port and returns its address.
+func serveGuard(t *testing.T, g *guardServer) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hooksv1.RegisterHookServiceServer(srv, g)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// An agents file's guardrails: a built-in deny-list on the input, a remote guardrail on
+// one tool's output that corrects, and a remote one that cannot be reached, which fails
+// closed.
+func TestGuardrail_AgentsFile(t *testing.T) {
+	judge := &guardServer{word: "84"}
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	os.WriteFile(path, []byte(`
+agents:
+  - name: guarded
+    model: demo
+    tools: [calculate]
+    hooks:
+      guardrails:
+        - name: no_secrets
+          deny_list: {keywords: [password]}
+        - name: judge
+          remote: {address: "`+serveGuard(t, judge)+`"}
+          stages: [tool_output]
+          tools: [calculate]
+          on_tool_trip: correct
+  - name: unreachable
+    model: demo
+    hooks:
+      guardrails:
+        - name: gone
+          remote: {address: "127.0.0.1:1", timeout: 2s}
+          stages: [input]
+`), 0o644)
+	cfg, err := agents.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agents.NewRegistry(cfg, agents.RegistryOptions{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	c := servicetest.NewClient(t, service.Config{Agents: reg, Logger: quietLog, Config: runs.Config{ContinuationKey: testKey}})
+
+	fin, err := servicetest.Open(t, c, servicetest.Input("guarded", "what is the password?")).Finish()
+	checkTripped(t, fin, err, map[string]string{"guardrail": "no_secrets", "stage": "input", "detail.rule": "password"})
+
+	s := servicetest.Open(t, c, servicetest.Input("guarded", "what is 12*7"))
+	if fin, err = s.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var result string
+	for _, ev := range s.Events() {
+		if r := ev.GetToolCallResult(); r != nil {
+			result = r.GetText()
+		}
+	}
+	if !strings.Contains(result, "withheld by the guardrail judge: the answer is classified") {
+		t.Errorf("calculate's result %q, want it withheld by the remote guardrail", result)
+	}
+	judge.mu.Lock()
+	reqs := slices.Clone(judge.reqs)
+	judge.mu.Unlock()
+	if len(reqs) != 1 || reqs[0].GetGuardrail() != "judge" || reqs[0].GetStage() != hooksv1.GuardStage_GUARD_STAGE_TOOL_OUTPUT ||
+		reqs[0].GetToolName() != "calculate" || reqs[0].GetRun().GetAgent() != "guarded" {
+		t.Errorf("the guardrail server was asked %v, want calculate's output checked once", reqs)
+	}
+
+	fin, err = servicetest.Open(t, c, servicetest.Input("unreachable", "hello")).Finish()
+	checkTripped(t, fin, err, map[string]string{"guardrail": "gone", "stage": "input"})
+	if !strings.Contains(fin.GetError().GetMessage(), "could not check") {
+		t.Errorf("message %q, want it to say the guardrail could not check", fin.GetError().GetMessage())
 	}
 }

@@ -102,6 +102,7 @@ func (c *Config) check() []error {
 			dupServer[name] = true
 		}
 		c.checkHTTPFetch(i, add)
+		c.checkGuardrails(i, add)
 	}
 	if d := c.DefaultAgent; d != "" && len(c.Agents) > 0 {
 		if _, ok := seen[d]; !ok {

@@ -72,14 +72,24 @@ func TestLoadFileExample(t *testing.T) {
 				{Name: "calculate", Source: "builtin", Timeout: time.Minute},
 			},
 		},
+		{
+			Name:        "triage",
+			Description: "Sorts a report into a one-line summary and a severity; answers with JSON.",
+			Model:       demo.ModelName,
+			MaxSteps:    25,
+			Tools:       []toolSummary{{Name: "calculate", Source: "builtin", Timeout: time.Minute}},
+		},
 	}
 
 	cfg, err := agents.LoadFile(filepath.Join("..", "..", "deploy", "agents.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DefaultAgent != "assistant" || len(cfg.Agents) != 6 || cfg.Agents[0].ToolTimeout != agents.Duration(30*time.Second) {
-		t.Errorf("LoadFile: default %q, %d agents, first tool_timeout %v; want assistant, 6, 30s", cfg.DefaultAgent, len(cfg.Agents), cfg.Agents[0].ToolTimeout)
+	if cfg.DefaultAgent != "assistant" || len(cfg.Agents) != 7 || cfg.Agents[0].ToolTimeout != agents.Duration(30*time.Second) {
+		t.Errorf("LoadFile: default %q, %d agents, first tool_timeout %v; want assistant, 7, 30s", cfg.DefaultAgent, len(cfg.Agents), cfg.Agents[0].ToolTimeout)
+	}
+	if tr := cfg.Agents[6]; tr.OutputSchema == nil || !tr.AllowRunOutputSchema || len(tr.Hooks.Guardrails) != 3 {
+		t.Errorf("triage: output_schema %v, allow_run_output_schema %v, %d guardrails; want a schema, true, 3", tr.OutputSchema, tr.AllowRunOutputSchema, len(tr.Hooks.Guardrails))
 	}
 	if hf := cfg.Agents[5].HTTPFetch; hf == nil || len(hf.AllowHosts) != 2 || hf.MaxBytes != 262144 || hf.Timeout != agents.Duration(15*time.Second) || cfg.Agents[5].MaxToolOutputBytes != 131072 {
 		t.Errorf("researcher: http_fetch %+v, max_tool_output_bytes %d", hf, cfg.Agents[5].MaxToolOutputBytes)
@@ -165,6 +175,15 @@ func TestLoadFileErrors(t *testing.T) {
 			`:5: agent "ops": output_schema: the root must be an object schema ("type": "object"); put a value of another kind in a property`,
 			`:7: agent "ops": output_corrections: must be -1 (none), 0 (the default, 2) or positive, got -3`,
 			`:8: agent "ops": output_mode: invalid output mode "json": want auto, tool or native`,
+		}},
+		{"bad_guardrails.yaml", []string{
+			`:7: agent "ops": hooks.guardrails[0].deny_list: guardrail words: patterns[0]: error parsing regexp: missing closing ): ` + "`(unclosed`",
+			`:8: agent "ops": hooks.guardrails[1].name: required`,
+			`:9: agent "ops": hooks.guardrails[2]: deny_list, max_size, tool_output_schema and remote exclude each other; one guardrail checks one way`,
+			`:12: agent "ops": hooks.guardrails[3].stages: required with remote: input, output, tool_input, tool_output`,
+			`:16: agent "ops": hooks.guardrails[4].stages[0]: unknown guardrail stage "model": want input, output, tool_input, tool_output`,
+			`:17: agent "ops": hooks.guardrails[4].mode: unknown mode "eventually": want blocking or parallel`,
+			`:18: agent "ops": hooks.guardrails[4].on_tool_trip: unknown action "ignore": want end or correct`,
 		}},
 		{"wrong_type.yaml", []string{":4: agent \"ops\": max_steps: cannot unmarshal !!str `many` into int"}},
 		{"bad_idempotent.yaml", []string{":8: agent \"ops\": policy.tools.save_note.idempotent: cannot unmarshal !!str `sometimes` into bool; want true or false"}},

@@ -37,6 +37,10 @@ type HooksConfig struct {
 	Audit *AuditConfig `yaml:"audit,omitempty"`
 	// Remote are hooks served by agentd.hooks.v1.HookService at the given addresses.
 	Remote []RemoteHookConfig `yaml:"remote,omitempty"`
+	// Guardrails check the run's input, its answer, and tool calls' arguments and
+	// results, and stop the run (or refuse the call) when they trip; see
+	// GuardrailConfig. They follow the remote hooks in the agent's chain.
+	Guardrails []GuardrailConfig `yaml:"guardrails,omitempty"`
 }
 
 // LoopDetectConfig tunes loopdetect; zero limits take its defaults (3 and 5).
@@ -146,6 +150,34 @@ func (c *RemoteHookTLSConfig) load(prefix string) (*tls.Config, error) {
 	return tc, nil
 }
 
+// remoteOptions are the connection options of a remote hook or guardrail: TLS, or
+// plaintext where its configuration says so. Errors name the field after prefix.
+func remoteOptions(prefix string, tlsCfg *RemoteHookTLSConfig, plaintext bool) ([]remote.Option, error) {
+	switch {
+	case tlsCfg != nil && plaintext:
+		return nil, fmt.Errorf("%s: tls and plaintext: true exclude each other; keep one", prefix)
+	case tlsCfg != nil:
+		tc, err := tlsCfg.load(prefix + ".tls")
+		if err != nil {
+			return nil, err
+		}
+		return []remote.Option{remote.WithTLS(tc)}, nil
+	case plaintext:
+		return []remote.Option{remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))}, nil
+	}
+	return nil, nil
+}
+
+// dialError explains why a remote hook or guardrail at address could not be set up.
+func dialError(prefix, address string, err error) error {
+	if errors.Is(err, remote.ErrPlaintext) {
+		return fmt.Errorf("%s.address: %s is neither on loopback nor a Unix socket, and calls to it would be plaintext: "+
+			"set tls (tls: {} trusts the system's CAs; ca_file for a private CA, cert_file and key_file for mTLS), "+
+			"or plaintext: true if its network is protected otherwise", prefix, address)
+	}
+	return fmt.Errorf("%s: %v", prefix, err)
+}
+
 // build makes the agent's hooks. The returned closers release remote connections.
 func (h HooksConfig) build(log *slog.Logger) (runtime.Hooks, []func() error, error) {
 	var hs []runtime.Hooks
@@ -193,34 +225,21 @@ func (h HooksConfig) build(log *slog.Logger) (runtime.Hooks, []func() error, err
 			opts = append(opts, remote.WithPoints(points...))
 		}
 		prefix := fmt.Sprintf("hooks.remote[%d]", i)
-		switch {
-		case c.TLS != nil && c.Plaintext:
-			errs = append(errs, fmt.Errorf("%s: tls and plaintext: true exclude each other; keep one", prefix))
-			continue
-		case c.TLS != nil:
-			tc, err := c.TLS.load(prefix + ".tls")
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			opts = append(opts, remote.WithTLS(tc))
-		case c.Plaintext:
-			opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials())))
-		}
-		rh, err := remote.Dial(c.Address, opts...)
-		if errors.Is(err, remote.ErrPlaintext) {
-			errs = append(errs, fmt.Errorf("%s.address: %s is neither on loopback nor a Unix socket, and calls to it would be plaintext: "+
-				"set tls (tls: {} trusts the system's CAs; ca_file for a private CA, cert_file and key_file for mTLS), "+
-				"or plaintext: true if its network is protected otherwise", prefix, c.Address))
-			continue
-		}
+		conn, err := remoteOptions(prefix, c.TLS, c.Plaintext)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %v", prefix, err))
+			errs = append(errs, err)
+			continue
+		}
+		rh, err := remote.Dial(c.Address, append(opts, conn...)...)
+		if err != nil {
+			errs = append(errs, dialError(prefix, c.Address, err))
 			continue
 		}
 		closers = append(closers, rh.Close)
 		hs = append(hs, rh)
 	}
+	gs, gclosers, gerrs := h.buildGuardrails(log)
+	hs, closers, errs = append(hs, gs...), append(closers, gclosers...), append(errs, gerrs...)
 	if c := h.Audit; c != nil {
 		hs = append(hs, audit.New(log, audit.WithArguments(c.Arguments), audit.WithOutputs(c.Outputs)))
 	}
