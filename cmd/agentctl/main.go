@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/internal/version"
@@ -281,6 +283,8 @@ type runConfig struct {
 	approve     bool
 	deny        string
 	denySet     bool
+	// outputSchema is --output-schema: the JSON Schema of a typed result for this run.
+	outputSchema string
 }
 
 // attachConfig is the run `agentctl attach` follows, and from where.
@@ -439,6 +443,7 @@ func runFlagSet(r *runConfig) *flag.FlagSet {
 	fs.BoolVar(&r.autoApprove, "auto-approve", false, "run with APPROVAL_POLICY_AUTO_APPROVE: the server approves the calls its policy lets be approved without a person; the others are still asked")
 	fs.StringVar(&r.resume, "resume", "", "continue the parked run saved in `file`")
 	fs.StringVar(&r.save, "save", "", "`file` to save a parked run's history and continuation in (default: the --resume file, or "+defaultSave+")")
+	fs.StringVar(&r.outputSchema, "output-schema", "", "ask the run for a typed result: a JSON Schema (an object schema, as JSON) its answer must match, where the agent allows it; printed as output:")
 	fs.BoolVar(&r.approve, "approve", false, "with --resume: approve every pending approval without asking")
 	fs.Func("deny", "with --resume: deny every pending approval without asking, telling the model `reason`", func(s string) error {
 		r.deny, r.denySet = s, true
@@ -665,6 +670,25 @@ func (r runConfig) check() error {
 		return errors.New("--approve and --deny exclude each other")
 	case r.resume != "" && r.history != 0:
 		return errors.New("--resume takes no --history: a resumed run keeps the history of the run it resumes")
+	case r.resume != "" && r.outputSchema != "":
+		return errors.New("--resume takes no --output-schema: a resumed run keeps the settings of the run it resumes")
+	}
+	if r.outputSchema != "" {
+		if _, err := r.schema(); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// schema is --output-schema as RunConfig.output_schema; nil when it is not given.
+func (r runConfig) schema() (*structpb.Struct, error) {
+	if r.outputSchema == "" {
+		return nil, nil
+	}
+	var s structpb.Struct
+	if err := protojson.Unmarshal([]byte(r.outputSchema), &s); err != nil {
+		return nil, fmt.Errorf("--output-schema: want a JSON Schema, a JSON object: %v", err)
+	}
+	return &s, nil
 }

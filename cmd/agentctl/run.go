@@ -36,6 +36,7 @@ func runAgent(ctx context.Context, client agentdv1.AgentServiceClient, cfg runCo
 		History:  agentdv1.History(cfg.history),
 		Config:   &agentdv1.RunConfig{ApprovalPolicy: s.policy()},
 	}
+	spec.Config.OutputSchema, _ = cfg.schema() // checked with the flags
 	if cfg.resume != "" {
 		var code int
 		if spec, code = s.resumeSpec(ctx, cfg.resume); spec == nil {

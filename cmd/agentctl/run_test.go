@@ -293,6 +293,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--resume", filepath.Join(t.TempDir(), "missing.json")}, "no such file"},
 		{[]string{"run", "--history", "server", "hello"}, "want client or thread"},
 		{[]string{"run", "--history", "thread", "--resume", "f.json"}, "--resume takes no --history"},
+		{[]string{"run", "--output-schema", "[1]", "hello"}, "--output-schema: want a JSON Schema, a JSON object"},
+		{[]string{"run", "--output-schema", `{"type":"object"}`, "--resume", "f.json"}, "--resume takes no --output-schema"},
 		{[]string{"attach"}, "attach takes one run id"},
 		{[]string{"attach", "run_1", "run_2"}, "attach takes one run id"},
 		{[]string{"attach", "run_1", "--after", "-1"}, "--after must not be negative"},
@@ -376,5 +378,25 @@ func TestAutoApproveHoldsAStepsApprovals(t *testing.T) {
 	s.settleHeld(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_StepFinished{StepFinished: &agentdv1.StepFinished{}}})
 	if got := strings.Count(out.String(), "needs your approval"); got != 1 || !strings.Contains(out.String(), "? delete needs your approval") {
 		t.Errorf("asked %d approvals, want delete's alone:\n%s", got, out.String())
+	}
+}
+
+// A typed agent's result, and a run's own schema narrowing it, through agentctl and a real
+// agentd serving the example agents file: the demo model answers typed runs too.
+func TestRunTypedResult(t *testing.T) {
+	t.Parallel()
+	addr := startAgentd(t, nil, "--config", filepath.Join("..", "..", "deploy", "agents.example.yaml"))
+	r := ctl{}.run(t, "--addr", addr, "run", "--agent", "triage", "--output-schema", `{"type":"object","properties":{"severity":{"enum":["high"]}}}`, "what is 12*7")
+	wantOutput(t, r, exitOK, "⚙ calculate", "✓ completed", "  output: {\n", `    "severity": "high",`, `    "summary": "12*7 = 84"`)
+
+	// The agent's guardrail refuses the input, and agentctl says which and why.
+	r = ctl{}.run(t, "--addr", addr, "run", "--agent", "triage", "my password is hunter2")
+	if r.code == exitOK || !strings.Contains(r.stdout+r.stderr, "GUARDRAIL_TRIPPED") || !strings.Contains(r.stdout+r.stderr, "no_secrets") {
+		t.Errorf("a refused input: %s\nwant a failure naming GUARDRAIL_TRIPPED and no_secrets", r)
+	}
+	// An agent that does not allow a schema of the run's refuses the run.
+	r = ctl{}.run(t, "--addr", addr, "run", "--agent", "calculator", "--output-schema", `{"type":"object"}`, "what is 1+1")
+	if r.code == exitOK || !strings.Contains(r.stderr, "OUTPUT_SCHEMA_NOT_ALLOWED") {
+		t.Errorf("a schema where the agent allows none: %s\nwant OUTPUT_SCHEMA_NOT_ALLOWED", r)
 	}
 }
