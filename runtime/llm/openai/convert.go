@@ -33,10 +33,10 @@ func (m *Model) params(req *runtime.ModelRequest) (oai.ChatCompletionNewParams, 
 		p.Tools = append(p.Tools, t)
 	}
 	if o := req.Output; o != nil {
-		// strict is off, as for tools: agentd validates the reply itself, and strict mode
-		// refuses schemas it does not support. The schema goes as written, in its order.
+		// strict where the schema allows it (strictSchema); agentd validates the reply
+		// either way. The schema goes as written, in its order.
 		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: o.Name, Schema: o.Schema, Strict: oai.Bool(false)},
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: o.Name, Schema: o.Schema, Strict: oai.Bool(strictSchema(o.Schema))},
 		}}
 	}
 	sm := m.sampling(req.Settings)

@@ -58,9 +58,10 @@ func (m *Model) responsesParams(req *runtime.ModelRequest) (responses.ResponseNe
 		if err := json.Unmarshal(o.Schema, &schema); err != nil {
 			return responses.ResponseNewParams{}, fmt.Errorf("output schema: %w", err)
 		}
-		// strict is off, as for tools: agentd validates the reply itself.
+		// strict where the schema allows it (strictSchema); agentd validates the reply
+		// either way.
 		p.Text = responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
-			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: o.Name, Schema: schema, Strict: oai.Bool(false)},
+			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: o.Name, Schema: schema, Strict: oai.Bool(strictSchema(o.Schema))},
 		}}
 	}
 	sm := m.sampling(req.Settings)
