@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the web console's browser tests against a real agentd: builds agentd into a temporary
-# folder (or takes AGENTD_BIN), starts it with the demo agent on free loopback ports, gRPC and
+# folder (or takes AGENTD_BIN), starts it with the demo agent (and a typed agent, triage, on
+# the demo model) on free loopback ports, gRPC and
 # --http-listen, with a --demo-delay that leaves the tests time to act mid-run and bearer-token
 # auth on (a random token in --auth-tokens-file, given to the tests as AGENTD_TOKEN), runs
 # web/console/test/ (node --test: Chromium driven by playwright-core) against its HTTP
@@ -49,8 +50,26 @@ log=$tmp/agentd.log
 # to steer it or reload the page while it does.
 token=token-$RANDOM$RANDOM$RANDOM$RANDOM
 echo "$token" >"$tmp/tokens"
+# The built-in demo agent, as agentd serves it without a file, and a typed one beside it.
+cat >"$tmp/agents.yaml" <<'YAML'
+default_agent: demo
+agents:
+  - name: demo
+    description: "agentd's built-in demo agent: tells the time, calculates, and saves notes (saving asks for your approval)."
+    model: demo
+  - name: triage
+    description: Answers with JSON.
+    model: demo
+    tools: [calculate]
+    output_schema:
+      type: object
+      required: [summary, severity]
+      properties:
+        summary: {type: string}
+        severity: {type: string, enum: [low, medium, high]}
+YAML
 agentd_start "agentd HTTP listening" http_addr --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --demo-delay 50ms \
-	--drain-period 5s --shutdown-timeout 10s --auth-tokens-file "$tmp/tokens"
+	--drain-period 5s --shutdown-timeout 10s --auth-tokens-file "$tmp/tokens" --config "$tmp/agents.yaml"
 echo "agentd serving HTTP on $addr; screenshots in $shots"
 
 export AGENTD_HTTP_URL=http://$addr AGENTD_TOKEN=$token AGENTD_SCREENSHOTS=$shots CHROMIUM=$chromium

@@ -402,3 +402,17 @@ test("the page asks for a bearer token when agentd wants one", { skip: bearer ==
   await page.getByText("12*7 = 84").waitFor();
   await finished(page);
 });
+
+test("a typed agent's result is shown pretty-printed under its answer", async (t) => {
+  const page = await open(t);
+  await page.locator("#agent").selectOption("triage");
+  await send(page, "what is 12*7?");
+  await finished(page);
+  const result = page.locator(".msg-result .result-json");
+  await result.waitFor();
+  const text = await result.innerText();
+  // Pretty-printed: one property a line. The wire's Struct keeps no key order.
+  assert.deepEqual(JSON.parse(text), { severity: "low", summary: "12*7 = 84" });
+  assert.equal(text.split("\n").length, 4, text);
+  await shot(page, "typed-result");
+});
