@@ -128,6 +128,12 @@ type Run struct {
 	// WakeAt is, for a Parked run, when a replica must take it up even with no input
 	// for it (an approval expires, the park times out); zero for never.
 	WakeAt time.Time
+	// ParentRunID, ParentCallID and RootRunID place a child run in its tree: the run
+	// whose tool call ParentCallID started it, and the tree's root. Depth counts the
+	// runs above it: 0 for a root, whose three ids are empty, 1 for a root's child.
+	// CreateRun records them; they never change.
+	ParentRunID, ParentCallID, RootRunID string
+	Depth                                int
 }
 
 // Update is what UpdateRun changes of a run it holds.
@@ -232,6 +238,9 @@ type Store interface {
 	// UnfinishedRuns returns the runs not Finished, oldest first: what a process that
 	// starts finds left over by the one before it.
 	UnfinishedRuns(ctx context.Context) ([]Run, error)
+	// ChildRuns returns the runs whose ParentRunID is parentID, oldest first (none for
+	// a run without children, or an unknown one).
+	ChildRuns(ctx context.Context, parentID string) ([]Run, error)
 
 	// Claim makes holder the holder of an unfinished run for lease, raising its epoch,
 	// and returns the run as it now is. It takes a run no replica holds, one whose
@@ -323,7 +332,9 @@ type Store interface {
 
 	// Sweep removes what retention no longer keeps: the runs finished before
 	// finishedBefore (record, journal and inputs) and the threads not updated since
-	// idleBefore (messages and grants). It returns how many runs and threads it
+	// idleBefore (messages and grants). A child run stays as long as its root does not
+	// qualify (unfinished, or finished since finishedBefore), so that a tree is kept
+	// whole while any of it may be read. It returns how many runs and threads it
 	// removed.
 	Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error)
 

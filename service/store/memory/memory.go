@@ -196,6 +196,22 @@ func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
 	return out, nil
 }
 
+// ChildRuns implements [store.Store].
+func (s *Store) ChildRuns(ctx context.Context, parentID string) ([]store.Run, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Run
+	for _, r := range s.runs {
+		if parentID != "" && r.rec.ParentRunID == parentID {
+			out = append(out, r.rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Run) int { return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
 // errNoHolder is the error of a CreateRun or Claim that names no holder.
 var errNoHolder = errors.New("memory: a run's holder must be named")
 
@@ -756,11 +772,17 @@ func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time)
 		return 0, 0, err
 	}
 	defer s.mu.Unlock()
+	old := func(r *run) bool { return r.rec.Status == store.Finished && r.rec.FinishedAt.Before(finishedBefore) }
+	var drop []*run
 	for _, r := range s.runs {
-		if r.rec.Status == store.Finished && r.rec.FinishedAt.Before(finishedBefore) {
-			s.dropRunLocked(r)
-			runs++
+		// A child goes with its root: not while the root is kept.
+		if root := s.runs[r.rec.RootRunID]; old(r) && (root == nil || old(root)) {
+			drop = append(drop, r)
 		}
+	}
+	for _, r := range drop {
+		s.dropRunLocked(r)
+		runs++
 	}
 	for _, t := range s.threads {
 		if t.rec.UpdatedAt.Before(idleBefore) {

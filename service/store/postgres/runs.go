@@ -18,18 +18,19 @@ import (
 var runColumns = strings.Replace(runFields, "last_seq", lastSeqOf("runs.id")+" AS last_seq", 1)
 
 const runFields = `id, thread_id, exclusive, owner, agent, request_id, status, spec, checkpoint, last_seq, created_at, finished_at,
-	holder, epoch, lease_until, wake_at`
+	holder, epoch, lease_until, wake_at, parent_run_id, parent_call_id, root_run_id, depth`
 
 func scanRun(row pgx.Row) (store.Run, error) {
 	var (
 		r                  store.Run
 		status             int16
+		depth              int32
 		finishedAt, wakeAt *time.Time
 	)
 	err := row.Scan(&r.ID, &r.ThreadID, &r.Exclusive, &r.Owner, &r.Agent, &r.RequestID, &status,
 		&r.Spec, &r.Checkpoint, &r.LastSeq, &r.CreatedAt, &finishedAt,
-		&r.Holder, &r.Epoch, &r.LeaseUntil, &wakeAt)
-	r.Status = store.Status(status)
+		&r.Holder, &r.Epoch, &r.LeaseUntil, &wakeAt, &r.ParentRunID, &r.ParentCallID, &r.RootRunID, &depth)
+	r.Status, r.Depth = store.Status(status), int(depth)
 	if finishedAt != nil {
 		r.FinishedAt = *finishedAt
 	}
@@ -54,9 +55,10 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, lease time.Duration)
 	}
 	for {
 		_, err := s.pool.Exec(ctx, `INSERT INTO runs (id, thread_id, exclusive, owner, agent, request_id, status, spec,
-				holder, epoch, lease_until)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, now() + $10::interval)`,
-			r.ID, r.ThreadID, r.Exclusive, r.Owner, r.Agent, r.RequestID, int16(store.Running), r.Spec, r.Holder, lease)
+				holder, epoch, lease_until, parent_run_id, parent_call_id, root_run_id, depth)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, now() + $10::interval, $11, $12, $13, $14)`,
+			r.ID, r.ThreadID, r.Exclusive, r.Owner, r.Agent, r.RequestID, int16(store.Running), r.Spec, r.Holder, lease,
+			r.ParentRunID, r.ParentCallID, r.RootRunID, int32(r.Depth))
 		if err == nil {
 			return nil
 		}
@@ -139,6 +141,15 @@ func notHeld(ctx context.Context, q querier, id string, otherwise error) error {
 		return store.ErrFinished
 	}
 	return otherwise
+}
+
+// ChildRuns implements [store.Store].
+func (s *Store) ChildRuns(ctx context.Context, parentID string) ([]store.Run, error) {
+	if parentID == "" {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE parent_run_id = $1 ORDER BY created_at, ord`, parentID)
+	return collect(ctx, "child runs", rows, err, scanRun)
 }
 
 func (s *Store) UnfinishedRuns(ctx context.Context) ([]store.Run, error) {
@@ -224,7 +235,10 @@ func (s *Store) PendingInputs(ctx context.Context, ids []string) ([]store.Input,
 // Sweep deletes runs and threads; their journals, inputs, messages and grants go with
 // them by their foreign keys' ON DELETE CASCADE.
 func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM runs WHERE status = 3 AND finished_at < $1`, finishedBefore)
+	// A child goes with its root: not while the root is unfinished, or finished since.
+	tag, err := s.pool.Exec(ctx, `DELETE FROM runs WHERE status = 3 AND finished_at < $1
+		AND NOT EXISTS (SELECT 1 FROM runs AS root WHERE root.id = runs.root_run_id
+			AND (root.status <> 3 OR root.finished_at >= $1))`, finishedBefore)
 	if err != nil {
 		return 0, 0, fail(ctx, "sweep runs", err)
 	}

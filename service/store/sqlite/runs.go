@@ -14,7 +14,7 @@ import (
 // runColumns are what scanRun reads, in its order.
 const runColumns = `id, thread_id, exclusive, owner, agent, request_id, status,
 	spec, spec IS NULL, checkpoint, checkpoint IS NULL, last_seq, created_at, finished_at,
-	holder, epoch, lease_until, wake_at`
+	holder, epoch, lease_until, wake_at, parent_run_id, parent_call_id, root_run_id, depth`
 
 // activeRunQuery finds a thread's unfinished exclusive run; its conditions are those
 // of the runs_active_thread index, so that SQLite answers it from the index.
@@ -33,7 +33,7 @@ func scanRun(sc scanner) (store.Run, error) {
 	)
 	if err := sc.Scan(&r.ID, &r.ThreadID, &r.Exclusive, &r.Owner, &r.Agent, &r.RequestID, &status,
 		&spec.b, &spec.null, &checkpoint.b, &checkpoint.null, &r.LastSeq, &created, &finished,
-		&r.Holder, &r.Epoch, &until, &wakeAt); err != nil {
+		&r.Holder, &r.Epoch, &until, &wakeAt, &r.ParentRunID, &r.ParentCallID, &r.RootRunID, &r.Depth); err != nil {
 		return store.Run{}, err
 	}
 	r.Status = store.Status(status)
@@ -60,10 +60,11 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, lease time.Duration)
 	now := time.Now()
 	return s.write(ctx, "create run", func(tx *sql.Tx) error {
 		_, insertErr := tx.ExecContext(ctx, `INSERT INTO runs (id, thread_id, exclusive, owner, agent, request_id,
-			status, spec, checkpoint, last_seq, created_at, finished_at, holder, epoch, lease_until, wake_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, NULL, ?, 1, ?, NULL)`,
+			status, spec, checkpoint, last_seq, created_at, finished_at, holder, epoch, lease_until, wake_at,
+			parent_run_id, parent_call_id, root_run_id, depth)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, NULL, ?, 1, ?, NULL, ?, ?, ?, ?)`,
 			r.ID, r.ThreadID, r.Exclusive, r.Owner, r.Agent, r.RequestID, int64(store.Running), r.Spec, nanos(now),
-			r.Holder, nanos(now.Add(lease)))
+			r.Holder, nanos(now.Add(lease)), r.ParentRunID, r.ParentCallID, r.RootRunID, r.Depth)
 		if insertErr == nil || !isUniqueViolation(insertErr) {
 			return insertErr
 		}
@@ -420,11 +421,27 @@ func (s *Store) PendingInputs(ctx context.Context, ids []string) ([]store.Input,
 	return collect(ctx, "pending inputs", rows, scanInput)
 }
 
+// ChildRuns implements [store.Store].
+func (s *Store) ChildRuns(ctx context.Context, parentID string) ([]store.Run, error) {
+	if parentID == "" {
+		return nil, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE parent_run_id = ? ORDER BY created_at, id`, parentID)
+	if err != nil {
+		return nil, wrap(ctx, "child runs", err)
+	}
+	return collect(ctx, "child runs", rows, scanRun)
+}
+
 // Sweep implements [store.Store]. Removing a run removes its journal and inputs with
 // it (the foreign keys cascade); removing a thread, its messages and grants.
 func (s *Store) Sweep(ctx context.Context, finishedBefore, idleBefore time.Time) (runs, threads int, err error) {
 	err = s.write(ctx, "sweep", func(tx *sql.Tx) error {
-		n, err := changed(tx.ExecContext(ctx, `DELETE FROM runs WHERE status = 3 AND finished_at < ?`, nanos(finishedBefore)))
+		// A child goes with its root: not while the root is unfinished, or finished since.
+		n, err := changed(tx.ExecContext(ctx, `DELETE FROM runs WHERE status = 3 AND finished_at < ?1
+			AND NOT EXISTS (SELECT 1 FROM runs AS root WHERE root.id = runs.root_run_id
+				AND (root.status != 3 OR root.finished_at >= ?1))`, nanos(finishedBefore)))
 		if err != nil {
 			return err
 		}

@@ -52,6 +52,8 @@ var cases = []struct {
 	{"ListThreads", testListThreads},
 	{"Grants", testGrants},
 	{"Sweep", testSweep},
+	{"ChildRuns", testChildRuns},
+	{"SweepKeepsTrees", testSweepKeepsTrees},
 	{"ContextDone", testContextDone},
 	{"Fencing", testFencing},
 	{"AppendFencedAmongGood", testAppendFencedAmongGood},
@@ -817,6 +819,93 @@ func testSweep(t *testing.T, s store.Store) {
 	}
 	if runs, threads, err := s.Sweep(ctx, cut, cut); err != nil || runs+threads != 0 {
 		t.Errorf("a second sweep removed %d runs and %d threads, %v", runs, threads, err)
+	}
+}
+
+// child is a run started by the call callID of parent, in the tree of root.
+func child(id, parent, callID, root string, depth int) store.Run {
+	r := newRun(id)
+	r.ParentRunID, r.ParentCallID, r.RootRunID, r.Depth = parent, callID, root, depth
+	return r
+}
+
+func testChildRuns(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_root"))
+	mustCreate(t, s, child("run_c1", "run_root", "call_1", "run_root", 1))
+	time.Sleep(2 * time.Millisecond) // created_at orders them
+	mustCreate(t, s, child("run_c2", "run_root", "call_2", "run_root", 1))
+	mustCreate(t, s, child("run_g1", "run_c1", "call_9", "run_root", 2))
+
+	got, err := s.GetRun(ctx, "run_g1")
+	if err != nil || got.ParentRunID != "run_c1" || got.ParentCallID != "call_9" || got.RootRunID != "run_root" || got.Depth != 2 {
+		t.Errorf("GetRun(run_g1) = %+v, %v; want its parent, call, root and depth", got, err)
+	}
+	if root, err := s.GetRun(ctx, "run_root"); err != nil || root.ParentRunID != "" || root.RootRunID != "" || root.Depth != 0 {
+		t.Errorf("GetRun(run_root) = %+v, %v; want no lineage", root, err)
+	}
+	ids := func(rs []store.Run) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	kids, err := s.ChildRuns(ctx, "run_root")
+	if err != nil || !slices.Equal(ids(kids), []string{"run_c1", "run_c2"}) || kids[1].ParentCallID != "call_2" {
+		t.Errorf("ChildRuns(run_root) = %v, %v; want run_c1, run_c2, oldest first", ids(kids), err)
+	}
+	if kids, err := s.ChildRuns(ctx, "run_c1"); err != nil || !slices.Equal(ids(kids), []string{"run_g1"}) {
+		t.Errorf("ChildRuns(run_c1) = %v, %v; want run_g1", ids(kids), err)
+	}
+	for _, id := range []string{"run_c2", "run_nope", ""} {
+		if kids, err := s.ChildRuns(ctx, id); err != nil || len(kids) != 0 {
+			t.Errorf("ChildRuns(%q) = %v, %v; want none", id, ids(kids), err)
+		}
+	}
+	// Claims keep what CreateRun recorded.
+	r, err := s.Claim(ctx, "run_g1", "replica_b", lease, true)
+	if err != nil || r.ParentRunID != "run_c1" || r.RootRunID != "run_root" || r.Depth != 2 {
+		t.Errorf("Claim(run_g1) = %+v, %v; want its lineage kept", r, err)
+	}
+	if left, err := s.UnfinishedRuns(ctx); err != nil || len(left) != 4 || left[3].ParentCallID != "call_9" {
+		t.Errorf("UnfinishedRuns = %v, %v; want the four runs, lineage and all", ids(left), err)
+	}
+}
+
+// A child finished long ago stays while its root is kept, and goes with it.
+func testSweepKeepsTrees(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("run_root"))
+	mustCreate(t, s, child("run_c", "run_root", "call_1", "run_root", 1))
+	mustCreate(t, s, newRun("run_other"))
+	mustCreate(t, s, child("run_oc", "run_other", "call_1", "run_other", 1))
+	mustUpdate(t, s, leaseOf("run_c"), store.Update{Status: store.Finished})
+	mustUpdate(t, s, leaseOf("run_oc"), store.Update{Status: store.Finished})
+	mustUpdate(t, s, leaseOf("run_other"), store.Update{Status: store.Finished})
+	time.Sleep(20 * time.Millisecond)
+	cut := time.Now()
+
+	// run_root is unfinished: its child stays. run_other's tree goes whole.
+	if runs, _, err := s.Sweep(ctx, cut, time.Time{}); err != nil || runs != 2 {
+		t.Fatalf("Sweep = %d runs, %v; want 2, run_other and its child", runs, err)
+	}
+	if _, err := s.GetRun(ctx, "run_c"); err != nil {
+		t.Errorf("the child of an unfinished root: %v, want it kept", err)
+	}
+	for _, id := range []string{"run_other", "run_oc"} {
+		if _, err := s.GetRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: %v, want it gone", id, err)
+		}
+	}
+	// The root finishes now, after the cut: its child still stays.
+	mustUpdate(t, s, leaseOf("run_root"), store.Update{Status: store.Finished})
+	if runs, _, err := s.Sweep(ctx, cut, time.Time{}); err != nil || runs != 0 {
+		t.Errorf("Sweep = %d runs, %v; want none while the root is newer than the cut", runs, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if runs, _, err := s.Sweep(ctx, time.Now(), time.Time{}); err != nil || runs != 2 {
+		t.Errorf("Sweep = %d runs, %v; want the root and its child", runs, err)
 	}
 }
 

@@ -1,0 +1,10 @@
+-- Child runs: a run an agent's tool call started records its parent run, the call,
+-- its tree's root and its depth (0 and empty strings for a root). ChildRuns reads a
+-- run's children; Sweep keeps a tree's runs while its root is kept.
+ALTER TABLE runs
+	ADD COLUMN parent_run_id  text NOT NULL DEFAULT '',
+	ADD COLUMN parent_call_id text NOT NULL DEFAULT '',
+	ADD COLUMN root_run_id    text NOT NULL DEFAULT '',
+	ADD COLUMN depth          integer NOT NULL DEFAULT 0;
+
+CREATE INDEX runs_parent ON runs (parent_run_id, created_at, ord) WHERE parent_run_id <> '';
