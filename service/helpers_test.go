@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"iter"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/agents"
 	"github.com/agentd/agentd/service/agents/agentstest"
+	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
 )
 
@@ -45,6 +47,8 @@ type scripted struct {
 	runSchema bool
 	// hooks are the own hooks of an agent built in Go (runtime.Config.Hooks).
 	hooks runtime.Hooks
+	// subagents are the agents an agent built in Go calls as tools.
+	subagents []runs.Subagent
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
@@ -65,14 +69,18 @@ func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, script
 	var goAgents []*service.Agent
 	for _, a := range scripts {
 		if a.goTools != nil {
+			tools := slices.Clone(a.goTools)
+			for _, sa := range a.subagents {
+				tools = append(tools, runs.SubagentTool(sa))
+			}
 			r, err := runtime.New(runtime.Config{
-				Name: a.name, Model: a.model, Tools: a.goTools, MaxSteps: a.steps, Logger: cfg.Logger, Policy: a.goPolicy,
+				Name: a.name, Model: a.model, Tools: tools, MaxSteps: a.steps, Logger: cfg.Logger, Policy: a.goPolicy,
 				OutputSchema: json.RawMessage(a.output), Hooks: a.hooks,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			goAgents = append(goAgents, &service.Agent{Name: a.name, Runtime: r, RunOutputSchema: a.runSchema})
+			goAgents = append(goAgents, &service.Agent{Name: a.name, Runtime: r, RunOutputSchema: a.runSchema, Subagents: a.subagents})
 			continue
 		}
 		models[a.name] = a.model

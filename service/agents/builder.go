@@ -31,6 +31,7 @@ type agentBuilder struct {
 	name, description  string
 	allowModelOverride bool
 	runOutputSchema    bool
+	subagents          []runs.Subagent
 	serverNames        []string
 	policyTools        map[string]ToolPolicyConfig
 	def                runtime.ToolPolicy // the policy's approval and max_grant
@@ -108,6 +109,7 @@ func (c *Config) newBuilder(i int, override string, resolve ModelResolver, opts 
 		description:        a.Description,
 		allowModelOverride: a.AllowModelOverride,
 		runOutputSchema:    a.AllowRunOutputSchema,
+		subagents:          c.subagents(i),
 		serverNames:        slices.Clone(a.MCPServers),
 		policyTools:        maps.Clone(a.Policy.Tools),
 		def:                def,
@@ -157,6 +159,15 @@ func (b *agentBuilder) assemble() (*runs.Agent, []string, error) {
 		policy.Tools[name] = tp
 		source[name] = ct.source
 	}
+	for _, sa := range b.subagents {
+		// A child's start is a tool call like any: auto unless the policy says more.
+		tp := runtime.ToolPolicy{Approval: b.def.Approval, MaxGrant: b.def.MaxGrant}
+		if pc, ok := b.policyTools[sa.Tool]; ok {
+			tp = pc.over(tp)
+		}
+		tools = append(tools, runs.SubagentTool(sa))
+		policy.Tools[sa.Tool], source[sa.Tool] = tp, "agent:"+sa.Agent
+	}
 	for _, t := range mcpTools {
 		name := t.Spec().Name
 		var explicit *ToolPolicyConfig
@@ -185,7 +196,7 @@ func (b *agentBuilder) assemble() (*runs.Agent, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &runs.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []runs.ToolInfo{}, RunOutputSchema: b.runOutputSchema}
+	a := &runs.Agent{Name: b.name, Description: b.description, Runtime: rt, Tools: []runs.ToolInfo{}, RunOutputSchema: b.runOutputSchema, Subagents: b.subagents}
 	for _, spec := range rt.Tools() {
 		a.Tools = append(a.Tools, runs.ToolInfo{
 			Spec:     spec,

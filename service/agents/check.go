@@ -51,10 +51,14 @@ func (c *Config) check() []error {
 		if _, err := parseGrant(a.Policy.MaxGrant); err != nil {
 			add(c.errorf(i, cfgPath{"policy", "max_grant"}, "%v", err))
 		}
+		subTools := map[string]bool{}
+		for _, sa := range a.Subagents {
+			subTools[sa.tool()] = true
+		}
 		for _, t := range slices.Sorted(maps.Keys(a.Policy.Tools)) {
 			// The names of MCP tools are known once the servers are connected:
 			// NewRegistry checks them then.
-			if catalogue[t] == nil && len(a.MCPServers) == 0 {
+			if catalogue[t] == nil && !subTools[t] && len(a.MCPServers) == 0 {
 				add(c.errorf(i, cfgPath{"policy", "tools", t}, "unknown tool %q; known tools: %s", t, strings.Join(catalogueOrder, ", ")))
 			}
 			if _, err := parseApproval(a.Policy.Tools[t].Approval); err != nil {
@@ -103,7 +107,9 @@ func (c *Config) check() []error {
 		}
 		c.checkHTTPFetch(i, add)
 		c.checkGuardrails(i, add)
+		c.checkSubagents(i, add)
 	}
+	c.checkSubagentCycles(add)
 	if d := c.DefaultAgent; d != "" && len(c.Agents) > 0 {
 		if _, ok := seen[d]; !ok {
 			add(c.errorf(-1, cfgPath{"default_agent"}, "no agent named %q; agents: %s", d, strings.Join(c.names(), ", ")))

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -108,7 +109,56 @@ type AgentConfig struct {
 	// (RunConfig.output_schema); on an agent with an OutputSchema, an answer must then
 	// match both. False, the default, refuses such a run (OUTPUT_SCHEMA_NOT_ALLOWED).
 	AllowRunOutputSchema bool `yaml:"allow_run_output_schema,omitempty"`
+	// Subagents are agents of this file the agent may call as tools: a call starts a
+	// child run of that agent on a task, and its result is the child's answer (its
+	// final text, or its typed result). Written as names, or as {agent, as,
+	// description}. An agent may not reach itself through them.
+	Subagents []SubagentConfig `yaml:"subagents,omitempty"`
 }
+
+// SubagentConfig is one agent another may call as a tool.
+type SubagentConfig struct {
+	// Agent names the agent a call runs.
+	Agent string `yaml:"agent"`
+	// As names the tool; left out: the agent's name.
+	As string `yaml:"as,omitempty"`
+	// Description tells the model what the agent does; left out: the agent's own
+	// description.
+	Description string `yaml:"description,omitempty"`
+}
+
+// UnmarshalYAML takes a name, or a mapping with agent, as and description.
+func (s *SubagentConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		s.Agent = n.Value
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: a sub-agent is an agent's name, or {agent, as, description}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var dst *string
+		switch k.Value {
+		case "agent":
+			dst = &s.Agent
+		case "as":
+			dst = &s.As
+		case "description":
+			dst = &s.Description
+		default:
+			return fmt.Errorf("line %d: field %s not found in a sub-agent: want agent, as or description", k.Line, k.Value)
+		}
+		if v.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want a string", v.Line, k.Value)
+		}
+		*dst = v.Value
+	}
+	return nil
+}
+
+// tool is the name of the tool a's call of s goes by.
+func (s SubagentConfig) tool() string { return cmp.Or(s.As, s.Agent) }
 
 // HTTPFetchConfig configures an agent's http_fetch tool.
 type HTTPFetchConfig struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/runtime"
 	"github.com/agentd/agentd/runtime/llm/demo"
 	"github.com/agentd/agentd/service/agents"
+	"github.com/agentd/agentd/service/runs"
 )
 
 func TestDefaultIsFresh(t *testing.T) {
@@ -176,6 +177,12 @@ func TestLoadFileErrors(t *testing.T) {
 			`:7: agent "ops": output_corrections: must be -1 (none), 0 (the default, 2) or positive, got -3`,
 			`:8: agent "ops": output_mode: invalid output mode "json": want auto, tool or native`,
 		}},
+		{"bad_subagents.yaml", []string{
+			`:7: agent "lead": subagents[1]: no agent named "ghost" in the file; agents: lead, writer, critic`,
+			`:8: agent "lead": subagents[2]: the tool name "calculate" is the tool calculate's too: name one with as`,
+			`:14: agent "critic": subagents[0]: as: invalid tool name "bad name": want 1 to 64 letters, digits, '_' or '-'`,
+			`:14: agent "critic": subagents[0]: a cycle of sub-agents: lead → writer → critic → lead; an agent may not call itself, directly or through others`,
+		}},
 		{"bad_guardrails.yaml", []string{
 			`:7: agent "ops": hooks.guardrails[0].deny_list: guardrail words: patterns[0]: error parsing regexp: missing closing ): ` + "`(unclosed`",
 			`:8: agent "ops": hooks.guardrails[1].name: required`,
@@ -330,5 +337,56 @@ func TestLoadFileOutputSchema(t *testing.T) {
 		if err != nil || a.RunOutputSchema != want {
 			t.Errorf("agent %s: RunOutputSchema %v (%v), want %v from allow_run_output_schema", name, a.RunOutputSchema, err, want)
 		}
+	}
+}
+
+// TestLoadFileSubagents: an agent's sub-agents are tools of its own, named by as or by
+// the agent, described by their entry or their agent, with a policy like any tool's.
+func TestLoadFileSubagents(t *testing.T) {
+	const file = `agents:
+  - name: lead
+    model: demo
+    tools: []
+    subagents:
+      - researcher
+      - {agent: coder, as: write_code, description: Writes Go.}
+    policy:
+      tools:
+        write_code: {approval: always}
+  - name: researcher
+    description: Looks things up.
+    model: demo
+  - name: coder
+    model: demo
+`
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := agents.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := agents.NewRegistry(cfg, agents.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lead, err := r.Agent("lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lead.Subagents) != 2 || lead.Subagents[1] != (runs.Subagent{Agent: "coder", Tool: "write_code", Description: "Writes Go."}) {
+		t.Errorf("Subagents = %+v", lead.Subagents)
+	}
+	got := map[string]runs.ToolInfo{}
+	for _, ti := range lead.Tools {
+		got[ti.Spec.Name] = ti
+	}
+	if ti := got["researcher"]; ti.Source != "agent:researcher" || ti.Policy.Approval != runtime.ApprovalAuto || !strings.Contains(ti.Spec.Description, "Looks things up.") {
+		t.Errorf("researcher tool %+v, want source agent:researcher, auto, the agent's description", ti)
+	}
+	if ti := got["write_code"]; ti.Source != "agent:coder" || ti.Policy.Approval != runtime.ApprovalAlways || ti.Spec.Description != "Writes Go." {
+		t.Errorf("write_code tool %+v, want source agent:coder, always, its own description", ti)
 	}
 }

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -33,6 +34,19 @@ type Agent struct {
 	// (RunConfig.output_schema), which tightens the agent's schema where it has one.
 	// False refuses such a run with PERMISSION_DENIED.
 	RunOutputSchema bool
+	// Subagents are the agents Runtime offers as tools, each made with SubagentTool: a
+	// call of one starts a child run, which its ToolExecutionStarted names.
+	Subagents []Subagent
+}
+
+// subagent reports whether tool is one of a's sub-agents.
+func (a *Agent) subagent(tool string) bool {
+	for _, sa := range a.Subagents {
+		if cmp.Or(sa.Tool, sa.Agent) == tool {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolInfo describes one server tool of an agent, as ListAgents shows it.

@@ -17,6 +17,9 @@ type Config struct {
 	// MaxConcurrentRuns bounds the runs in progress; past it new runs get
 	// RESOURCE_EXHAUSTED. 0 means 1024.
 	MaxConcurrentRuns int
+	// MaxDepth bounds how deep runs nest: a sub-agent's call that would start a run
+	// deeper gets an error result. 0 means DefaultMaxDepth (4).
+	MaxDepth int
 	// MaxClientTools bounds the client tools one run may declare; 0 means 64.
 	MaxClientTools int
 	// MaxClientSchemaBytes bounds the JSON Schemas of a run's client tools together, in

@@ -67,7 +67,13 @@ func (ss *session) decorate(ev runtime.Event, pe *agentdv1.RunEvent) {
 		r.GrantId, r.Scope = ss.grantOf[e.ApprovalID], ss.scopeOf[e.ApprovalID]
 		ss.mu.Unlock()
 	case *runtime.RunStarted:
-		pe.GetRunStarted().RequestId = ss.reqID
+		rs := pe.GetRunStarted()
+		rs.RequestId = ss.reqID
+		rs.ParentRunId, rs.RootRunId, rs.ParentToolCallId, rs.Depth = ss.lineage.parent, ss.lineage.root, ss.lineage.parentCall, int32(ss.lineage.depth)
+	case *runtime.ToolExecutionStarted:
+		if ss.entry.subagent(e.Name) {
+			pe.GetToolExecutionStarted().ChildRunId = childRunID(ss.thread, e.CallID)
+		}
 	case *runtime.StepFinished:
 		sf := pe.GetStepFinished()
 		for _, m := range sf.GetNewMessages() {

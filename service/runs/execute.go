@@ -20,6 +20,7 @@ import (
 func (ss *session) execute(req *runtime.Request) (*agentdv1.RunFinished, error) {
 	ctx, cancel := ss.runCtx()
 	defer cancel(nil)
+	ctx = context.WithValue(ctx, sessionKey{}, ss) // for the calls of its sub-agents
 	var rf *agentdv1.RunFinished
 	for ev, err := range ss.entry.Runtime.Run(ctx, req) {
 		if err != nil {

@@ -132,6 +132,9 @@ func New(cfg Config, agents Agents, log *slog.Logger, h Hooks) (*Manager, error)
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 1024
 	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = DefaultMaxDepth
+	}
 	if cfg.InputAnswerTimeout <= 0 {
 		cfg.InputAnswerTimeout = 15 * time.Second
 	}

@@ -251,6 +251,7 @@ func (s *Manager) createRun(ctx context.Context, ss *session, spec *agentdv1.Run
 	err = s.store.CreateRun(ctx, store.Run{
 		ID: ss.runID, ThreadID: ss.thread, Exclusive: ss.threaded != nil, Owner: ss.owner, Agent: ss.entry.Name, RequestID: ss.reqID,
 		Status: store.Running, Spec: b, Holder: s.cfg.Replica,
+		ParentRunID: ss.lineage.parent, ParentCallID: ss.lineage.parentCall, RootRunID: ss.lineage.root, Depth: ss.lineage.depth,
 	}, s.cfg.LeaseTTL)
 	ss.lease = store.Lease{RunID: ss.runID, Holder: s.cfg.Replica, Epoch: 1}
 	if errors.Is(err, store.ErrExists) {

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,8 @@ type session struct {
 	reqID  string
 	// owner is the identity that started the run: only it may attach or send input.
 	owner string
+	// lineage places the run in its tree: zero for a root, set for a child (children.go).
+	lineage lineage
 	// detach says what the run does when the stream that started it goes away: true
 	// goes on (ON_DISCONNECT_CONTINUE), false cancels.
 	detach bool
@@ -220,14 +223,15 @@ func (s *Manager) Start(ctx context.Context, mode Mode, spec *agentdv1.RunSpec) 
 	if err != nil {
 		return nil, err
 	}
-	runID := ids.New("run")
+	lin, _ := ctx.Value(lineageKey{}).(lineage)
+	runID := cmp.Or(lin.childID, ids.New("run"))
 	if ct != nil {
 		// A continuation resumes once: its run's id is the continuation's, so that the
 		// store refuses a second run of it, which attaches to the first instead.
 		runID = resumedRunID(spec.GetContinuation())
 	}
 	ss := s.sessionFor(mode, entry, runID, spec.GetRequestId(), plan)
-	ss.caller, ss.threaded, ss.callerName = counted, threaded, caller
+	ss.caller, ss.threaded, ss.callerName, ss.lineage = counted, threaded, caller, lin
 	if ct != nil {
 		ss.grants = ct.Grants // sealed: a client cannot add one
 	}

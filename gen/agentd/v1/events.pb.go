@@ -1003,9 +1003,19 @@ type RunStarted struct {
 	// True when the run resumes a parked run from a continuation.
 	Resumed bool `protobuf:"varint,6,opt,name=resumed,proto3" json:"resumed,omitempty"`
 	// The client's request_id, echoed.
-	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// For a child run, one an agent's tool call started (a sub-agent): the run
+	// whose call started it. Empty for a root run.
+	ParentRunId string `protobuf:"bytes,8,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// For a child run: the root of its tree, the run a client started. Empty
+	// for a root run.
+	RootRunId string `protobuf:"bytes,9,opt,name=root_run_id,json=rootRunId,proto3" json:"root_run_id,omitempty"`
+	// How many runs are above this one: 0 for a root, 1 for a root's child.
+	Depth int32 `protobuf:"varint,10,opt,name=depth,proto3" json:"depth,omitempty"`
+	// For a child run: the call of parent_run_id that started it.
+	ParentToolCallId string `protobuf:"bytes,11,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RunStarted) Reset() {
@@ -1083,6 +1093,34 @@ func (x *RunStarted) GetResumed() bool {
 func (x *RunStarted) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RunStarted) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *RunStarted) GetRootRunId() string {
+	if x != nil {
+		return x.RootRunId
+	}
+	return ""
+}
+
+func (x *RunStarted) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *RunStarted) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
 	}
 	return ""
 }
@@ -1926,7 +1964,10 @@ type ToolExecutionStarted struct {
 	// Where the call runs.
 	Executor Executor `protobuf:"varint,4,opt,name=executor,proto3,enum=agentd.v1.Executor" json:"executor,omitempty"`
 	// When the call times out.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// For a call of a sub-agent (an agent offered as a tool): the id of the
+	// child run the call starts, which AttachRun follows.
+	ChildRunId    string `protobuf:"bytes,6,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1994,6 +2035,13 @@ func (x *ToolExecutionStarted) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *ToolExecutionStarted) GetChildRunId() string {
+	if x != nil {
+		return x.ChildRunId
+	}
+	return ""
 }
 
 // ToolCallResult is the result of a tool call, as the model will see it.
@@ -2993,7 +3041,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\t \x01(\tR\trequestId\x12#\n" +
 	"\rattachment_id\x18\n" +
-	" \x01(\tR\fattachmentId\"\xc0\x01\n" +
+	" \x01(\tR\fattachmentId\"\xc9\x02\n" +
 	"\n" +
 	"RunStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
@@ -3003,7 +3051,12 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\btrace_id\x18\x05 \x01(\tR\atraceId\x12\x18\n" +
 	"\aresumed\x18\x06 \x01(\bR\aresumed\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"t\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12\"\n" +
+	"\rparent_run_id\x18\b \x01(\tR\vparentRunId\x12\x1e\n" +
+	"\vroot_run_id\x18\t \x01(\tR\trootRunId\x12\x14\n" +
+	"\x05depth\x18\n" +
+	" \x01(\x05R\x05depth\x12-\n" +
+	"\x13parent_tool_call_id\x18\v \x01(\tR\x10parentToolCallId\"t\n" +
 	"\vStepStarted\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x12\n" +
@@ -3072,14 +3125,16 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x0earguments_json\x18\x05 \x01(\tR\rargumentsJson\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x19\n" +
 	"\bgrant_id\x18\a \x01(\tR\agrantId\x12.\n" +
-	"\x05scope\x18\b \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\"\xdc\x01\n" +
+	"\x05scope\x18\b \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\"\xfe\x01\n" +
 	"\x14ToolExecutionStarted\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12/\n" +
 	"\bexecutor\x18\x04 \x01(\x0e2\x13.agentd.v1.ExecutorR\bexecutor\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x92\x02\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12 \n" +
+	"\fchild_run_id\x18\x06 \x01(\tR\n" +
+	"childRunId\"\x92\x02\n" +
 	"\x0eToolCallResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +

@@ -288,22 +288,30 @@ class RunFinished(_message.Message):
     def __init__(self, reason: _Optional[_Union[RunEndReason, str]] = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., continuation: _Optional[bytes] = ..., final_text: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class RunStarted(_message.Message):
-    __slots__ = ["agent", "model", "request_id", "resumed", "run_id", "thread_id", "trace_id"]
+    __slots__ = ["agent", "depth", "model", "parent_run_id", "parent_tool_call_id", "request_id", "resumed", "root_run_id", "run_id", "thread_id", "trace_id"]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
+    ROOT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     agent: str
+    depth: int
     model: str
+    parent_run_id: str
+    parent_tool_call_id: str
     request_id: str
     resumed: bool
+    root_run_id: str
     run_id: str
     thread_id: str
     trace_id: str
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ..., resumed: bool = ..., request_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., agent: _Optional[str] = ..., model: _Optional[str] = ..., trace_id: _Optional[str] = ..., resumed: bool = ..., request_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., root_run_id: _Optional[str] = ..., depth: _Optional[int] = ..., parent_tool_call_id: _Optional[str] = ...) -> None: ...
 
 class SteerApplied(_message.Message):
     __slots__ = ["client_seq", "drop_reason", "dropped", "message_id", "step_id"]
@@ -410,18 +418,20 @@ class ToolCallsCancelled(_message.Message):
     def __init__(self, tool_call_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ToolExecutionStarted(_message.Message):
-    __slots__ = ["arguments_json", "deadline", "executor", "name", "tool_call_id"]
+    __slots__ = ["arguments_json", "child_run_id", "deadline", "executor", "name", "tool_call_id"]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHILD_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     arguments_json: str
+    child_run_id: str
     deadline: _timestamp_pb2.Timestamp
     executor: _transcript_pb2.Executor
     name: str
     tool_call_id: str
-    def __init__(self, tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., executor: _Optional[_Union[_transcript_pb2.Executor, str]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., executor: _Optional[_Union[_transcript_pb2.Executor, str]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., child_run_id: _Optional[str] = ...) -> None: ...
 
 class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

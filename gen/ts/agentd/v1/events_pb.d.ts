@@ -401,6 +401,36 @@ export declare type RunStarted = Message<"agentd.v1.RunStarted"> & {
    * @generated from field: string request_id = 7;
    */
   requestId: string;
+
+  /**
+   * For a child run, one an agent's tool call started (a sub-agent): the run
+   * whose call started it. Empty for a root run.
+   *
+   * @generated from field: string parent_run_id = 8;
+   */
+  parentRunId: string;
+
+  /**
+   * For a child run: the root of its tree, the run a client started. Empty
+   * for a root run.
+   *
+   * @generated from field: string root_run_id = 9;
+   */
+  rootRunId: string;
+
+  /**
+   * How many runs are above this one: 0 for a root, 1 for a root's child.
+   *
+   * @generated from field: int32 depth = 10;
+   */
+  depth: number;
+
+  /**
+   * For a child run: the call of parent_run_id that started it.
+   *
+   * @generated from field: string parent_tool_call_id = 11;
+   */
+  parentToolCallId: string;
 };
 
 /**
@@ -946,6 +976,14 @@ export declare type ToolExecutionStarted = Message<"agentd.v1.ToolExecutionStart
    * @generated from field: google.protobuf.Timestamp deadline = 5;
    */
   deadline?: Timestamp | undefined;
+
+  /**
+   * For a call of a sub-agent (an agent offered as a tool): the id of the
+   * child run the call starts, which AttachRun follows.
+   *
+   * @generated from field: string child_run_id = 6;
+   */
+  childRunId: string;
 };
 
 /**

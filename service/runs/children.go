@@ -1,0 +1,162 @@
+package runs
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+)
+
+// Sub-agents: an agent offered to another as a tool. A call of the tool starts a child
+// run of the named agent: a run of its own, with its own id, journal and record, which
+// AttachRun follows and whose record names its parent run and call, its tree's root and
+// its depth. The call's result is the child's answer: its final text, or its typed
+// result as JSON. A child that does not complete gives the call an error result the
+// parent's model can correct from.
+//
+// This first form waits for the child on the call's goroutine, as a tool waits for its
+// work: the child runs under INTERRUPT, so a child that needs a person's decision or a
+// client's tool ends AWAITING_INPUT, and the call says so. Cancelling the parent cancels
+// the child.
+
+// Subagent describes an agent offered as a tool.
+type Subagent struct {
+	// Agent names the agent a call runs.
+	Agent string
+	// Tool is the tool's name; "" means Agent.
+	Tool string
+	// Description tells the model what the agent does; "" makes one of Agent.
+	Description string
+	// Timeout bounds a call, the child's whole run; 0 means 10 minutes.
+	Timeout time.Duration
+}
+
+// DefaultMaxDepth is Config.MaxDepth's default.
+const DefaultMaxDepth = 4
+
+// subagentParameters is the schema of a sub-agent call: the task, in words.
+const subagentParameters = `{"type":"object","properties":{"task":{"type":"string","description":"What the agent is to do, with everything it needs to know: it sees nothing else of this conversation."}},"required":["task"],"additionalProperties":false}`
+
+// SubagentTool returns the tool a parent agent calls sa's agent through. Its calls run
+// only in the engine's runs (a runtime.Agent run alone gets an error result).
+func SubagentTool(sa Subagent) runtime.Tool {
+	sa.Tool = cmp.Or(sa.Tool, sa.Agent)
+	spec := runtime.ToolSpec{
+		Name:        sa.Tool,
+		Description: cmp.Or(sa.Description, fmt.Sprintf("Delegate a task to the agent %s, which works on it on its own and answers with its result.", sa.Agent)),
+		Parameters:  json.RawMessage(subagentParameters),
+		Timeout:     cmp.Or(sa.Timeout, 10*time.Minute),
+	}
+	return &subagentTool{sa: sa, spec: spec}
+}
+
+type subagentTool struct {
+	sa   Subagent
+	spec runtime.ToolSpec
+}
+
+func (t *subagentTool) Spec() runtime.ToolSpec { return t.spec }
+
+func (t *subagentTool) Execute(ctx context.Context, call runtime.ToolCall) (runtime.Output, error) {
+	parent, _ := ctx.Value(sessionKey{}).(*session)
+	if parent == nil {
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s can be called only in a run of agentd's engine", t.sa.Agent)), nil
+	}
+	var args struct {
+		Task string `json:"task"`
+	}
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Task) == "" {
+		return runtime.ErrorOutput(`give the agent its task: {"task": "..."}`), nil
+	}
+	return parent.srv.runChild(ctx, parent, t.sa, call, args.Task), nil
+}
+
+// sessionKey carries a run's session in the context its tools run in.
+type sessionKey struct{}
+
+// lineage places a run in its tree; the zero value is a root's.
+type lineage struct {
+	parent, parentCall, root string
+	depth                    int
+	// childID is the id the child run takes.
+	childID string
+}
+
+type lineageKey struct{}
+
+// childRunID is the id of the child run a call starts: the same for the same call of the
+// same thread, however often the call runs (a resumed run, one taken up elsewhere), so
+// that the store refuses to start it twice and the call finds the run it started.
+func childRunID(thread, callID string) string {
+	sum := sha256.Sum256([]byte(thread + "\x00" + callID))
+	return "run_k" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:15]))
+}
+
+// runChild runs sa's agent on task as a child of parent, for parent's call, and returns
+// the call's result.
+func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, call runtime.ToolCall, task string) runtime.Output {
+	lin := lineage{parent: parent.runID, parentCall: call.ID, root: cmp.Or(parent.lineage.root, parent.runID), depth: parent.lineage.depth + 1}
+	if lin.depth > s.cfg.MaxDepth {
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: runs nest at most %d deep, and this one would be %d deep", sa.Agent, s.cfg.MaxDepth, lin.depth))
+	}
+	lin.childID = childRunID(parent.thread, call.ID)
+	spec := &agentdv1.RunSpec{
+		Agent: sa.Agent,
+		Input: task,
+		// Nobody answers the child yet: what needs a person ends it AWAITING_INPUT.
+		Config: &agentdv1.RunConfig{ApprovalPolicy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT},
+	}
+	st, err := s.Start(context.WithValue(ctx, lineageKey{}, lin), ModeExecute, spec)
+	if err != nil {
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: %v", sa.Agent, err))
+	}
+	var rf *agentdv1.RunFinished
+	switch st.Outcome {
+	case StartedNew:
+		st.ss.own(st.req)
+		rf = st.ss.result
+		if rf == nil {
+			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, st.RunID, st.ss.status))
+		}
+	default:
+		// The call ran before (a run resumed, or taken up): its child is the one to wait for.
+		resp, err := s.executedAlready(ctx, st.RunID)
+		if resp.GetResult() == nil {
+			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, st.RunID, err))
+		}
+		rf = resp.GetResult()
+	}
+	return childOutput(sa.Agent, st.RunID, rf)
+}
+
+// childOutput is the result of a call whose child ended with rf.
+func childOutput(agent, runID string, rf *agentdv1.RunFinished) runtime.Output {
+	switch rf.GetReason() {
+	case agentdv1.RunEndReason_RUN_END_REASON_COMPLETED:
+		if out := rf.GetOutput(); out != nil {
+			b, err := json.Marshal(out.AsInterface()) // compact, keys sorted
+			if err == nil {
+				return runtime.Output{JSON: b}
+			}
+		}
+		return runtime.Output{Text: rf.GetFinalText()}
+	case agentdv1.RunEndReason_RUN_END_REASON_AWAITING_INPUT:
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) stopped: it needs a decision or a client's tool result that a sub-agent cannot be given yet; do the task another way", agent, runID))
+	}
+	why := strings.ToLower(strings.TrimPrefix(rf.GetReason().String(), "RUN_END_REASON_"))
+	if e := rf.GetError(); e != nil {
+		why += ": " + e.GetReason() + ": " + e.GetMessage()
+	}
+	msg := fmt.Sprintf("the agent %s (run %s) ended %s", agent, runID, why)
+	if t := rf.GetFinalText(); t != "" {
+		msg += "; what it said last: " + t
+	}
+	return runtime.ErrorOutput(msg)
+}
