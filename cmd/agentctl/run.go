@@ -408,6 +408,10 @@ func (s *session) onEvent(ctx context.Context, ev *agentdv1.RunEvent) (code int,
 		x := k.ToolExecutionStarted
 		s.running[x.GetToolCallId()] = x.GetName()
 		s.showRunning()
+		if id := x.GetChildRunId(); id != "" {
+			// A sub-agent's call: its child is a run of its own, which attach follows.
+			sc.line("  " + sc.dim("↳ child run "+id+" (agentctl attach "+id+")"))
+		}
 	case *agentdv1.RunEvent_ToolCallResult:
 		r := k.ToolCallResult
 		delete(s.running, r.GetToolCallId())

@@ -400,3 +400,15 @@ func TestRunTypedResult(t *testing.T) {
 		t.Errorf("a schema where the agent allows none: %s\nwant OUTPUT_SCHEMA_NOT_ALLOWED", r)
 	}
 }
+
+// A sub-agent's call names its child run, which attach follows.
+func TestRunSubagent(t *testing.T) {
+	t.Parallel()
+	addr := startAgentd(t, nil, "--config", filepath.Join("..", "..", "deploy", "agents.example.yaml"))
+	r := ctl{}.run(t, "--addr", addr, "run", "ask the researcher what is 12*7")
+	wantOutput(t, r, exitOK, `⚙ researcher {"task":"what is 12*7"}`, "  ↳ child run run_k", "  → 12*7 = 84", "The researcher says: 12*7 = 84", "✓ completed")
+	i := strings.Index(r.stdout, "child run ")
+	id := strings.Fields(r.stdout[i+len("child run "):])[0]
+	r = ctl{}.run(t, "--addr", addr, "attach", id)
+	wantOutput(t, r, exitOK, "agent researcher", `⚙ calculate {"expression":"12*7"}`, "12*7 = 84", "✓ completed")
+}

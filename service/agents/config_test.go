@@ -34,7 +34,8 @@ func TestLoadFileExample(t *testing.T) {
 			Model:              demo.ModelName,
 			AllowModelOverride: true,
 			MaxSteps:           10,
-			Tools:              builtinToolSummaries(runtime.ApprovalAlways, 30*time.Second, true),
+			Tools: append(builtinToolSummaries(runtime.ApprovalAlways, 30*time.Second, true),
+				toolSummary{Name: "researcher", Source: "agent:researcher", Timeout: 10 * time.Minute}),
 		},
 		{
 			Name:        "bench-medium",

@@ -39,6 +39,11 @@ func respondTo(req *runtime.ModelRequest, text string) reply {
 		b, _ := marshal(args)
 		return reply{call: &runtime.ToolCall{ID: callID(len(req.Messages)), Name: name, Arguments: b}}
 	}
+	if task := delegation(text); task != "" && hasTool(req, ResearcherTool) {
+		return call(ResearcherTool, struct {
+			Task string `json:"task"`
+		}{task})
+	}
 	if isNoteRequest(text) {
 		title, body := noteFrom(text)
 		if body == "" {
@@ -94,6 +99,7 @@ func intro(req *runtime.ModelRequest, hint string) string {
 		{builtin.CurrentTimeName, "tell the time: ask \"what time is it?\", or \"what time is it in Tokyo?\" (a city, or a zone such as Europe/Berlin)"},
 		{builtin.CalculateName, "do arithmetic: ask \"what is 12*7?\", \"calculate (3+4)/2\", \"add 2 and 3\" or \"15% of 80\""},
 		{builtin.SaveNoteName, "save a note: say \"save a note: buy milk\" or \"remind me to call mum\" (agentd may ask you to approve it first)"},
+		{ResearcherTool, "hand a task to another agent: say \"ask the researcher what time it is in Tokyo\", which runs as a child run of its own"},
 	}
 	var lines []string
 	for _, c := range can {
@@ -161,7 +167,27 @@ func answerResult(r runtime.ToolResult) string {
 			return fmt.Sprintf("Saved your note %q (%s).", res.Title, res.ID)
 		}
 	}
+	if r.Name == ResearcherTool {
+		return "The researcher says: " + clip(o.String(), 500)
+	}
 	return fmt.Sprintf("The %s tool returned: %s", r.Name, clip(o.String(), 500))
+}
+
+// ResearcherTool is the tool the demo model delegates to for "ask the researcher …",
+// when the request offers it: an agent offered as a tool (a sub-agent).
+const ResearcherTool = "researcher"
+
+// delegationRE matches a request to hand a task over: "ask the researcher what time it
+// is", "ask the researcher about 12*7", "ask the researcher: …".
+var delegationRE = regexp.MustCompile(`(?i)\bask\s+(?:the\s+)?researcher\b[\s,:]*(?:(?:about|to)\s+)?(.*)`)
+
+// delegation returns the task of a request to ask the researcher, or "".
+func delegation(text string) string {
+	m := delegationRE.FindStringSubmatch(text)
+	if m == nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimRight(m[1], "?.! "))
 }
 
 // formatNumber writes v without an exponent unless it is very large or very small.

@@ -282,3 +282,18 @@ func TestFindZone(t *testing.T) {
 		}
 	}
 }
+
+func TestDelegation(t *testing.T) {
+	for in, want := range map[string]string{
+		"ask the researcher what time it is in Tokyo?": "what time it is in Tokyo",
+		"Please ask researcher about 12*7":             "12*7",
+		"ask the researcher: what is 2+2":              "what is 2+2",
+		"ask the researcher to save a note: milk":      "save a note: milk",
+		"what is 12*7":                  "",
+		"ask the weatherman about rain": "",
+	} {
+		if got := delegation(in); got != want {
+			t.Errorf("delegation(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
