@@ -115,6 +115,37 @@ func TestSubagents_ChildIsARun(t *testing.T) {
 	if len(children) != 2 || children[0] == "" || children[0] == children[1] {
 		t.Fatalf("tool_execution_started child runs %q, want two of their own", children)
 	}
+	// The root's stream shows each child's lifecycle and text, marked with its origin.
+	shown := map[string][]string{}
+	text := map[string]string{}
+	for _, ev := range s.Events() {
+		ce := ev.GetChildEvent()
+		if ce == nil {
+			continue
+		}
+		if ce.GetParentRunId() != root || len(ce.GetAgentPath()) != 1 {
+			t.Errorf("child_event %v, want it under the root with a one-agent path", ce)
+		}
+		agent := ce.GetAgentPath()[0]
+		switch k := ce.GetEvent(); {
+		case k.GetRunStarted() != nil:
+			shown[agent] = append(shown[agent], "run_started")
+		case k.GetRunFinished() != nil:
+			shown[agent] = append(shown[agent], "run_finished")
+		case k.GetTextDelta() != nil:
+			text[agent] += k.GetTextDelta().GetDelta()
+		case k.GetToolCallStarted() != nil, k.GetStepStarted() != nil, k.GetCheckpoint() != nil:
+			t.Errorf("the default level showed %v", k)
+		}
+	}
+	for _, agent := range []string{"researcher", "forecaster"} {
+		if got := strings.Join(shown[agent], ","); got != "run_started,run_finished" {
+			t.Errorf("the root's stream shows %s's %s, want its start and end", agent, got)
+		}
+	}
+	if text["researcher"] != "100 °C at sea level." {
+		t.Errorf("the root's stream shows the researcher saying %q", text["researcher"])
+	}
 	for i, agent := range []string{"researcher", "forecaster"} {
 		rs, rf, _ := followChild(t, c, children[i])
 		if rs.GetAgent() != agent || rs.GetParentRunId() != root || rs.GetRootRunId() != root || rs.GetDepth() != 1 || rs.GetParentToolCallId() == "" {
@@ -216,7 +247,62 @@ func TestSubagents_Depth(t *testing.T) {
 	if len(texts) != 1 || !errs[0] || !strings.Contains(texts[0], "runs nest at most 2 deep, and this one would be 3 deep") {
 		t.Errorf("the grandchild's call: %q, want it refused for depth", texts)
 	}
+	// The root's stream shows the grandchild too, two agents down, under its own parent.
+	var grandShown []string
+	for _, ev := range s.Events() {
+		if ce := ev.GetChildEvent(); ce.GetRunId() == grandStarted.GetRunId() {
+			if len(ce.GetAgentPath()) != 2 || ce.GetParentRunId() != grandStarted.GetParentRunId() {
+				t.Errorf("grandchild's child_event %v, want path loop/loop and its parent", ce)
+			}
+			if ce.GetEvent().GetRunStarted() != nil || ce.GetEvent().GetRunFinished() != nil {
+				grandShown = append(grandShown, "lifecycle")
+			}
+		}
+	}
+	if len(grandShown) != 2 {
+		t.Errorf("the root's stream shows %d of the grandchild's lifecycle events, want 2", len(grandShown))
+	}
 	if lead := loop.model.Calls(); lead != 6 {
 		t.Errorf("%d model calls, want 6: three levels, each calling and answering", lead)
+	}
+}
+
+// RunConfig.child_events chooses how much of the children the stream shows.
+func TestSubagents_ChildEventLevels(t *testing.T) {
+	for _, tt := range []struct {
+		level        agentdv1.ChildEvents
+		start, delta bool
+		tool         bool
+	}{
+		{agentdv1.ChildEvents_CHILD_EVENTS_NONE, false, false, false},
+		{agentdv1.ChildEvents_CHILD_EVENTS_LIFECYCLE, true, false, false},
+		{agentdv1.ChildEvents_CHILD_EVENTS_DEFAULT, true, true, false},
+		{agentdv1.ChildEvents_CHILD_EVENTS_ALL, true, true, true},
+	} {
+		t.Run(tt.level.String(), func(t *testing.T) {
+			lead := scripted{name: "lead", goTools: []runtime.Tool{},
+				model:     &rt.Model{Steps: []rt.Step{rt.Call(0, "helper", `{"task":"echo"}`), rt.Say("ok")}},
+				subagents: []runs.Subagent{{Agent: "helper"}},
+			}
+			helper := scripted{name: "helper", goTools: []runtime.Tool{rt.Tool("echo", rt.Echo)},
+				model: &rt.Model{Steps: []rt.Step{rt.Call(0, "echo", `{"x":1}`), rt.Say("echoed")}}}
+			c := newTestServer(t, service.Config{}, lead, helper).Client
+			spec := servicetest.Input("lead", "go")
+			spec.Config = &agentdv1.RunConfig{ChildEvents: tt.level}
+			s := servicetest.Open(t, c, spec)
+			if _, err := s.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			var start, delta, tool bool
+			for _, ev := range s.Events() {
+				k := ev.GetChildEvent().GetEvent()
+				start = start || k.GetRunStarted() != nil
+				delta = delta || k.GetTextDelta() != nil
+				tool = tool || k.GetToolCallResult() != nil
+			}
+			if start != tt.start || delta != tt.delta || tool != tt.tool {
+				t.Errorf("shown: start %v, text %v, tool results %v; want %v, %v, %v", start, delta, tool, tt.start, tt.delta, tt.tool)
+			}
+		})
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
@@ -120,6 +123,7 @@ func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, ca
 	var rf *agentdv1.RunFinished
 	switch st.Outcome {
 	case StartedNew:
+		st.ss.childEvents, st.ss.forward = parent.childEvents, forwarder(parent, st.ss, sa.Agent, call.ID)
 		st.ss.own(st.req)
 		rf = st.ss.result
 		if rf == nil {
@@ -159,4 +163,41 @@ func childOutput(agent, runID string, rf *agentdv1.RunFinished) runtime.Output {
 		msg += "; what it said last: " + t
 	}
 	return runtime.ErrorOutput(msg)
+}
+
+// forwarder returns the forward of child, a run parent's call started: it journals in
+// parent's journal, as child_event, those of child's events parent's client asked to be
+// shown, and its children's, which child forwarded already, with their agent path.
+func forwarder(parent, child *session, agent, callID string) func(*agentdv1.RunEvent) {
+	level := parent.childEvents
+	return func(ev *agentdv1.RunEvent) {
+		var ce *agentdv1.ChildEvent
+		if inner := ev.GetChildEvent(); inner != nil {
+			ce = proto.CloneOf(inner)
+			ce.AgentPath = append([]string{agent}, inner.GetAgentPath()...)
+		} else {
+			if !shown(level, ev) {
+				return
+			}
+			ce = &agentdv1.ChildEvent{RunId: child.runID, ParentRunId: parent.runID, ParentToolCallId: callID, AgentPath: []string{agent}, Event: proto.CloneOf(ev)}
+		}
+		parent.mu.Lock()
+		defer parent.mu.Unlock()
+		if err := parent.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ChildEvent{ChildEvent: ce}}); err != nil && !errors.Is(err, errRunMoved) {
+			parent.srv.log.Warn("a child's event was not shown on its parent's stream", "run_id", parent.runID, "child_run_id", child.runID, "error", err)
+		}
+	}
+}
+
+// shown reports whether a child's event is one level shows.
+func shown(level agentdv1.ChildEvents, ev *agentdv1.RunEvent) bool {
+	switch ev.GetKind().(type) {
+	case *agentdv1.RunEvent_Checkpoint, *agentdv1.RunEvent_Heartbeat, *agentdv1.RunEvent_InputAck, *agentdv1.RunEvent_Attached:
+		return false
+	case *agentdv1.RunEvent_RunStarted, *agentdv1.RunEvent_RunFinished, *agentdv1.RunEvent_ApprovalRequested, *agentdv1.RunEvent_ApprovalResolved:
+		return level != agentdv1.ChildEvents_CHILD_EVENTS_NONE
+	case *agentdv1.RunEvent_MessageStarted, *agentdv1.RunEvent_TextDelta, *agentdv1.RunEvent_MessageFinished:
+		return level == agentdv1.ChildEvents_CHILD_EVENTS_UNSPECIFIED || level == agentdv1.ChildEvents_CHILD_EVENTS_DEFAULT || level == agentdv1.ChildEvents_CHILD_EVENTS_ALL
+	}
+	return level == agentdv1.ChildEvents_CHILD_EVENTS_ALL
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	continuationv1 "github.com/agentd/agentd/gen/agentd/continuation/v1"
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -136,6 +137,12 @@ func (ss *session) sendDelta(ev runtime.Event) (bool, error) {
 		ss.stampLocked(pe)
 		ss.journal.OpenDelta(pe, kind, id, text)
 		ss.srv.writer.Mark(ss)
+	}
+	if err == nil && ss.forward != nil {
+		// The delta as its own event, of the frame it joined.
+		pe := wire.EventToProto(ev)
+		pe.Seq, pe.RunId, pe.Time = ss.seq, ss.runID, timestamppb.New(ss.srv.now())
+		ss.forward(pe)
 	}
 	primary, ctx := ss.primary, ss.ctx
 	ss.mu.Unlock()

@@ -60,6 +60,11 @@ type session struct {
 	owner string
 	// lineage places the run in its tree: zero for a root, set for a child (children.go).
 	lineage lineage
+	// childEvents is which events of its children the run's journal shows; forward,
+	// set for a child before it runs, journals one of its events in its parent's, and
+	// is called under mu (a child's lock is taken before its parent's, never after).
+	childEvents agentdv1.ChildEvents
+	forward     func(ev *agentdv1.RunEvent)
 	// detach says what the run does when the stream that started it goes away: true
 	// goes on (ON_DISCONNECT_CONTINUE), false cancels.
 	detach bool
@@ -232,6 +237,7 @@ func (s *Manager) Start(ctx context.Context, mode Mode, spec *agentdv1.RunSpec) 
 	}
 	ss := s.sessionFor(mode, entry, runID, spec.GetRequestId(), plan)
 	ss.caller, ss.threaded, ss.callerName, ss.lineage = counted, threaded, caller, lin
+	ss.childEvents = spec.GetConfig().GetChildEvents()
 	if ct != nil {
 		ss.grants = ct.Grants // sealed: a client cannot add one
 	}
@@ -419,6 +425,9 @@ func (ss *session) sendLocked(ev *agentdv1.RunEvent) error {
 	}
 	ss.journal.Append(f)
 	ss.srv.writer.Mark(ss)
+	if ss.forward != nil {
+		ss.forward(ev)
+	}
 	return nil
 }
 

@@ -231,6 +231,9 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode Mode,
 	if _, ok := agentdv1.ApprovalPolicy_name[int32(p.policy)]; !ok {
 		fe.Add("start.config.approval_policy", "unknown policy %d", p.policy)
 	}
+	if _, ok := agentdv1.ChildEvents_name[int32(cfg.GetChildEvents())]; !ok {
+		fe.Add("start.config.child_events", "unknown value %d", cfg.GetChildEvents())
+	}
 	p.onDisconnect = cfg.GetOnDisconnect()
 	if _, ok := agentdv1.OnDisconnect_name[int32(p.onDisconnect)]; !ok {
 		fe.Add("start.config.on_disconnect", "unknown value %d", p.onDisconnect)

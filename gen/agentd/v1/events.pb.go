@@ -420,6 +420,7 @@ type RunEvent struct {
 	//	*RunEvent_HookEvent
 	//	*RunEvent_RunFinished
 	//	*RunEvent_Attached
+	//	*RunEvent_ChildEvent
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -690,6 +691,15 @@ func (x *RunEvent) GetAttached() *Attached {
 	return nil
 }
 
+func (x *RunEvent) GetChildEvent() *ChildEvent {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_ChildEvent); ok {
+			return x.ChildEvent
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -810,6 +820,12 @@ type RunEvent_Attached struct {
 	Attached *Attached `protobuf:"bytes,32,opt,name=attached,proto3,oneof"`
 }
 
+type RunEvent_ChildEvent struct {
+	// An event of a child run (a sub-agent's), as the run's client asked to see
+	// them (RunConfig.child_events).
+	ChildEvent *ChildEvent `protobuf:"bytes,33,opt,name=child_event,json=childEvent,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_StepStarted) isRunEvent_Kind() {}
@@ -855,6 +871,8 @@ func (*RunEvent_HookEvent) isRunEvent_Kind() {}
 func (*RunEvent_RunFinished) isRunEvent_Kind() {}
 
 func (*RunEvent_Attached) isRunEvent_Kind() {}
+
+func (*RunEvent_ChildEvent) isRunEvent_Kind() {}
 
 // Attached opens an attachment to a run: what the run is, where it stands
 // and what it waits for, as of the event with seq last_seq. The events from
@@ -987,6 +1005,92 @@ func (x *Attached) GetAttachmentId() string {
 	return ""
 }
 
+// ChildEvent carries an event of a child run: a run that a call of this run's
+// sub-agent started, or a run below it. The child's own journal holds every
+// one of its events (AttachRun on run_id); these are the ones its tree's
+// streams show (RunConfig.child_events), in the order they happened. A
+// child's deltas are not merged into one another here.
+type ChildEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run the event comes from.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The run whose call started it.
+	ParentRunId string `protobuf:"bytes,2,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// The call of parent_run_id that started it.
+	ParentToolCallId string `protobuf:"bytes,3,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	// The agents from this run's child down to run_id's, outermost first.
+	AgentPath []string `protobuf:"bytes,4,rep,name=agent_path,json=agentPath,proto3" json:"agent_path,omitempty"`
+	// The event, as run_id's journal holds it (its seq is run_id's).
+	Event         *RunEvent `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildEvent) Reset() {
+	*x = ChildEvent{}
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildEvent) ProtoMessage() {}
+
+func (x *ChildEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildEvent.ProtoReflect.Descriptor instead.
+func (*ChildEvent) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChildEvent) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ChildEvent) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *ChildEvent) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
+	}
+	return ""
+}
+
+func (x *ChildEvent) GetAgentPath() []string {
+	if x != nil {
+		return x.AgentPath
+	}
+	return nil
+}
+
+func (x *ChildEvent) GetEvent() *RunEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 // RunStarted opens a run.
 type RunStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1020,7 +1124,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1136,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1149,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunStarted) GetRunId() string {
@@ -1143,7 +1247,7 @@ type StepStarted struct {
 
 func (x *StepStarted) Reset() {
 	*x = StepStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1259,7 @@ func (x *StepStarted) String() string {
 func (*StepStarted) ProtoMessage() {}
 
 func (x *StepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1272,7 @@ func (x *StepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStarted.ProtoReflect.Descriptor instead.
 func (*StepStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StepStarted) GetStepId() string {
@@ -1229,7 +1333,7 @@ type MessageStarted struct {
 
 func (x *MessageStarted) Reset() {
 	*x = MessageStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1345,7 @@ func (x *MessageStarted) String() string {
 func (*MessageStarted) ProtoMessage() {}
 
 func (x *MessageStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1358,7 @@ func (x *MessageStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStarted.ProtoReflect.Descriptor instead.
 func (*MessageStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MessageStarted) GetMessageId() string {
@@ -1317,7 +1421,7 @@ type MessageFinished struct {
 
 func (x *MessageFinished) Reset() {
 	*x = MessageFinished{}
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1433,7 @@ func (x *MessageFinished) String() string {
 func (*MessageFinished) ProtoMessage() {}
 
 func (x *MessageFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1446,7 @@ func (x *MessageFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageFinished.ProtoReflect.Descriptor instead.
 func (*MessageFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MessageFinished) GetMessageId() string {
@@ -1409,7 +1513,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1525,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1538,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TextDelta) GetMessageId() string {
@@ -1467,7 +1571,7 @@ type ReasoningDelta struct {
 
 func (x *ReasoningDelta) Reset() {
 	*x = ReasoningDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1583,7 @@ func (x *ReasoningDelta) String() string {
 func (*ReasoningDelta) ProtoMessage() {}
 
 func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1596,7 @@ func (x *ReasoningDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasoningDelta.ProtoReflect.Descriptor instead.
 func (*ReasoningDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReasoningDelta) GetMessageId() string {
@@ -1530,7 +1634,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1646,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1659,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolCallStarted) GetToolCallId() string {
@@ -1610,7 +1714,7 @@ type ToolCallArgsDelta struct {
 
 func (x *ToolCallArgsDelta) Reset() {
 	*x = ToolCallArgsDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1726,7 @@ func (x *ToolCallArgsDelta) String() string {
 func (*ToolCallArgsDelta) ProtoMessage() {}
 
 func (x *ToolCallArgsDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1739,7 @@ func (x *ToolCallArgsDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallArgsDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallArgsDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolCallArgsDelta) GetToolCallId() string {
@@ -1666,7 +1770,7 @@ type ToolCallArgsDone struct {
 
 func (x *ToolCallArgsDone) Reset() {
 	*x = ToolCallArgsDone{}
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1782,7 @@ func (x *ToolCallArgsDone) String() string {
 func (*ToolCallArgsDone) ProtoMessage() {}
 
 func (x *ToolCallArgsDone) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1795,7 @@ func (x *ToolCallArgsDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallArgsDone.ProtoReflect.Descriptor instead.
 func (*ToolCallArgsDone) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolCallArgsDone) GetToolCallId() string {
@@ -1742,7 +1846,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1858,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1871,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApprovalRequested) GetApprovalId() string {
@@ -1860,7 +1964,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1976,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1989,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApprovalResolved) GetApprovalId() string {
@@ -1974,7 +2078,7 @@ type ToolExecutionStarted struct {
 
 func (x *ToolExecutionStarted) Reset() {
 	*x = ToolExecutionStarted{}
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2090,7 @@ func (x *ToolExecutionStarted) String() string {
 func (*ToolExecutionStarted) ProtoMessage() {}
 
 func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2103,7 @@ func (x *ToolExecutionStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStarted.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStarted) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolExecutionStarted) GetToolCallId() string {
@@ -2070,7 +2174,7 @@ type ToolCallResult struct {
 
 func (x *ToolCallResult) Reset() {
 	*x = ToolCallResult{}
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2186,7 @@ func (x *ToolCallResult) String() string {
 func (*ToolCallResult) ProtoMessage() {}
 
 func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2199,7 @@ func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
 func (*ToolCallResult) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolCallResult) GetToolCallId() string {
@@ -2190,7 +2294,7 @@ type ToolCallsCancelled struct {
 
 func (x *ToolCallsCancelled) Reset() {
 	*x = ToolCallsCancelled{}
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2306,7 @@ func (x *ToolCallsCancelled) String() string {
 func (*ToolCallsCancelled) ProtoMessage() {}
 
 func (x *ToolCallsCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2319,7 @@ func (x *ToolCallsCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallsCancelled.ProtoReflect.Descriptor instead.
 func (*ToolCallsCancelled) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallsCancelled) GetToolCallIds() []string {
@@ -2253,7 +2357,7 @@ type SteerApplied struct {
 
 func (x *SteerApplied) Reset() {
 	*x = SteerApplied{}
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2369,7 @@ func (x *SteerApplied) String() string {
 func (*SteerApplied) ProtoMessage() {}
 
 func (x *SteerApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2382,7 @@ func (x *SteerApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerApplied.ProtoReflect.Descriptor instead.
 func (*SteerApplied) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SteerApplied) GetClientSeq() int64 {
@@ -2342,7 +2446,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2458,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2471,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StepFinished) GetStepId() string {
@@ -2469,7 +2573,7 @@ type InputAck struct {
 
 func (x *InputAck) Reset() {
 	*x = InputAck{}
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2585,7 @@ func (x *InputAck) String() string {
 func (*InputAck) ProtoMessage() {}
 
 func (x *InputAck) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2598,7 @@ func (x *InputAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAck.ProtoReflect.Descriptor instead.
 func (*InputAck) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InputAck) GetClientSeq() int64 {
@@ -2546,7 +2650,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2662,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2675,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Checkpoint) GetContinuation() []byte {
@@ -2599,7 +2703,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2715,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2728,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Heartbeat) GetLastSeq() int64 {
@@ -2647,7 +2751,7 @@ type GoAway struct {
 
 func (x *GoAway) Reset() {
 	*x = GoAway{}
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2763,7 @@ func (x *GoAway) String() string {
 func (*GoAway) ProtoMessage() {}
 
 func (x *GoAway) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2776,7 @@ func (x *GoAway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GoAway.ProtoReflect.Descriptor instead.
 func (*GoAway) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GoAway) GetTimeLeft() *durationpb.Duration {
@@ -2696,7 +2800,7 @@ type HookEvent struct {
 
 func (x *HookEvent) Reset() {
 	*x = HookEvent{}
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2812,7 @@ func (x *HookEvent) String() string {
 func (*HookEvent) ProtoMessage() {}
 
 func (x *HookEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2825,7 @@ func (x *HookEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookEvent.ProtoReflect.Descriptor instead.
 func (*HookEvent) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HookEvent) GetName() string {
@@ -2794,7 +2898,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2910,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2923,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunError) GetCode() int32 {
@@ -2898,7 +3002,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_agentd_v1_events_proto_msgTypes[24]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3014,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[24]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3027,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunFinished) GetReason() RunEndReason {
@@ -2993,7 +3097,7 @@ var File_agentd_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\f\n" +
+	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x13agentd/v1/run.proto\x1a\x1aagentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\r\n" +
 	"\bRunEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12.\n" +
@@ -3026,7 +3130,9 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"hook_event\x18\x1e \x01(\v2\x14.agentd.v1.HookEventH\x00R\thookEvent\x12;\n" +
 	"\frun_finished\x18\x1f \x01(\v2\x16.agentd.v1.RunFinishedH\x00R\vrunFinished\x121\n" +
-	"\battached\x18  \x01(\v2\x13.agentd.v1.AttachedH\x00R\battachedB\x06\n" +
+	"\battached\x18  \x01(\v2\x13.agentd.v1.AttachedH\x00R\battached\x128\n" +
+	"\vchild_event\x18! \x01(\v2\x15.agentd.v1.ChildEventH\x00R\n" +
+	"childEventB\x06\n" +
 	"\x04kind\"\x99\x03\n" +
 	"\bAttached\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x14\n" +
@@ -3041,7 +3147,15 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\t \x01(\tR\trequestId\x12#\n" +
 	"\rattachment_id\x18\n" +
-	" \x01(\tR\fattachmentId\"\xc9\x02\n" +
+	" \x01(\tR\fattachmentId\"\xc0\x01\n" +
+	"\n" +
+	"ChildEvent\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\"\n" +
+	"\rparent_run_id\x18\x02 \x01(\tR\vparentRunId\x12-\n" +
+	"\x13parent_tool_call_id\x18\x03 \x01(\tR\x10parentToolCallId\x12\x1d\n" +
+	"\n" +
+	"agent_path\x18\x04 \x03(\tR\tagentPath\x12)\n" +
+	"\x05event\x18\x05 \x01(\v2\x13.agentd.v1.RunEventR\x05event\"\xc9\x02\n" +
 	"\n" +
 	"RunStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
@@ -3254,7 +3368,7 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agentd_v1_events_proto_goTypes = []any{
 	(RunState)(0),                 // 0: agentd.v1.RunState
 	(MessageKind)(0),              // 1: agentd.v1.MessageKind
@@ -3263,102 +3377,105 @@ var file_agentd_v1_events_proto_goTypes = []any{
 	(RunEndReason)(0),             // 4: agentd.v1.RunEndReason
 	(*RunEvent)(nil),              // 5: agentd.v1.RunEvent
 	(*Attached)(nil),              // 6: agentd.v1.Attached
-	(*RunStarted)(nil),            // 7: agentd.v1.RunStarted
-	(*StepStarted)(nil),           // 8: agentd.v1.StepStarted
-	(*MessageStarted)(nil),        // 9: agentd.v1.MessageStarted
-	(*MessageFinished)(nil),       // 10: agentd.v1.MessageFinished
-	(*TextDelta)(nil),             // 11: agentd.v1.TextDelta
-	(*ReasoningDelta)(nil),        // 12: agentd.v1.ReasoningDelta
-	(*ToolCallStarted)(nil),       // 13: agentd.v1.ToolCallStarted
-	(*ToolCallArgsDelta)(nil),     // 14: agentd.v1.ToolCallArgsDelta
-	(*ToolCallArgsDone)(nil),      // 15: agentd.v1.ToolCallArgsDone
-	(*ApprovalRequested)(nil),     // 16: agentd.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 17: agentd.v1.ApprovalResolved
-	(*ToolExecutionStarted)(nil),  // 18: agentd.v1.ToolExecutionStarted
-	(*ToolCallResult)(nil),        // 19: agentd.v1.ToolCallResult
-	(*ToolCallsCancelled)(nil),    // 20: agentd.v1.ToolCallsCancelled
-	(*SteerApplied)(nil),          // 21: agentd.v1.SteerApplied
-	(*StepFinished)(nil),          // 22: agentd.v1.StepFinished
-	(*InputAck)(nil),              // 23: agentd.v1.InputAck
-	(*Checkpoint)(nil),            // 24: agentd.v1.Checkpoint
-	(*Heartbeat)(nil),             // 25: agentd.v1.Heartbeat
-	(*GoAway)(nil),                // 26: agentd.v1.GoAway
-	(*HookEvent)(nil),             // 27: agentd.v1.HookEvent
-	(*RunError)(nil),              // 28: agentd.v1.RunError
-	(*RunFinished)(nil),           // 29: agentd.v1.RunFinished
-	nil,                           // 30: agentd.v1.RunError.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
-	(*Usage)(nil),                 // 32: agentd.v1.Usage
-	(Role)(0),                     // 33: agentd.v1.Role
-	(Executor)(0),                 // 34: agentd.v1.Executor
-	(ApprovalScope)(0),            // 35: agentd.v1.ApprovalScope
-	(ApprovalOutcome)(0),          // 36: agentd.v1.ApprovalOutcome
-	(*structpb.Value)(nil),        // 37: google.protobuf.Value
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
-	(*MediaPart)(nil),             // 39: agentd.v1.MediaPart
-	(*Message)(nil),               // 40: agentd.v1.Message
+	(*ChildEvent)(nil),            // 7: agentd.v1.ChildEvent
+	(*RunStarted)(nil),            // 8: agentd.v1.RunStarted
+	(*StepStarted)(nil),           // 9: agentd.v1.StepStarted
+	(*MessageStarted)(nil),        // 10: agentd.v1.MessageStarted
+	(*MessageFinished)(nil),       // 11: agentd.v1.MessageFinished
+	(*TextDelta)(nil),             // 12: agentd.v1.TextDelta
+	(*ReasoningDelta)(nil),        // 13: agentd.v1.ReasoningDelta
+	(*ToolCallStarted)(nil),       // 14: agentd.v1.ToolCallStarted
+	(*ToolCallArgsDelta)(nil),     // 15: agentd.v1.ToolCallArgsDelta
+	(*ToolCallArgsDone)(nil),      // 16: agentd.v1.ToolCallArgsDone
+	(*ApprovalRequested)(nil),     // 17: agentd.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 18: agentd.v1.ApprovalResolved
+	(*ToolExecutionStarted)(nil),  // 19: agentd.v1.ToolExecutionStarted
+	(*ToolCallResult)(nil),        // 20: agentd.v1.ToolCallResult
+	(*ToolCallsCancelled)(nil),    // 21: agentd.v1.ToolCallsCancelled
+	(*SteerApplied)(nil),          // 22: agentd.v1.SteerApplied
+	(*StepFinished)(nil),          // 23: agentd.v1.StepFinished
+	(*InputAck)(nil),              // 24: agentd.v1.InputAck
+	(*Checkpoint)(nil),            // 25: agentd.v1.Checkpoint
+	(*Heartbeat)(nil),             // 26: agentd.v1.Heartbeat
+	(*GoAway)(nil),                // 27: agentd.v1.GoAway
+	(*HookEvent)(nil),             // 28: agentd.v1.HookEvent
+	(*RunError)(nil),              // 29: agentd.v1.RunError
+	(*RunFinished)(nil),           // 30: agentd.v1.RunFinished
+	nil,                           // 31: agentd.v1.RunError.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*Usage)(nil),                 // 33: agentd.v1.Usage
+	(Role)(0),                     // 34: agentd.v1.Role
+	(Executor)(0),                 // 35: agentd.v1.Executor
+	(ApprovalScope)(0),            // 36: agentd.v1.ApprovalScope
+	(ApprovalOutcome)(0),          // 37: agentd.v1.ApprovalOutcome
+	(*structpb.Value)(nil),        // 38: google.protobuf.Value
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
+	(*MediaPart)(nil),             // 40: agentd.v1.MediaPart
+	(*Message)(nil),               // 41: agentd.v1.Message
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	31, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	7,  // 1: agentd.v1.RunEvent.run_started:type_name -> agentd.v1.RunStarted
-	8,  // 2: agentd.v1.RunEvent.step_started:type_name -> agentd.v1.StepStarted
-	9,  // 3: agentd.v1.RunEvent.message_started:type_name -> agentd.v1.MessageStarted
-	10, // 4: agentd.v1.RunEvent.message_finished:type_name -> agentd.v1.MessageFinished
-	11, // 5: agentd.v1.RunEvent.text_delta:type_name -> agentd.v1.TextDelta
-	12, // 6: agentd.v1.RunEvent.reasoning_delta:type_name -> agentd.v1.ReasoningDelta
-	13, // 7: agentd.v1.RunEvent.tool_call_started:type_name -> agentd.v1.ToolCallStarted
-	14, // 8: agentd.v1.RunEvent.tool_call_args_delta:type_name -> agentd.v1.ToolCallArgsDelta
-	15, // 9: agentd.v1.RunEvent.tool_call_args_done:type_name -> agentd.v1.ToolCallArgsDone
-	16, // 10: agentd.v1.RunEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
-	17, // 11: agentd.v1.RunEvent.approval_resolved:type_name -> agentd.v1.ApprovalResolved
-	18, // 12: agentd.v1.RunEvent.tool_execution_started:type_name -> agentd.v1.ToolExecutionStarted
-	19, // 13: agentd.v1.RunEvent.tool_call_result:type_name -> agentd.v1.ToolCallResult
-	20, // 14: agentd.v1.RunEvent.tool_calls_cancelled:type_name -> agentd.v1.ToolCallsCancelled
-	21, // 15: agentd.v1.RunEvent.steer_applied:type_name -> agentd.v1.SteerApplied
-	22, // 16: agentd.v1.RunEvent.step_finished:type_name -> agentd.v1.StepFinished
-	23, // 17: agentd.v1.RunEvent.input_ack:type_name -> agentd.v1.InputAck
-	24, // 18: agentd.v1.RunEvent.checkpoint:type_name -> agentd.v1.Checkpoint
-	25, // 19: agentd.v1.RunEvent.heartbeat:type_name -> agentd.v1.Heartbeat
-	26, // 20: agentd.v1.RunEvent.go_away:type_name -> agentd.v1.GoAway
-	27, // 21: agentd.v1.RunEvent.hook_event:type_name -> agentd.v1.HookEvent
-	29, // 22: agentd.v1.RunEvent.run_finished:type_name -> agentd.v1.RunFinished
+	32, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	8,  // 1: agentd.v1.RunEvent.run_started:type_name -> agentd.v1.RunStarted
+	9,  // 2: agentd.v1.RunEvent.step_started:type_name -> agentd.v1.StepStarted
+	10, // 3: agentd.v1.RunEvent.message_started:type_name -> agentd.v1.MessageStarted
+	11, // 4: agentd.v1.RunEvent.message_finished:type_name -> agentd.v1.MessageFinished
+	12, // 5: agentd.v1.RunEvent.text_delta:type_name -> agentd.v1.TextDelta
+	13, // 6: agentd.v1.RunEvent.reasoning_delta:type_name -> agentd.v1.ReasoningDelta
+	14, // 7: agentd.v1.RunEvent.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	15, // 8: agentd.v1.RunEvent.tool_call_args_delta:type_name -> agentd.v1.ToolCallArgsDelta
+	16, // 9: agentd.v1.RunEvent.tool_call_args_done:type_name -> agentd.v1.ToolCallArgsDone
+	17, // 10: agentd.v1.RunEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
+	18, // 11: agentd.v1.RunEvent.approval_resolved:type_name -> agentd.v1.ApprovalResolved
+	19, // 12: agentd.v1.RunEvent.tool_execution_started:type_name -> agentd.v1.ToolExecutionStarted
+	20, // 13: agentd.v1.RunEvent.tool_call_result:type_name -> agentd.v1.ToolCallResult
+	21, // 14: agentd.v1.RunEvent.tool_calls_cancelled:type_name -> agentd.v1.ToolCallsCancelled
+	22, // 15: agentd.v1.RunEvent.steer_applied:type_name -> agentd.v1.SteerApplied
+	23, // 16: agentd.v1.RunEvent.step_finished:type_name -> agentd.v1.StepFinished
+	24, // 17: agentd.v1.RunEvent.input_ack:type_name -> agentd.v1.InputAck
+	25, // 18: agentd.v1.RunEvent.checkpoint:type_name -> agentd.v1.Checkpoint
+	26, // 19: agentd.v1.RunEvent.heartbeat:type_name -> agentd.v1.Heartbeat
+	27, // 20: agentd.v1.RunEvent.go_away:type_name -> agentd.v1.GoAway
+	28, // 21: agentd.v1.RunEvent.hook_event:type_name -> agentd.v1.HookEvent
+	30, // 22: agentd.v1.RunEvent.run_finished:type_name -> agentd.v1.RunFinished
 	6,  // 23: agentd.v1.RunEvent.attached:type_name -> agentd.v1.Attached
-	0,  // 24: agentd.v1.Attached.state:type_name -> agentd.v1.RunState
-	16, // 25: agentd.v1.Attached.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	32, // 26: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
-	33, // 27: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
-	1,  // 28: agentd.v1.MessageStarted.kind:type_name -> agentd.v1.MessageKind
-	33, // 29: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
-	1,  // 30: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
-	34, // 31: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
-	31, // 32: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
-	35, // 33: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
-	36, // 34: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
-	2,  // 35: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
-	35, // 36: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
-	34, // 37: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
-	31, // 38: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
-	37, // 39: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
-	38, // 40: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
-	39, // 41: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
-	3,  // 42: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
-	32, // 43: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
-	40, // 44: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
-	28, // 45: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
-	38, // 46: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
-	37, // 47: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
-	30, // 48: agentd.v1.RunError.metadata:type_name -> agentd.v1.RunError.MetadataEntry
-	4,  // 49: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
-	28, // 50: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
-	40, // 51: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
-	32, // 52: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
-	16, // 53: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	37, // 54: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
-	55, // [55:55] is the sub-list for method output_type
-	55, // [55:55] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	7,  // 24: agentd.v1.RunEvent.child_event:type_name -> agentd.v1.ChildEvent
+	0,  // 25: agentd.v1.Attached.state:type_name -> agentd.v1.RunState
+	17, // 26: agentd.v1.Attached.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	33, // 27: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
+	5,  // 28: agentd.v1.ChildEvent.event:type_name -> agentd.v1.RunEvent
+	34, // 29: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
+	1,  // 30: agentd.v1.MessageStarted.kind:type_name -> agentd.v1.MessageKind
+	34, // 31: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
+	1,  // 32: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
+	35, // 33: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
+	32, // 34: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
+	36, // 35: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
+	37, // 36: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
+	2,  // 37: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
+	36, // 38: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
+	35, // 39: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
+	32, // 40: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
+	38, // 41: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
+	39, // 42: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
+	40, // 43: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
+	3,  // 44: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
+	33, // 45: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
+	41, // 46: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
+	29, // 47: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
+	39, // 48: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
+	38, // 49: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
+	31, // 50: agentd.v1.RunError.metadata:type_name -> agentd.v1.RunError.MetadataEntry
+	4,  // 51: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
+	29, // 52: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
+	41, // 53: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
+	33, // 54: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
+	17, // 55: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
+	38, // 56: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -3392,8 +3509,9 @@ func file_agentd_v1_events_proto_init() {
 		(*RunEvent_HookEvent)(nil),
 		(*RunEvent_RunFinished)(nil),
 		(*RunEvent_Attached)(nil),
+		(*RunEvent_ChildEvent)(nil),
 	}
-	file_agentd_v1_events_proto_msgTypes[14].OneofWrappers = []any{
+	file_agentd_v1_events_proto_msgTypes[15].OneofWrappers = []any{
 		(*ToolCallResult_Text)(nil),
 		(*ToolCallResult_Json)(nil),
 	}
@@ -3403,7 +3521,7 @@ func file_agentd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -140,6 +140,68 @@ func (OnBusy) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_run_proto_rawDescGZIP(), []int{1}
 }
 
+// ChildEvents says which events of child runs a run's streams show.
+type ChildEvents int32
+
+const (
+	// CHILD_EVENTS_DEFAULT.
+	ChildEvents_CHILD_EVENTS_UNSPECIFIED ChildEvents = 0
+	// Lifecycle (run_started, run_finished), approvals, and the child's text
+	// (message_started, text_delta, message_finished).
+	ChildEvents_CHILD_EVENTS_DEFAULT ChildEvents = 1
+	// Every event but checkpoints, heartbeats and input acks.
+	ChildEvents_CHILD_EVENTS_ALL ChildEvents = 2
+	// Lifecycle and approvals only.
+	ChildEvents_CHILD_EVENTS_LIFECYCLE ChildEvents = 3
+	// None.
+	ChildEvents_CHILD_EVENTS_NONE ChildEvents = 4
+)
+
+// Enum value maps for ChildEvents.
+var (
+	ChildEvents_name = map[int32]string{
+		0: "CHILD_EVENTS_UNSPECIFIED",
+		1: "CHILD_EVENTS_DEFAULT",
+		2: "CHILD_EVENTS_ALL",
+		3: "CHILD_EVENTS_LIFECYCLE",
+		4: "CHILD_EVENTS_NONE",
+	}
+	ChildEvents_value = map[string]int32{
+		"CHILD_EVENTS_UNSPECIFIED": 0,
+		"CHILD_EVENTS_DEFAULT":     1,
+		"CHILD_EVENTS_ALL":         2,
+		"CHILD_EVENTS_LIFECYCLE":   3,
+		"CHILD_EVENTS_NONE":        4,
+	}
+)
+
+func (x ChildEvents) Enum() *ChildEvents {
+	p := new(ChildEvents)
+	*p = x
+	return p
+}
+
+func (x ChildEvents) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChildEvents) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_run_proto_enumTypes[2].Descriptor()
+}
+
+func (ChildEvents) Type() protoreflect.EnumType {
+	return &file_agentd_v1_run_proto_enumTypes[2]
+}
+
+func (x ChildEvents) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChildEvents.Descriptor instead.
+func (ChildEvents) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{2}
+}
+
 // OnDisconnect says what a run does when the stream that started it goes
 // away. A half-close is not a disconnect: the client still reads, and what
 // then needs it parks the run (AWAITING_INPUT).
@@ -183,11 +245,11 @@ func (x OnDisconnect) String() string {
 }
 
 func (OnDisconnect) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[3].Descriptor()
 }
 
 func (OnDisconnect) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[2]
+	return &file_agentd_v1_run_proto_enumTypes[3]
 }
 
 func (x OnDisconnect) Number() protoreflect.EnumNumber {
@@ -196,7 +258,7 @@ func (x OnDisconnect) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OnDisconnect.Descriptor instead.
 func (OnDisconnect) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 // ApprovalPolicy says how tool calls that need an approval are decided.
@@ -248,11 +310,11 @@ func (x ApprovalPolicy) String() string {
 }
 
 func (ApprovalPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[4].Descriptor()
 }
 
 func (ApprovalPolicy) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[3]
+	return &file_agentd_v1_run_proto_enumTypes[4]
 }
 
 func (x ApprovalPolicy) Number() protoreflect.EnumNumber {
@@ -261,7 +323,7 @@ func (x ApprovalPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalPolicy.Descriptor instead.
 func (ApprovalPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 // ApprovalScope is how far an approval reaches.
@@ -305,11 +367,11 @@ func (x ApprovalScope) String() string {
 }
 
 func (ApprovalScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[5].Descriptor()
 }
 
 func (ApprovalScope) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[4]
+	return &file_agentd_v1_run_proto_enumTypes[5]
 }
 
 func (x ApprovalScope) Number() protoreflect.EnumNumber {
@@ -318,7 +380,7 @@ func (x ApprovalScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalScope.Descriptor instead.
 func (ApprovalScope) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 // ApprovalOutcome is how an approval request ended.
@@ -366,11 +428,11 @@ func (x ApprovalOutcome) String() string {
 }
 
 func (ApprovalOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[6].Descriptor()
 }
 
 func (ApprovalOutcome) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[5]
+	return &file_agentd_v1_run_proto_enumTypes[6]
 }
 
 func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
@@ -379,7 +441,7 @@ func (x ApprovalOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ApprovalOutcome.Descriptor instead.
 func (ApprovalOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 // SteerMode says when a steer takes effect.
@@ -422,11 +484,11 @@ func (x SteerMode) String() string {
 }
 
 func (SteerMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_run_proto_enumTypes[6].Descriptor()
+	return file_agentd_v1_run_proto_enumTypes[7].Descriptor()
 }
 
 func (SteerMode) Type() protoreflect.EnumType {
-	return &file_agentd_v1_run_proto_enumTypes[6]
+	return &file_agentd_v1_run_proto_enumTypes[7]
 }
 
 func (x SteerMode) Number() protoreflect.EnumNumber {
@@ -435,7 +497,7 @@ func (x SteerMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SteerMode.Descriptor instead.
 func (SteerMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 // RunSpec starts a run, or resumes a parked one. It is the `start` of all
@@ -650,7 +712,11 @@ type RunConfig struct {
 	// match both, so a run can tighten the agent's result, never loosen it. A
 	// schema past the server's validation bounds, or not an object schema, is
 	// refused (INVALID_ARGUMENT naming start.config.output_schema).
-	OutputSchema  *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	OutputSchema *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// Which events of its child runs (sub-agents') the run's streams show, as
+	// child_event; each child's own journal keeps all of its own. Children show
+	// their children's the same way.
+	ChildEvents   ChildEvents `protobuf:"varint,8,opt,name=child_events,json=childEvents,proto3,enum=agentd.v1.ChildEvents" json:"child_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -732,6 +798,13 @@ func (x *RunConfig) GetOutputSchema() *structpb.Struct {
 		return x.OutputSchema
 	}
 	return nil
+}
+
+func (x *RunConfig) GetChildEvents() ChildEvents {
+	if x != nil {
+		return x.ChildEvents
+	}
+	return ChildEvents_CHILD_EVENTS_UNSPECIFIED
 }
 
 // ToolPolicyOverride tightens the policy of one tool for a run.
@@ -1183,7 +1256,7 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	" \x03(\v2\x15.agentd.v1.ToolResultR\vtoolResults\x123\n" +
 	"\bmetadata\x18\v \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12,\n" +
 	"\ahistory\x18\f \x01(\x0e2\x12.agentd.v1.HistoryR\ahistory\x12*\n" +
-	"\aon_busy\x18\r \x01(\x0e2\x11.agentd.v1.OnBusyR\x06onBusy\"\x88\x03\n" +
+	"\aon_busy\x18\r \x01(\x0e2\x11.agentd.v1.OnBusyR\x06onBusy\"\xc3\x03\n" +
 	"\tRunConfig\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n" +
 	"\tmax_steps\x18\x02 \x01(\x05R\bmaxSteps\x12B\n" +
@@ -1191,7 +1264,8 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\x10approval_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12B\n" +
 	"\rtool_policies\x18\x05 \x03(\v2\x1d.agentd.v1.ToolPolicyOverrideR\ftoolPolicies\x12<\n" +
 	"\ron_disconnect\x18\x06 \x01(\x0e2\x17.agentd.v1.OnDisconnectR\fonDisconnect\x12<\n" +
-	"\routput_schema\x18\a \x01(\v2\x17.google.protobuf.StructR\foutputSchema\"o\n" +
+	"\routput_schema\x18\a \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x129\n" +
+	"\fchild_events\x18\b \x01(\x0e2\x16.agentd.v1.ChildEventsR\vchildEvents\"o\n" +
 	"\x12ToolPolicyOverride\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12)\n" +
@@ -1226,7 +1300,13 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\x06OnBusy\x12\x17\n" +
 	"\x13ON_BUSY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eON_BUSY_REJECT\x10\x01\x12\x11\n" +
-	"\rON_BUSY_STEER\x10\x02*c\n" +
+	"\rON_BUSY_STEER\x10\x02*\x8e\x01\n" +
+	"\vChildEvents\x12\x1c\n" +
+	"\x18CHILD_EVENTS_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CHILD_EVENTS_DEFAULT\x10\x01\x12\x14\n" +
+	"\x10CHILD_EVENTS_ALL\x10\x02\x12\x1a\n" +
+	"\x16CHILD_EVENTS_LIFECYCLE\x10\x03\x12\x15\n" +
+	"\x11CHILD_EVENTS_NONE\x10\x04*c\n" +
 	"\fOnDisconnect\x12\x1d\n" +
 	"\x19ON_DISCONNECT_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ON_DISCONNECT_CONTINUE\x10\x01\x12\x18\n" +
@@ -1267,57 +1347,59 @@ func file_agentd_v1_run_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_run_proto_rawDescData
 }
 
-var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_agentd_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_agentd_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_v1_run_proto_goTypes = []any{
 	(History)(0),                // 0: agentd.v1.History
 	(OnBusy)(0),                 // 1: agentd.v1.OnBusy
-	(OnDisconnect)(0),           // 2: agentd.v1.OnDisconnect
-	(ApprovalPolicy)(0),         // 3: agentd.v1.ApprovalPolicy
-	(ApprovalScope)(0),          // 4: agentd.v1.ApprovalScope
-	(ApprovalOutcome)(0),        // 5: agentd.v1.ApprovalOutcome
-	(SteerMode)(0),              // 6: agentd.v1.SteerMode
-	(*RunSpec)(nil),             // 7: agentd.v1.RunSpec
-	(*RunConfig)(nil),           // 8: agentd.v1.RunConfig
-	(*ToolPolicyOverride)(nil),  // 9: agentd.v1.ToolPolicyOverride
-	(*ApprovalDecision)(nil),    // 10: agentd.v1.ApprovalDecision
-	(*Steer)(nil),               // 11: agentd.v1.Steer
-	(*ToolResult)(nil),          // 12: agentd.v1.ToolResult
-	(*Cancel)(nil),              // 13: agentd.v1.Cancel
-	(*Ping)(nil),                // 14: agentd.v1.Ping
-	(*Message)(nil),             // 15: agentd.v1.Message
-	(*ClientTool)(nil),          // 16: agentd.v1.ClientTool
-	(*structpb.Struct)(nil),     // 17: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
-	(*structpb.Value)(nil),      // 19: google.protobuf.Value
-	(*MediaPart)(nil),           // 20: agentd.v1.MediaPart
+	(ChildEvents)(0),            // 2: agentd.v1.ChildEvents
+	(OnDisconnect)(0),           // 3: agentd.v1.OnDisconnect
+	(ApprovalPolicy)(0),         // 4: agentd.v1.ApprovalPolicy
+	(ApprovalScope)(0),          // 5: agentd.v1.ApprovalScope
+	(ApprovalOutcome)(0),        // 6: agentd.v1.ApprovalOutcome
+	(SteerMode)(0),              // 7: agentd.v1.SteerMode
+	(*RunSpec)(nil),             // 8: agentd.v1.RunSpec
+	(*RunConfig)(nil),           // 9: agentd.v1.RunConfig
+	(*ToolPolicyOverride)(nil),  // 10: agentd.v1.ToolPolicyOverride
+	(*ApprovalDecision)(nil),    // 11: agentd.v1.ApprovalDecision
+	(*Steer)(nil),               // 12: agentd.v1.Steer
+	(*ToolResult)(nil),          // 13: agentd.v1.ToolResult
+	(*Cancel)(nil),              // 14: agentd.v1.Cancel
+	(*Ping)(nil),                // 15: agentd.v1.Ping
+	(*Message)(nil),             // 16: agentd.v1.Message
+	(*ClientTool)(nil),          // 17: agentd.v1.ClientTool
+	(*structpb.Struct)(nil),     // 18: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
+	(*structpb.Value)(nil),      // 20: google.protobuf.Value
+	(*MediaPart)(nil),           // 21: agentd.v1.MediaPart
 }
 var file_agentd_v1_run_proto_depIdxs = []int32{
-	15, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
-	16, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
-	8,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
-	10, // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
-	12, // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
-	17, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
+	16, // 0: agentd.v1.RunSpec.messages:type_name -> agentd.v1.Message
+	17, // 1: agentd.v1.RunSpec.client_tools:type_name -> agentd.v1.ClientTool
+	9,  // 2: agentd.v1.RunSpec.config:type_name -> agentd.v1.RunConfig
+	11, // 3: agentd.v1.RunSpec.decisions:type_name -> agentd.v1.ApprovalDecision
+	13, // 4: agentd.v1.RunSpec.tool_results:type_name -> agentd.v1.ToolResult
+	18, // 5: agentd.v1.RunSpec.metadata:type_name -> google.protobuf.Struct
 	0,  // 6: agentd.v1.RunSpec.history:type_name -> agentd.v1.History
 	1,  // 7: agentd.v1.RunSpec.on_busy:type_name -> agentd.v1.OnBusy
-	3,  // 8: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
-	18, // 9: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
-	9,  // 10: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
-	2,  // 11: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
-	17, // 12: agentd.v1.RunConfig.output_schema:type_name -> google.protobuf.Struct
-	5,  // 13: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
-	19, // 14: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
-	4,  // 15: agentd.v1.ApprovalDecision.scope:type_name -> agentd.v1.ApprovalScope
-	15, // 16: agentd.v1.Steer.message:type_name -> agentd.v1.Message
-	6,  // 17: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
-	19, // 18: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
-	20, // 19: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	4,  // 8: agentd.v1.RunConfig.approval_policy:type_name -> agentd.v1.ApprovalPolicy
+	19, // 9: agentd.v1.RunConfig.approval_timeout:type_name -> google.protobuf.Duration
+	10, // 10: agentd.v1.RunConfig.tool_policies:type_name -> agentd.v1.ToolPolicyOverride
+	3,  // 11: agentd.v1.RunConfig.on_disconnect:type_name -> agentd.v1.OnDisconnect
+	18, // 12: agentd.v1.RunConfig.output_schema:type_name -> google.protobuf.Struct
+	2,  // 13: agentd.v1.RunConfig.child_events:type_name -> agentd.v1.ChildEvents
+	6,  // 14: agentd.v1.ApprovalDecision.outcome:type_name -> agentd.v1.ApprovalOutcome
+	20, // 15: agentd.v1.ApprovalDecision.edited_arguments:type_name -> google.protobuf.Value
+	5,  // 16: agentd.v1.ApprovalDecision.scope:type_name -> agentd.v1.ApprovalScope
+	16, // 17: agentd.v1.Steer.message:type_name -> agentd.v1.Message
+	7,  // 18: agentd.v1.Steer.mode:type_name -> agentd.v1.SteerMode
+	20, // 19: agentd.v1.ToolResult.json:type_name -> google.protobuf.Value
+	21, // 20: agentd.v1.ToolResult.media:type_name -> agentd.v1.MediaPart
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_run_proto_init() }
@@ -1335,7 +1417,7 @@ func file_agentd_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_run_proto_rawDesc), len(file_agentd_v1_run_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -116,6 +116,20 @@ class Checkpoint(_message.Message):
     step_id: str
     def __init__(self, continuation: _Optional[bytes] = ..., step_id: _Optional[str] = ...) -> None: ...
 
+class ChildEvent(_message.Message):
+    __slots__ = ["agent_path", "event", "parent_run_id", "parent_tool_call_id", "run_id"]
+    AGENT_PATH_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_path: _containers.RepeatedScalarFieldContainer[str]
+    event: RunEvent
+    parent_run_id: str
+    parent_tool_call_id: str
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., parent_tool_call_id: _Optional[str] = ..., agent_path: _Optional[_Iterable[str]] = ..., event: _Optional[_Union[RunEvent, _Mapping]] = ...) -> None: ...
+
 class GoAway(_message.Message):
     __slots__ = ["time_left"]
     TIME_LEFT_FIELD_NUMBER: _ClassVar[int]
@@ -210,11 +224,12 @@ class RunError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ["approval_requested", "approval_resolved", "attached", "checkpoint", "go_away", "heartbeat", "hook_event", "input_ack", "message_finished", "message_started", "reasoning_delta", "run_finished", "run_id", "run_started", "seq", "steer_applied", "step_finished", "step_started", "text_delta", "time", "tool_call_args_delta", "tool_call_args_done", "tool_call_result", "tool_call_started", "tool_calls_cancelled", "tool_execution_started"]
+    __slots__ = ["approval_requested", "approval_resolved", "attached", "checkpoint", "child_event", "go_away", "heartbeat", "hook_event", "input_ack", "message_finished", "message_started", "reasoning_delta", "run_finished", "run_id", "run_started", "seq", "steer_applied", "step_finished", "step_started", "text_delta", "time", "tool_call_args_delta", "tool_call_args_done", "tool_call_result", "tool_call_started", "tool_calls_cancelled", "tool_execution_started"]
     APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_RESOLVED_FIELD_NUMBER: _ClassVar[int]
     ATTACHED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    CHILD_EVENT_FIELD_NUMBER: _ClassVar[int]
     GO_AWAY_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     HOOK_EVENT_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +256,7 @@ class RunEvent(_message.Message):
     approval_resolved: ApprovalResolved
     attached: Attached
     checkpoint: Checkpoint
+    child_event: ChildEvent
     go_away: GoAway
     heartbeat: Heartbeat
     hook_event: HookEvent
@@ -263,7 +279,7 @@ class RunEvent(_message.Message):
     tool_call_started: ToolCallStarted
     tool_calls_cancelled: ToolCallsCancelled
     tool_execution_started: ToolExecutionStarted
-    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., step_started: _Optional[_Union[StepStarted, _Mapping]] = ..., message_started: _Optional[_Union[MessageStarted, _Mapping]] = ..., message_finished: _Optional[_Union[MessageFinished, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., reasoning_delta: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_args_delta: _Optional[_Union[ToolCallArgsDelta, _Mapping]] = ..., tool_call_args_done: _Optional[_Union[ToolCallArgsDone, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_resolved: _Optional[_Union[ApprovalResolved, _Mapping]] = ..., tool_execution_started: _Optional[_Union[ToolExecutionStarted, _Mapping]] = ..., tool_call_result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., tool_calls_cancelled: _Optional[_Union[ToolCallsCancelled, _Mapping]] = ..., steer_applied: _Optional[_Union[SteerApplied, _Mapping]] = ..., step_finished: _Optional[_Union[StepFinished, _Mapping]] = ..., input_ack: _Optional[_Union[InputAck, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., go_away: _Optional[_Union[GoAway, _Mapping]] = ..., hook_event: _Optional[_Union[HookEvent, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., attached: _Optional[_Union[Attached, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., step_started: _Optional[_Union[StepStarted, _Mapping]] = ..., message_started: _Optional[_Union[MessageStarted, _Mapping]] = ..., message_finished: _Optional[_Union[MessageFinished, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., reasoning_delta: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_args_delta: _Optional[_Union[ToolCallArgsDelta, _Mapping]] = ..., tool_call_args_done: _Optional[_Union[ToolCallArgsDone, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_resolved: _Optional[_Union[ApprovalResolved, _Mapping]] = ..., tool_execution_started: _Optional[_Union[ToolExecutionStarted, _Mapping]] = ..., tool_call_result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., tool_calls_cancelled: _Optional[_Union[ToolCallsCancelled, _Mapping]] = ..., steer_applied: _Optional[_Union[SteerApplied, _Mapping]] = ..., step_finished: _Optional[_Union[StepFinished, _Mapping]] = ..., input_ack: _Optional[_Union[InputAck, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., go_away: _Optional[_Union[GoAway, _Mapping]] = ..., hook_event: _Optional[_Union[HookEvent, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., attached: _Optional[_Union[Attached, _Mapping]] = ..., child_event: _Optional[_Union[ChildEvent, _Mapping]] = ...) -> None: ...
 
 class RunFinished(_message.Message):
     __slots__ = ["continuation", "error", "final_text", "new_messages", "output", "pending_approvals", "pending_client_tool_call_ids", "reason", "usage"]

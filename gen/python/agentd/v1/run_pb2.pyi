@@ -21,6 +21,11 @@ APPROVAL_SCOPE_ONCE: ApprovalScope
 APPROVAL_SCOPE_RUN: ApprovalScope
 APPROVAL_SCOPE_THREAD: ApprovalScope
 APPROVAL_SCOPE_UNSPECIFIED: ApprovalScope
+CHILD_EVENTS_ALL: ChildEvents
+CHILD_EVENTS_DEFAULT: ChildEvents
+CHILD_EVENTS_LIFECYCLE: ChildEvents
+CHILD_EVENTS_NONE: ChildEvents
+CHILD_EVENTS_UNSPECIFIED: ChildEvents
 DESCRIPTOR: _descriptor.FileDescriptor
 HISTORY_CLIENT: History
 HISTORY_THREAD: History
@@ -60,9 +65,10 @@ class Ping(_message.Message):
     def __init__(self) -> None: ...
 
 class RunConfig(_message.Message):
-    __slots__ = ["approval_policy", "approval_timeout", "max_steps", "model", "on_disconnect", "output_schema", "tool_policies"]
+    __slots__ = ["approval_policy", "approval_timeout", "child_events", "max_steps", "model", "on_disconnect", "output_schema", "tool_policies"]
     APPROVAL_POLICY_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    CHILD_EVENTS_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ON_DISCONNECT_FIELD_NUMBER: _ClassVar[int]
@@ -70,12 +76,13 @@ class RunConfig(_message.Message):
     TOOL_POLICIES_FIELD_NUMBER: _ClassVar[int]
     approval_policy: ApprovalPolicy
     approval_timeout: _duration_pb2.Duration
+    child_events: ChildEvents
     max_steps: int
     model: str
     on_disconnect: OnDisconnect
     output_schema: _struct_pb2.Struct
     tool_policies: _containers.RepeatedCompositeFieldContainer[ToolPolicyOverride]
-    def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ..., on_disconnect: _Optional[_Union[OnDisconnect, str]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., max_steps: _Optional[int] = ..., approval_policy: _Optional[_Union[ApprovalPolicy, str]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., tool_policies: _Optional[_Iterable[_Union[ToolPolicyOverride, _Mapping]]] = ..., on_disconnect: _Optional[_Union[OnDisconnect, str]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., child_events: _Optional[_Union[ChildEvents, str]] = ...) -> None: ...
 
 class RunSpec(_message.Message):
     __slots__ = ["agent", "client_tools", "config", "continuation", "decisions", "history", "input", "messages", "metadata", "on_busy", "request_id", "thread_id", "tool_results"]
@@ -145,6 +152,9 @@ class History(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class OnBusy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ChildEvents(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class OnDisconnect(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -251,6 +251,15 @@ export declare type RunEvent = Message<"agentd.v1.RunEvent"> & {
      */
     value: Attached;
     case: "attached";
+  } | {
+    /**
+     * An event of a child run (a sub-agent's), as the run's client asked to see
+     * them (RunConfig.child_events).
+     *
+     * @generated from field: agentd.v1.ChildEvent child_event = 33;
+     */
+    value: ChildEvent;
+    case: "childEvent";
   } | { case: undefined; value?: undefined };
 };
 
@@ -346,6 +355,58 @@ export declare type Attached = Message<"agentd.v1.Attached"> & {
  * Use `create(AttachedSchema)` to create a new message.
  */
 export declare const AttachedSchema: GenMessage<Attached>;
+
+/**
+ * ChildEvent carries an event of a child run: a run that a call of this run's
+ * sub-agent started, or a run below it. The child's own journal holds every
+ * one of its events (AttachRun on run_id); these are the ones its tree's
+ * streams show (RunConfig.child_events), in the order they happened. A
+ * child's deltas are not merged into one another here.
+ *
+ * @generated from message agentd.v1.ChildEvent
+ */
+export declare type ChildEvent = Message<"agentd.v1.ChildEvent"> & {
+  /**
+   * The run the event comes from.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The run whose call started it.
+   *
+   * @generated from field: string parent_run_id = 2;
+   */
+  parentRunId: string;
+
+  /**
+   * The call of parent_run_id that started it.
+   *
+   * @generated from field: string parent_tool_call_id = 3;
+   */
+  parentToolCallId: string;
+
+  /**
+   * The agents from this run's child down to run_id's, outermost first.
+   *
+   * @generated from field: repeated string agent_path = 4;
+   */
+  agentPath: string[];
+
+  /**
+   * The event, as run_id's journal holds it (its seq is run_id's).
+   *
+   * @generated from field: agentd.v1.RunEvent event = 5;
+   */
+  event?: RunEvent | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ChildEvent.
+ * Use `create(ChildEventSchema)` to create a new message.
+ */
+export declare const ChildEventSchema: GenMessage<ChildEvent>;
 
 /**
  * RunStarted opens a run.

@@ -212,6 +212,15 @@ export declare type RunConfig = Message<"agentd.v1.RunConfig"> & {
    * @generated from field: google.protobuf.Struct output_schema = 7;
    */
   outputSchema?: JsonObject | undefined;
+
+  /**
+   * Which events of its child runs (sub-agents') the run's streams show, as
+   * child_event; each child's own journal keeps all of its own. Children show
+   * their children's the same way.
+   *
+   * @generated from field: agentd.v1.ChildEvents child_events = 8;
+   */
+  childEvents: ChildEvents;
 };
 
 /**
@@ -525,6 +534,54 @@ export enum OnBusy {
  * Describes the enum agentd.v1.OnBusy.
  */
 export declare const OnBusySchema: GenEnum<OnBusy>;
+
+/**
+ * ChildEvents says which events of child runs a run's streams show.
+ *
+ * @generated from enum agentd.v1.ChildEvents
+ */
+export enum ChildEvents {
+  /**
+   * CHILD_EVENTS_DEFAULT.
+   *
+   * @generated from enum value: CHILD_EVENTS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Lifecycle (run_started, run_finished), approvals, and the child's text
+   * (message_started, text_delta, message_finished).
+   *
+   * @generated from enum value: CHILD_EVENTS_DEFAULT = 1;
+   */
+  DEFAULT = 1,
+
+  /**
+   * Every event but checkpoints, heartbeats and input acks.
+   *
+   * @generated from enum value: CHILD_EVENTS_ALL = 2;
+   */
+  ALL = 2,
+
+  /**
+   * Lifecycle and approvals only.
+   *
+   * @generated from enum value: CHILD_EVENTS_LIFECYCLE = 3;
+   */
+  LIFECYCLE = 3,
+
+  /**
+   * None.
+   *
+   * @generated from enum value: CHILD_EVENTS_NONE = 4;
+   */
+  NONE = 4,
+}
+
+/**
+ * Describes the enum agentd.v1.ChildEvents.
+ */
+export declare const ChildEventsSchema: GenEnum<ChildEvents>;
 
 /**
  * OnDisconnect says what a run does when the stream that started it goes
