@@ -230,9 +230,9 @@ type Request struct {
 	// every run of an agent. On an agent that has an OutputSchema of its own, an answer
 	// must match both, so a run can only tighten the agent's result; the model is offered
 	// both at once ({"allOf": [agent's, run's]}), or the run's alone where either refers
-	// within itself ($ref, $defs, $id), which nesting would break. It is compiled within CompileSchema's limits; a schema past them, or
-	// not an object schema, is refused with ErrInvalidRequest. Whether a client may set it
-	// is the server's to decide.
+	// within itself ($ref, $defs, $id), which nesting would break. It is compiled within
+	// CompileSchema's limits; a schema past them, or not an object schema, is refused with
+	// ErrInvalidRequest. Whether a client may set it is the server's to decide.
 	OutputSchema json.RawMessage
 	// ApprovalTimeout bounds each wait for a decision; past it the request expires and
 	// the call is denied. Zero waits as long as the run's context allows.

@@ -290,28 +290,18 @@ func safeCheck(ctx context.Context, g Guardrail, in *GuardCheck) (trip *Trip, er
 	return g.Check(ctx, in)
 }
 
-// checkAll runs the blocking checks of stage in order; the first trip wins.
-func (r *run) checkAll(stage GuardStage, in *GuardCheck, pick func(guard) bool) *GuardrailError {
+// checkAll runs the blocking checks of stage that pick leaves in (nil: all), in order;
+// the first trip wins, and what its guardrail does at a tool stage comes with it.
+func (r *run) checkAll(stage GuardStage, in *GuardCheck, pick func(guard) bool) (*GuardrailError, GuardAction) {
 	for _, g := range r.guards {
 		if !g.applies(stage, in.Call.Name) || (pick != nil && !pick(g)) {
 			continue
 		}
 		if ge := r.check(r.ctx, g, in); ge != nil {
-			return ge
+			return ge, g.spec.OnToolTrip
 		}
 	}
-	return nil
-}
-
-// guardInfo is the RunInfo guardrails see: a copy whose Emit does nothing, as a check may
-// run beside the run's goroutine.
-func (r *run) guardInfo() *RunInfo {
-	if r.guardRunInfo == nil {
-		info := *r.info
-		info.emit = nil
-		r.guardRunInfo = &info
-	}
-	return r.guardRunInfo
+	return nil, GuardEnd
 }
 
 // inputCheck is the input stage's check of msgs, the new user messages of a step; nil
@@ -324,7 +314,7 @@ func (r *run) inputCheck(msgs []Message) *GuardCheck {
 	for _, m := range msgs {
 		texts = append(texts, m.Text())
 	}
-	return &GuardCheck{RunInfo: r.guardInfo(), Stage: GuardInput, Text: strings.Join(texts, "\n"), Messages: msgs}
+	return &GuardCheck{RunInfo: r.quietInfo, Stage: GuardInput, Text: strings.Join(texts, "\n"), Messages: msgs}
 }
 
 // newInput returns the user messages a step brings: its steers, and on a run's first
@@ -389,11 +379,11 @@ func (r *run) checkOutput() *StopError {
 	if len(r.guards) == 0 {
 		return nil
 	}
-	in := &GuardCheck{RunInfo: r.guardInfo(), Stage: GuardOutput, Text: r.finalText}
+	in := &GuardCheck{RunInfo: r.quietInfo, Stage: GuardOutput, Text: r.finalText}
 	if r.out != nil {
 		in.Output = r.out.result
 	}
-	ge := r.checkAll(GuardOutput, in, nil)
+	ge, _ := r.checkAll(GuardOutput, in, nil)
 	if ge == nil {
 		return nil
 	}
@@ -411,15 +401,8 @@ func (r *run) checkToolInput(c *pcall, afterApproval bool) *StopError {
 	if len(r.guards) == 0 || c.entry == nil || c.entry.output {
 		return nil
 	}
-	in := &GuardCheck{RunInfo: r.guardInfo(), Stage: GuardToolInput, Text: c.Call.Arguments, Call: c.Call, Spec: c.entry.spec}
-	var action GuardAction
-	ge := r.checkAll(GuardToolInput, in, func(g guard) bool {
-		if g.spec.AfterApproval != afterApproval {
-			return false
-		}
-		action = g.spec.OnToolTrip
-		return true
-	})
+	in := &GuardCheck{RunInfo: r.quietInfo, Stage: GuardToolInput, Text: c.Call.Arguments, Call: c.Call, Spec: c.entry.spec}
+	ge, action := r.checkAll(GuardToolInput, in, func(g guard) bool { return g.spec.AfterApproval == afterApproval })
 	if ge == nil {
 		return nil
 	}
@@ -437,9 +420,8 @@ func (r *run) checkToolOutput(c *pcall) *StopError {
 	if len(r.guards) == 0 || !c.executed || c.entry == nil || c.entry.output {
 		return nil
 	}
-	in := &GuardCheck{RunInfo: r.guardInfo(), Stage: GuardToolOutput, Text: c.Result.String(), Call: c.Call, Spec: c.entry.spec, Result: c.Result}
-	var action GuardAction
-	ge := r.checkAll(GuardToolOutput, in, func(g guard) bool { action = g.spec.OnToolTrip; return true })
+	in := &GuardCheck{RunInfo: r.quietInfo, Stage: GuardToolOutput, Text: c.Result.String(), Call: c.Call, Spec: c.entry.spec, Result: c.Result}
+	ge, action := r.checkAll(GuardToolOutput, in, nil)
 	if ge == nil {
 		return nil
 	}

@@ -45,7 +45,7 @@ type run struct {
 	tel           runTelemetry // the run's span and metric attributes
 	stopAfterTool *StopError   // a stop returned by an AfterTool hook
 	guards        []guard      // the guardrails of the run's chain (guardrail.go)
-	guardRunInfo  *RunInfo     // what they see of the run
+	quietInfo     *RunInfo     // r.info that emits nothing: what tools and guardrails see
 }
 
 func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, error) bool) (*run, error) {
@@ -130,10 +130,12 @@ func (a *Agent) newRun(ctx context.Context, req *Request, yield func(Event, erro
 	}
 	r.info = &RunInfo{RunID: runID, ThreadID: threadID, Agent: a.cfg.Name, Model: r.model.Name(), Caller: req.Caller, Metadata: req.Metadata}
 	r.info.emit = func(name string, value any) { r.hookQueue = append(r.hookQueue, &HookEvent{Name: name, Value: value}) }
-	// What tools read through RunInfoFromContext is a copy that emits nothing: tools may
-	// run in parallel, and only hooks, which run one at a time, emit.
+	// What tools read through RunInfoFromContext, and guardrails in their checks, is a
+	// copy that emits nothing: tools and parallel checks run beside the run's goroutine,
+	// and only hooks, which run one at a time on it, emit.
 	ctxInfo := *r.info
 	ctxInfo.emit = nil
+	r.quietInfo = &ctxInfo
 	if req.Hooks != nil || a.cfg.Hooks != nil {
 		// One chain, one order: the request's hooks (the server's) before the agent's.
 		// Hook failures are logged with the run's id (and, through ctx, its trace). The
@@ -354,7 +356,7 @@ func (r *run) runStep() (done bool) {
 		input = r.inputCheck(r.newInput(stepMsgs))
 	}
 	if input != nil {
-		if ge := r.checkAll(GuardInput, input, func(g guard) bool { return !g.spec.Parallel }); ge != nil {
+		if ge, _ := r.checkAll(GuardInput, input, func(g guard) bool { return !g.spec.Parallel }); ge != nil {
 			r.finishStep(stepID, FinishInterrupted, stepMsgs)
 			r.finish(EndStopped, ge.stop(), nil)
 			return true
