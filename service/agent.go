@@ -51,12 +51,7 @@ func agentToProto(e *Agent) *agentdv1.Agent {
 		ModelOverrideAllowed: e.Models != nil, MaxSteps: int32(e.Runtime.MaxSteps()),
 		RunOutputSchemaAllowed: e.RunOutputSchema,
 	}
-	if raw := e.Runtime.OutputSchema(); raw != nil {
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err == nil {
-			a.OutputSchema, _ = structpb.NewStruct(m)
-		}
-	}
+	a.OutputSchema = schemaStruct(e.Runtime.OutputSchema())
 	for _, t := range toolInfos(e) {
 		ti := &agentdv1.ToolInfo{
 			Spec:             &agentdv1.ToolSpec{Name: t.Spec.Name, Description: t.Spec.Description},
@@ -70,13 +65,22 @@ func agentToProto(e *Agent) *agentdv1.Agent {
 		if t.Timeout > 0 {
 			ti.Timeout = durationpb.New(t.Timeout)
 		}
-		if len(t.Spec.Parameters) > 0 {
-			var m map[string]any
-			if err := json.Unmarshal(t.Spec.Parameters, &m); err == nil {
-				ti.Spec.Parameters, _ = structpb.NewStruct(m)
-			}
-		}
+		ti.Spec.Parameters = schemaStruct(t.Spec.Parameters)
 		a.Tools = append(a.Tools, ti)
 	}
 	return a
+}
+
+// schemaStruct is a JSON Schema (an object) as a Struct; nil for none, or for one that
+// is not a JSON object.
+func schemaStruct(raw json.RawMessage) *structpb.Struct {
+	if len(raw) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	s, _ := structpb.NewStruct(m)
+	return s
 }

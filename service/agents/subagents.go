@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"cmp"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,7 +96,7 @@ func (c *Config) subagents(i int) []runs.Subagent {
 				}
 			}
 		}
-		out = append(out, runs.Subagent{Agent: sa.Agent, Tool: cmp.Or(sa.As, sa.Agent), Description: desc})
+		out = append(out, runs.Subagent{Agent: sa.Agent, Tool: sa.tool(), Description: desc})
 	}
 	return out
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
 )
@@ -167,19 +165,18 @@ func childOutput(agent, runID string, rf *agentdv1.RunFinished) runtime.Output {
 
 // forwarder returns the forward of child, a run parent's call started: it journals in
 // parent's journal, as child_event, those of child's events parent's client asked to be
-// shown, and its children's, which child forwarded already, with their agent path.
+// shown, and its children's, which child forwarded already, with their agent path. The
+// wrapper holds ev itself, not a copy: the parent's journal marshals it before forward
+// returns, while child's lock keeps ev as it is.
 func forwarder(parent, child *session, agent, callID string) func(*agentdv1.RunEvent) {
 	level := parent.childEvents
 	return func(ev *agentdv1.RunEvent) {
-		var ce *agentdv1.ChildEvent
+		ce := &agentdv1.ChildEvent{RunId: child.runID, ParentRunId: parent.runID, ParentToolCallId: callID, AgentPath: []string{agent}, Event: ev}
 		if inner := ev.GetChildEvent(); inner != nil {
-			ce = proto.CloneOf(inner)
-			ce.AgentPath = append([]string{agent}, inner.GetAgentPath()...)
-		} else {
-			if !shown(level, ev) {
-				return
-			}
-			ce = &agentdv1.ChildEvent{RunId: child.runID, ParentRunId: parent.runID, ParentToolCallId: callID, AgentPath: []string{agent}, Event: proto.CloneOf(ev)}
+			ce = &agentdv1.ChildEvent{RunId: inner.GetRunId(), ParentRunId: inner.GetParentRunId(), ParentToolCallId: inner.GetParentToolCallId(),
+				AgentPath: append([]string{agent}, inner.GetAgentPath()...), Event: inner.GetEvent()}
+		} else if !shown(level, ev) {
+			return
 		}
 		parent.mu.Lock()
 		defer parent.mu.Unlock()
