@@ -49,6 +49,8 @@ type scripted struct {
 	hooks runtime.Hooks
 	// subagents are the agents an agent built in Go calls as tools.
 	subagents []runs.Subagent
+	// parallel is how many calls of a step an agent built in Go runs at once.
+	parallel int
 }
 
 // newTestServer serves the built-in demo agent (no pacing) and the scripted agents.
@@ -75,7 +77,7 @@ func newTestServerWith(t testing.TB, cfg service.Config, h runtime.Hooks, script
 			}
 			r, err := runtime.New(runtime.Config{
 				Name: a.name, Model: a.model, Tools: tools, MaxSteps: a.steps, Logger: cfg.Logger, Policy: a.goPolicy,
-				OutputSchema: json.RawMessage(a.output), Hooks: a.hooks,
+				OutputSchema: json.RawMessage(a.output), Hooks: a.hooks, ParallelTools: a.parallel,
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -157,8 +157,8 @@ func TestSubagents_ChildIsARun(t *testing.T) {
 	}
 }
 
-// A child that fails, or needs a person, gives the call an error result the parent's
-// model reads; the parent goes on.
+// A child that fails, or needs a person in a run nobody answers, gives the call an
+// error result the parent's model reads; the parent goes on.
 func TestSubagents_ChildFailsIsAnErrorResult(t *testing.T) {
 	lead := scripted{name: "lead", goTools: []runtime.Tool{},
 		model: &rt.Model{Steps: []rt.Step{
@@ -172,7 +172,10 @@ func TestSubagents_ChildFailsIsAnErrorResult(t *testing.T) {
 		goPolicy: runtime.Policy{Tools: map[string]runtime.ToolPolicy{"delete": {Approval: runtime.ApprovalAlways}}},
 		model:    &rt.Model{Steps: []rt.Step{rt.Call(0, "delete", `{}`), rt.Say("deleted")}}}
 	c := newTestServer(t, service.Config{}, lead, broken, careful).Client
-	fin, err := servicetest.Open(t, c, servicetest.Input("lead", "go")).Finish()
+	// A run nobody answers (INTERRUPT): its child cannot be answered either.
+	spec := servicetest.Input("lead", "go")
+	spec.Config = &agentdv1.RunConfig{ApprovalPolicy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT}
+	fin, err := servicetest.Open(t, c, spec).Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v, want the lead to complete", fin.GetReason(), err)
 	}

@@ -35,7 +35,7 @@ func TestLoadFileExample(t *testing.T) {
 			AllowModelOverride: true,
 			MaxSteps:           10,
 			Tools: append(builtinToolSummaries(runtime.ApprovalAlways, 30*time.Second, true),
-				toolSummary{Name: "researcher", Source: "agent:researcher", Timeout: 10 * time.Minute}),
+				toolSummary{Name: "researcher", Source: "agent:researcher", Timeout: 10 * time.Minute, Parallel: true}),
 		},
 		{
 			Name:        "bench-medium",

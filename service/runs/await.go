@@ -99,7 +99,7 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		slot.closeLocked(w.policy.why)
 		ss.mu.Unlock()
 		return w.policy.v, w.policy.err
-	case ss.mode != ModeRun || slot == nil:
+	case !ss.answerableLocked() || slot == nil:
 		slot.closeLocked(w.parked)
 		ss.mu.Unlock()
 		return zero, runtime.ErrInterrupt
@@ -112,7 +112,10 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		ss.mu.Unlock()
 		return zero, runtime.ErrInterrupt
 	}
-	nobody := ss.nobody
+	nobody, inputDone := ss.nobody, ss.inputDoneCh
+	if ss.tree != nil {
+		inputDone = ss.tree.inputDoneCh // the root's clients are the child's
+	}
 	// A stream that can answer is attached: the run waits for it, and parks after
 	// ParkAfter all the same, so that a person's hours of thought cost no goroutine.
 	var parkAfter <-chan time.Time
@@ -127,7 +130,7 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 	case v := <-slot.ch:
 		return v, nil
 	case <-ctx.Done():
-	case <-ss.inputDoneCh:
+	case <-inputDone:
 	case <-nobody: // the last stream that could answer went away
 	case <-parkAfter:
 		parkNow = true
@@ -154,6 +157,13 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		return zero, err
 	}
 	return zero, runtime.ErrInterrupt // the client half-closed: park
+}
+
+// answerableLocked reports whether a client may answer the run while it waits: a Run
+// stream's run, or a child of one, whose root's Run streams answer it (and any Run
+// stream attached to the child itself).
+func (ss *session) answerableLocked() bool {
+	return ss.mode == ModeRun || (ss.tree != nil && ss.tree.mode == ModeRun)
 }
 
 // waitEnded says why a wait for the client ended without its answer; expired is what

@@ -22,10 +22,14 @@ import (
 // result as JSON. A child that does not complete gives the call an error result the
 // parent's model can correct from.
 //
-// This first form waits for the child on the call's goroutine, as a tool waits for its
-// work: the child runs under INTERRUPT, so a child that needs a person's decision or a
-// client's tool ends AWAITING_INPUT, and the call says so. Cancelling the parent cancels
-// the child.
+// The call waits for the child on its goroutine, as a tool waits for its work. The
+// child runs under its parent's approval policy and is answered by its tree's clients:
+// its approval requests show on the root's streams (as child_event), and a decision
+// sent to the root, on a stream or by SendRunInput, reaches the child that asked by
+// the approval's id (routeLocked), as a steer does by the child's run id. A child of a
+// run nobody can answer (StartRun's and ExecuteRun's, under INTERRUPT) ends
+// AWAITING_INPUT when it needs a person, and the call says so. Cancelling the parent
+// cancels the child.
 
 // Subagent describes an agent offered as a tool.
 type Subagent struct {
@@ -54,6 +58,8 @@ func SubagentTool(sa Subagent) runtime.Tool {
 		Description: cmp.Or(sa.Description, fmt.Sprintf("Delegate a task to the agent %s, which works on it on its own and answers with its result.", sa.Agent)),
 		Parameters:  json.RawMessage(subagentParameters),
 		Timeout:     cmp.Or(sa.Timeout, 10*time.Minute),
+		// Children run side by side, as many as the parent's parallel_tools allows.
+		Parallel: true,
 	}
 	return &subagentTool{sa: sa, spec: spec}
 }
@@ -111,19 +117,28 @@ func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, ca
 	spec := &agentdv1.RunSpec{
 		Agent: sa.Agent,
 		Input: task,
-		// Nobody answers the child yet: what needs a person ends it AWAITING_INPUT.
-		Config: &agentdv1.RunConfig{ApprovalPolicy: agentdv1.ApprovalPolicy_APPROVAL_POLICY_INTERRUPT},
+		// The tree's clients answer the child as they answer its root: under the root's
+		// policy, what the child needs a person for is asked on the root's streams.
+		Config: &agentdv1.RunConfig{ApprovalPolicy: parent.policy},
 	}
-	st, err := s.Start(context.WithValue(ctx, lineageKey{}, lin), ModeExecute, spec)
+	st, err := s.Start(context.WithValue(ctx, lineageKey{}, lin), ModeChild, spec)
 	if err != nil {
 		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: %v", sa.Agent, err))
 	}
 	var rf *agentdv1.RunFinished
 	switch st.Outcome {
 	case StartedNew:
-		st.ss.childEvents, st.ss.forward = parent.childEvents, forwarder(parent, st.ss, sa.Agent, call.ID)
-		st.ss.own(st.req)
-		rf = st.ss.result
+		child := st.ss
+		child.childEvents, child.forward = parent.childEvents, forwarder(parent, child, sa.Agent, call.ID)
+		child.tree, child.parentRun = cmp.Or(parent.tree, parent), parent
+		for a := parent; a != nil; a = a.parentRun {
+			a.joinTree(child)
+		}
+		child.own(st.req)
+		for a := parent; a != nil; a = a.parentRun {
+			a.leaveTree(child)
+		}
+		rf = child.result
 		if rf == nil {
 			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, st.RunID, st.ss.status))
 		}
@@ -197,4 +212,45 @@ func shown(level agentdv1.ChildEvents, ev *agentdv1.RunEvent) bool {
 		return level == agentdv1.ChildEvents_CHILD_EVENTS_UNSPECIFIED || level == agentdv1.ChildEvents_CHILD_EVENTS_DEFAULT || level == agentdv1.ChildEvents_CHILD_EVENTS_ALL
 	}
 	return level == agentdv1.ChildEvents_CHILD_EVENTS_ALL
+}
+
+// joinTree records child, a run below ss, going on now: input for it sent to ss reaches it.
+func (ss *session) joinTree(child *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.treeRuns == nil {
+		ss.treeRuns = map[string]*session{}
+	}
+	ss.treeRuns[child.runID] = child
+}
+
+// leaveTree records that child, a run below ss, has ended here.
+func (ss *session) leaveTree(child *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.treeRuns, child.runID)
+}
+
+// treeRunLocked returns the run below ss that has approval id open (or had it), or nil.
+// Called with ss's mu held, which it lets go of while it looks at each run below: a
+// child's lock is never taken under its root's.
+func (ss *session) treeRunLocked(approvalID string) *session {
+	if len(ss.treeRuns) == 0 {
+		return nil
+	}
+	below := make([]*session, 0, len(ss.treeRuns))
+	for _, c := range ss.treeRuns {
+		below = append(below, c)
+	}
+	ss.mu.Unlock()
+	defer ss.mu.Lock()
+	for _, c := range below {
+		c.mu.Lock()
+		_, ok := c.approvals[approvalID]
+		c.mu.Unlock()
+		if ok {
+			return c
+		}
+	}
+	return nil
 }

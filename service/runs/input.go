@@ -326,13 +326,29 @@ func (t runTools) decision(ctx context.Context, d *agentdv1.ApprovalDecision, to
 }
 
 // decide acts on a client's approval decision. It is called without mu held: edited
-// arguments are validated outside the lock, then the approval is checked again.
+// arguments are validated outside the lock, then the approval is checked again. A
+// decision on an approval of a run below ss goes to that run, and is acked here.
 func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
+	ss.mu.Lock()
+	if ss.approvals[d.GetApprovalId()] == nil {
+		if c := ss.treeRunLocked(d.GetApprovalId()); c != nil {
+			ss.mu.Unlock()
+			c.decideFor(ss, in, d)
+			return
+		}
+	}
+	ss.mu.Unlock()
+	ss.decideFor(ss, in, d)
+}
+
+// decideFor acts on a decision for ss, which acker, ss or its tree's root, acks in its
+// journal: the client sent it there.
+func (ss *session) decideFor(acker *session, in input, d *agentdv1.ApprovalDecision) {
 	ss.mu.Lock()
 	slot := ss.approvals[d.GetApprovalId()]
 	refusal := ss.approvalRefusalLocked(slot, d.GetApprovalId())
 	if refusal != nil {
-		ss.ackLocked(in, refusal)
+		ss.ackToLocked(acker, in, refusal)
 		ss.mu.Unlock()
 		return
 	}
@@ -361,10 +377,10 @@ func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 		refusal = ss.scopeRefusalLocked(slot, scope, rd)
 	}
 	if refusal != nil {
-		ss.ackLocked(in, refusal)
+		ss.ackToLocked(acker, in, refusal)
 		return
 	}
-	ss.ackLocked(in, nil)
+	ss.ackToLocked(acker, in, nil)
 	if scope > agentdv1.ApprovalScope_APPROVAL_SCOPE_ONCE {
 		args := cmp.Or(rd.EditedArguments, slot.args)
 		_, any := ss.allowedScopes(slot.tool, true)
@@ -420,14 +436,33 @@ func (ss *session) approvalRefusalLocked(slot *answerSlot[runtime.Decision], id 
 // bounds what waits, and interrupts the step for an interrupting steer. The ack goes out
 // under mu, before any event the steer causes.
 func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
+	if id := st.GetRunId(); id != "" && id != ss.runID {
+		c := ss.treeRuns[id]
+		if c == nil {
+			ss.ackLocked(in, ackError(reasonInvalidSteer, "run_id: no run %q below this one is going on", id))
+			return
+		}
+		// The child's lock first, then this one's, for the ack.
+		ss.mu.Unlock()
+		defer ss.mu.Lock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.steerToLocked(ss, in, st)
+		return
+	}
+	ss.steerToLocked(ss, in, st)
+}
+
+// steerToLocked queues a steer for ss, which acker, ss or its tree's root, acks.
+func (ss *session) steerToLocked(acker *session, in input, st *agentdv1.Steer) {
 	if refusal := ss.endingLocked(); refusal != nil {
-		ss.ackLocked(in, refusal)
+		ss.ackToLocked(acker, in, refusal)
 		return
 	}
 	var m runtime.Message
 	switch {
 	case st.GetMessage() != nil && st.GetText() != "":
-		ss.ackLocked(in, ackError(reasonInvalidSteer, "set message or text, not both"))
+		ss.ackToLocked(acker, in, ackError(reasonInvalidSteer, "set message or text, not both"))
 		return
 	case st.GetMessage() != nil:
 		pm := st.GetMessage()
@@ -437,13 +472,13 @@ func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 		var fe wire.FieldErrors
 		m = steerMessage(pm, &fe)
 		if len(fe) > 0 {
-			ss.ackLocked(in, ackError(reasonInvalidSteer, "%s", fe.Summary()))
+			ss.ackToLocked(acker, in, ackError(reasonInvalidSteer, "%s", fe.Summary()))
 			return
 		}
 	case st.GetText() != "":
 		m = runtime.UserMessage(st.GetText())
 	default:
-		ss.ackLocked(in, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
+		ss.ackToLocked(acker, in, ackError(reasonInvalidSteer, "a steer needs a message or a text"))
 		return
 	}
 	// A token is spent only on a steer the inbox takes: one it refuses costs none. A
@@ -451,7 +486,7 @@ func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 	res := ss.steerLimit.Reserve()
 	if in.replay == nil && (!res.OK() || res.Delay() > 0) {
 		res.Cancel()
-		ss.ackLocked(in, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
+		ss.ackToLocked(acker, in, ackError(reasonSteerRateLimited, "too many steers: at most %g a second (burst %d)", float64(ss.steerLimit.Limit()), ss.steerLimit.Burst()))
 		return
 	}
 	interrupt := st.GetMode() == agentdv1.SteerMode_STEER_MODE_INTERRUPT
@@ -461,11 +496,24 @@ func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 		if in.replay != nil {
 			ss.srv.log.Warn("a steer the run acked before it was taken up could not be queued again", "run_id", ss.runID, "error", err)
 		}
-		ss.ackLocked(in, steerRefusal(err))
+		ss.ackToLocked(acker, in, steerRefusal(err))
 		return
 	}
 	ss.steers = append(ss.steers, steer)
-	ss.ackLocked(in, nil)
+	ss.ackToLocked(acker, in, nil)
+}
+
+// ackToLocked acks in, an input for ss, in acker's journal: ss's own, or its tree's
+// root's, where the client sent it. Called with ss's mu held: a root's lock is taken
+// under its child's, never the other way.
+func (ss *session) ackToLocked(acker *session, in input, refusal *agentdv1.RunError) {
+	if acker == ss {
+		ss.ackLocked(in, refusal)
+		return
+	}
+	acker.mu.Lock()
+	defer acker.mu.Unlock()
+	acker.ackLocked(in, refusal)
 }
 
 // steerRefusal says why the run's inbox refused a steer.

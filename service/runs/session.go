@@ -29,6 +29,9 @@ const (
 	ModeRun     Mode = iota // bidi: the client answers on the stream
 	ModeStart               // server stream: nothing comes back from the client
 	ModeExecute             // unary: the outcome only
+	// ModeChild: a sub-agent's run, started by its parent's call, which waits for it.
+	// Its clients are its tree's: the root's Run streams answer it (tree).
+	ModeChild
 )
 
 // errClientCancel is the cause of a run the client cancelled with a cancel message.
@@ -65,6 +68,12 @@ type session struct {
 	// is called under mu (a child's lock is taken before its parent's, never after).
 	childEvents agentdv1.ChildEvents
 	forward     func(ev *agentdv1.RunEvent)
+	// tree is a child's root run, whose clients answer the whole tree, and parentRun
+	// the run whose call started it; both nil for a root. treeRuns are the runs below
+	// this one going on now, by id, which input sent to this one reaches by the ids of
+	// their approvals (and a steer by run id): under mu.
+	tree, parentRun *session
+	treeRuns        map[string]*session
 	// detach says what the run does when the stream that started it goes away: true
 	// goes on (ON_DISCONNECT_CONTINUE), false cancels.
 	detach bool
@@ -341,7 +350,7 @@ func (s *Manager) sessionFor(mode Mode, entry *Agent, runID, reqID string, plan 
 func (s *Manager) baseSession(mode Mode, entry *Agent, runID, thread, reqID string, onDisconnect agentdv1.OnDisconnect) *session {
 	ss := &session{
 		srv: s, mode: mode, entry: entry, runID: runID, thread: thread, reqID: reqID,
-		detach:      mode != ModeExecute && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
+		detach:      mode != ModeExecute && mode != ModeChild && onDisconnect != agentdv1.OnDisconnect_ON_DISCONNECT_CANCEL,
 		done:        make(chan struct{}),
 		attachments: attachments{outs: map[*journal.Outbox]struct{}{}},
 		inputs: inputs{

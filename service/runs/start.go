@@ -238,7 +238,7 @@ func (p *startPlan) planConfig(cfg *agentdv1.RunConfig, entry *Agent, mode Mode,
 	if _, ok := agentdv1.OnDisconnect_name[int32(p.onDisconnect)]; !ok {
 		fe.Add("start.config.on_disconnect", "unknown value %d", p.onDisconnect)
 	}
-	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && mode == ModeRun {
+	if p.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK && (mode == ModeRun || mode == ModeChild) {
 		p.req.ApprovalTimeout = limits.ApprovalTimeout
 		if d := cfg.GetApprovalTimeout(); d != nil {
 			switch t := d.AsDuration(); {

@@ -153,7 +153,8 @@ const (
 	ChildEvents_CHILD_EVENTS_ALL ChildEvents = 2
 	// Lifecycle and approvals only.
 	ChildEvents_CHILD_EVENTS_LIFECYCLE ChildEvents = 3
-	// None.
+	// None: a client that wants to decide a child's approvals then learns of
+	// them by attaching to the child (AttachRun on its run id).
 	ChildEvents_CHILD_EVENTS_NONE ChildEvents = 4
 )
 
@@ -715,7 +716,10 @@ type RunConfig struct {
 	OutputSchema *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	// Which events of its child runs (sub-agents') the run's streams show, as
 	// child_event; each child's own journal keeps all of its own. Children show
-	// their children's the same way.
+	// their children's the same way. A child's approval requests are decided
+	// on any stream of this run, or by SendRunInput to this run, by their
+	// approval_id: the decision reaches the child that asked, and its
+	// input_ack is this run's. A child runs under this run's approval policy.
 	ChildEvents   ChildEvents `protobuf:"varint,8,opt,name=child_events,json=childEvents,proto3,enum=agentd.v1.ChildEvents" json:"child_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -982,7 +986,12 @@ type Steer struct {
 	// Shorthand for a user message with this text. Excludes message.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// When the steer takes effect.
-	Mode          SteerMode `protobuf:"varint,3,opt,name=mode,proto3,enum=agentd.v1.SteerMode" json:"mode,omitempty"`
+	Mode SteerMode `protobuf:"varint,3,opt,name=mode,proto3,enum=agentd.v1.SteerMode" json:"mode,omitempty"`
+	// The run of the tree the steer is for: empty for the run the stream or
+	// SendRunInput addresses, or the id of a child run below it (a child_event's
+	// run_id), which takes it as its own steer. The input_ack is the addressed
+	// run's; steer_applied is the child's, shown as its child_event.
+	RunId         string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1036,6 +1045,13 @@ func (x *Steer) GetMode() SteerMode {
 		return x.Mode
 	}
 	return SteerMode_STEER_MODE_UNSPECIFIED
+}
+
+func (x *Steer) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
 }
 
 // ToolResult is the outcome of a client tool call, sent by the client.
@@ -1276,11 +1292,12 @@ const file_agentd_v1_run_proto_rawDesc = "" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentd.v1.ApprovalOutcomeR\aoutcome\x12A\n" +
 	"\x10edited_arguments\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x0feditedArguments\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12.\n" +
-	"\x05scope\x18\x05 \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\"s\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\"\x8a\x01\n" +
 	"\x05Steer\x12,\n" +
 	"\amessage\x18\x01 \x01(\v2\x12.agentd.v1.MessageR\amessage\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12(\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x14.agentd.v1.SteerModeR\x04mode\"\xc3\x01\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x14.agentd.v1.SteerModeR\x04mode\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\"\xc3\x01\n" +
 	"\n" +
 	"ToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +

@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x61gentd/v1/run.proto\x12\tagentd.v1\x1a\x1a\x61gentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb1\x04\n\x07RunSpec\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x1b\n\tthread_id\x18\x02 \x01(\tR\x08threadId\x12\x1d\n\nrequest_id\x18\x03 \x01(\tR\trequestId\x12.\n\x08messages\x18\x04 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12\x14\n\x05input\x18\x05 \x01(\tR\x05input\x12\x38\n\x0c\x63lient_tools\x18\x06 \x03(\x0b\x32\x15.agentd.v1.ClientToolR\x0b\x63lientTools\x12,\n\x06\x63onfig\x18\x07 \x01(\x0b\x32\x14.agentd.v1.RunConfigR\x06\x63onfig\x12\"\n\x0c\x63ontinuation\x18\x08 \x01(\x0cR\x0c\x63ontinuation\x12\x39\n\tdecisions\x18\t \x03(\x0b\x32\x1b.agentd.v1.ApprovalDecisionR\tdecisions\x12\x38\n\x0ctool_results\x18\n \x03(\x0b\x32\x15.agentd.v1.ToolResultR\x0btoolResults\x12\x33\n\x08metadata\x18\x0b \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\x12,\n\x07history\x18\x0c \x01(\x0e\x32\x12.agentd.v1.HistoryR\x07history\x12*\n\x07on_busy\x18\r \x01(\x0e\x32\x11.agentd.v1.OnBusyR\x06onBusy\"\xc3\x03\n\tRunConfig\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n\tmax_steps\x18\x02 \x01(\x05R\x08maxSteps\x12\x42\n\x0f\x61pproval_policy\x18\x03 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x0e\x61pprovalPolicy\x12\x44\n\x10\x61pproval_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0f\x61pprovalTimeout\x12\x42\n\rtool_policies\x18\x05 \x03(\x0b\x32\x1d.agentd.v1.ToolPolicyOverrideR\x0ctoolPolicies\x12<\n\ron_disconnect\x18\x06 \x01(\x0e\x32\x17.agentd.v1.OnDisconnectR\x0conDisconnect\x12<\n\routput_schema\x18\x07 \x01(\x0b\x32\x17.google.protobuf.StructR\x0coutputSchema\x12\x39\n\x0c\x63hild_events\x18\x08 \x01(\x0e\x32\x16.agentd.v1.ChildEventsR\x0b\x63hildEvents\"o\n\x12ToolPolicyOverride\x12\x12\n\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1a\n\x08\x64isabled\x18\x02 \x01(\x08R\x08\x64isabled\x12)\n\x10require_approval\x18\x03 \x01(\x08R\x0frequireApproval\"\xf4\x01\n\x10\x41pprovalDecision\x12\x1f\n\x0b\x61pproval_id\x18\x01 \x01(\tR\napprovalId\x12\x34\n\x07outcome\x18\x02 \x01(\x0e\x32\x1a.agentd.v1.ApprovalOutcomeR\x07outcome\x12\x41\n\x10\x65\x64ited_arguments\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x0f\x65\x64itedArguments\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12.\n\x05scope\x18\x05 \x01(\x0e\x32\x18.agentd.v1.ApprovalScopeR\x05scope\"s\n\x05Steer\x12,\n\x07message\x18\x01 \x01(\x0b\x32\x12.agentd.v1.MessageR\x07message\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x14.agentd.v1.SteerModeR\x04mode\"\xc3\x01\n\nToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x14\n\x04text\x18\x02 \x01(\tH\x00R\x04text\x12,\n\x04json\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00R\x04json\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\x12*\n\x05media\x18\x05 \x03(\x0b\x32\x14.agentd.v1.MediaPartR\x05mediaB\x08\n\x06output\" \n\x06\x43\x61ncel\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\"\x06\n\x04Ping*J\n\x07History\x12\x17\n\x13HISTORY_UNSPECIFIED\x10\x00\x12\x12\n\x0eHISTORY_CLIENT\x10\x01\x12\x12\n\x0eHISTORY_THREAD\x10\x02*H\n\x06OnBusy\x12\x17\n\x13ON_BUSY_UNSPECIFIED\x10\x00\x12\x12\n\x0eON_BUSY_REJECT\x10\x01\x12\x11\n\rON_BUSY_STEER\x10\x02*\x8e\x01\n\x0b\x43hildEvents\x12\x1c\n\x18\x43HILD_EVENTS_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43HILD_EVENTS_DEFAULT\x10\x01\x12\x14\n\x10\x43HILD_EVENTS_ALL\x10\x02\x12\x1a\n\x16\x43HILD_EVENTS_LIFECYCLE\x10\x03\x12\x15\n\x11\x43HILD_EVENTS_NONE\x10\x04*c\n\x0cOnDisconnect\x12\x1d\n\x19ON_DISCONNECT_UNSPECIFIED\x10\x00\x12\x1a\n\x16ON_DISCONNECT_CONTINUE\x10\x01\x12\x18\n\x14ON_DISCONNECT_CANCEL\x10\x02*\xaa\x01\n\x0e\x41pprovalPolicy\x12\x1f\n\x1b\x41PPROVAL_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41PPROVAL_POLICY_ASK\x10\x01\x12\x1d\n\x19\x41PPROVAL_POLICY_INTERRUPT\x10\x02\x12 \n\x1c\x41PPROVAL_POLICY_AUTO_APPROVE\x10\x03\x12\x1d\n\x19\x41PPROVAL_POLICY_AUTO_DENY\x10\x04*{\n\rApprovalScope\x12\x1e\n\x1a\x41PPROVAL_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41PPROVAL_SCOPE_ONCE\x10\x01\x12\x16\n\x12\x41PPROVAL_SCOPE_RUN\x10\x02\x12\x19\n\x15\x41PPROVAL_SCOPE_THREAD\x10\x03*\xad\x01\n\x0f\x41pprovalOutcome\x12 \n\x1c\x41PPROVAL_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x41PPROVAL_OUTCOME_APPROVED\x10\x01\x12\x1b\n\x17\x41PPROVAL_OUTCOME_DENIED\x10\x02\x12\x1c\n\x18\x41PPROVAL_OUTCOME_EXPIRED\x10\x03\x12\x1e\n\x1a\x41PPROVAL_OUTCOME_CANCELLED\x10\x04*[\n\tSteerMode\x12\x1a\n\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x18\n\x14STEER_MODE_NEXT_STEP\x10\x01\x12\x18\n\x14STEER_MODE_INTERRUPT\x10\x02\x42\x8f\x01\n\rcom.agentd.v1B\x08RunProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x61gentd/v1/run.proto\x12\tagentd.v1\x1a\x1a\x61gentd/v1/transcript.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb1\x04\n\x07RunSpec\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x1b\n\tthread_id\x18\x02 \x01(\tR\x08threadId\x12\x1d\n\nrequest_id\x18\x03 \x01(\tR\trequestId\x12.\n\x08messages\x18\x04 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12\x14\n\x05input\x18\x05 \x01(\tR\x05input\x12\x38\n\x0c\x63lient_tools\x18\x06 \x03(\x0b\x32\x15.agentd.v1.ClientToolR\x0b\x63lientTools\x12,\n\x06\x63onfig\x18\x07 \x01(\x0b\x32\x14.agentd.v1.RunConfigR\x06\x63onfig\x12\"\n\x0c\x63ontinuation\x18\x08 \x01(\x0cR\x0c\x63ontinuation\x12\x39\n\tdecisions\x18\t \x03(\x0b\x32\x1b.agentd.v1.ApprovalDecisionR\tdecisions\x12\x38\n\x0ctool_results\x18\n \x03(\x0b\x32\x15.agentd.v1.ToolResultR\x0btoolResults\x12\x33\n\x08metadata\x18\x0b \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\x12,\n\x07history\x18\x0c \x01(\x0e\x32\x12.agentd.v1.HistoryR\x07history\x12*\n\x07on_busy\x18\r \x01(\x0e\x32\x11.agentd.v1.OnBusyR\x06onBusy\"\xc3\x03\n\tRunConfig\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n\tmax_steps\x18\x02 \x01(\x05R\x08maxSteps\x12\x42\n\x0f\x61pproval_policy\x18\x03 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x0e\x61pprovalPolicy\x12\x44\n\x10\x61pproval_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0f\x61pprovalTimeout\x12\x42\n\rtool_policies\x18\x05 \x03(\x0b\x32\x1d.agentd.v1.ToolPolicyOverrideR\x0ctoolPolicies\x12<\n\ron_disconnect\x18\x06 \x01(\x0e\x32\x17.agentd.v1.OnDisconnectR\x0conDisconnect\x12<\n\routput_schema\x18\x07 \x01(\x0b\x32\x17.google.protobuf.StructR\x0coutputSchema\x12\x39\n\x0c\x63hild_events\x18\x08 \x01(\x0e\x32\x16.agentd.v1.ChildEventsR\x0b\x63hildEvents\"o\n\x12ToolPolicyOverride\x12\x12\n\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1a\n\x08\x64isabled\x18\x02 \x01(\x08R\x08\x64isabled\x12)\n\x10require_approval\x18\x03 \x01(\x08R\x0frequireApproval\"\xf4\x01\n\x10\x41pprovalDecision\x12\x1f\n\x0b\x61pproval_id\x18\x01 \x01(\tR\napprovalId\x12\x34\n\x07outcome\x18\x02 \x01(\x0e\x32\x1a.agentd.v1.ApprovalOutcomeR\x07outcome\x12\x41\n\x10\x65\x64ited_arguments\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x0f\x65\x64itedArguments\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12.\n\x05scope\x18\x05 \x01(\x0e\x32\x18.agentd.v1.ApprovalScopeR\x05scope\"\x8a\x01\n\x05Steer\x12,\n\x07message\x18\x01 \x01(\x0b\x32\x12.agentd.v1.MessageR\x07message\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x14.agentd.v1.SteerModeR\x04mode\x12\x15\n\x06run_id\x18\x04 \x01(\tR\x05runId\"\xc3\x01\n\nToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x14\n\x04text\x18\x02 \x01(\tH\x00R\x04text\x12,\n\x04json\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00R\x04json\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\x12*\n\x05media\x18\x05 \x03(\x0b\x32\x14.agentd.v1.MediaPartR\x05mediaB\x08\n\x06output\" \n\x06\x43\x61ncel\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\"\x06\n\x04Ping*J\n\x07History\x12\x17\n\x13HISTORY_UNSPECIFIED\x10\x00\x12\x12\n\x0eHISTORY_CLIENT\x10\x01\x12\x12\n\x0eHISTORY_THREAD\x10\x02*H\n\x06OnBusy\x12\x17\n\x13ON_BUSY_UNSPECIFIED\x10\x00\x12\x12\n\x0eON_BUSY_REJECT\x10\x01\x12\x11\n\rON_BUSY_STEER\x10\x02*\x8e\x01\n\x0b\x43hildEvents\x12\x1c\n\x18\x43HILD_EVENTS_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43HILD_EVENTS_DEFAULT\x10\x01\x12\x14\n\x10\x43HILD_EVENTS_ALL\x10\x02\x12\x1a\n\x16\x43HILD_EVENTS_LIFECYCLE\x10\x03\x12\x15\n\x11\x43HILD_EVENTS_NONE\x10\x04*c\n\x0cOnDisconnect\x12\x1d\n\x19ON_DISCONNECT_UNSPECIFIED\x10\x00\x12\x1a\n\x16ON_DISCONNECT_CONTINUE\x10\x01\x12\x18\n\x14ON_DISCONNECT_CANCEL\x10\x02*\xaa\x01\n\x0e\x41pprovalPolicy\x12\x1f\n\x1b\x41PPROVAL_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41PPROVAL_POLICY_ASK\x10\x01\x12\x1d\n\x19\x41PPROVAL_POLICY_INTERRUPT\x10\x02\x12 \n\x1c\x41PPROVAL_POLICY_AUTO_APPROVE\x10\x03\x12\x1d\n\x19\x41PPROVAL_POLICY_AUTO_DENY\x10\x04*{\n\rApprovalScope\x12\x1e\n\x1a\x41PPROVAL_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41PPROVAL_SCOPE_ONCE\x10\x01\x12\x16\n\x12\x41PPROVAL_SCOPE_RUN\x10\x02\x12\x19\n\x15\x41PPROVAL_SCOPE_THREAD\x10\x03*\xad\x01\n\x0f\x41pprovalOutcome\x12 \n\x1c\x41PPROVAL_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x41PPROVAL_OUTCOME_APPROVED\x10\x01\x12\x1b\n\x17\x41PPROVAL_OUTCOME_DENIED\x10\x02\x12\x1c\n\x18\x41PPROVAL_OUTCOME_EXPIRED\x10\x03\x12\x1e\n\x1a\x41PPROVAL_OUTCOME_CANCELLED\x10\x04*[\n\tSteerMode\x12\x1a\n\x16STEER_MODE_UNSPECIFIED\x10\x00\x12\x18\n\x14STEER_MODE_NEXT_STEP\x10\x01\x12\x18\n\x14STEER_MODE_INTERRUPT\x10\x02\x42\x8f\x01\n\rcom.agentd.v1B\x08RunProtoP\x01Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\xa2\x02\x03\x41XX\xaa\x02\tAgentd.V1\xca\x02\tAgentd\\V1\xe2\x02\x15\x41gentd\\V1\\GPBMetadata\xea\x02\nAgentd::V1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.run_pb2', globals())
@@ -24,22 +24,22 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\rcom.agentd.v1B\010RunProtoP\001Z/github.com/agentd/agentd/gen/agentd/v1;agentdv1\242\002\003AXX\252\002\tAgentd.V1\312\002\tAgentd\\V1\342\002\025Agentd\\V1\\GPBMetadata\352\002\nAgentd::V1'
-  _HISTORY._serialized_start=1859
-  _HISTORY._serialized_end=1933
-  _ONBUSY._serialized_start=1935
-  _ONBUSY._serialized_end=2007
-  _CHILDEVENTS._serialized_start=2010
-  _CHILDEVENTS._serialized_end=2152
-  _ONDISCONNECT._serialized_start=2154
-  _ONDISCONNECT._serialized_end=2253
-  _APPROVALPOLICY._serialized_start=2256
-  _APPROVALPOLICY._serialized_end=2426
-  _APPROVALSCOPE._serialized_start=2428
-  _APPROVALSCOPE._serialized_end=2551
-  _APPROVALOUTCOME._serialized_start=2554
-  _APPROVALOUTCOME._serialized_end=2727
-  _STEERMODE._serialized_start=2729
-  _STEERMODE._serialized_end=2820
+  _HISTORY._serialized_start=1883
+  _HISTORY._serialized_end=1957
+  _ONBUSY._serialized_start=1959
+  _ONBUSY._serialized_end=2031
+  _CHILDEVENTS._serialized_start=2034
+  _CHILDEVENTS._serialized_end=2176
+  _ONDISCONNECT._serialized_start=2178
+  _ONDISCONNECT._serialized_end=2277
+  _APPROVALPOLICY._serialized_start=2280
+  _APPROVALPOLICY._serialized_end=2450
+  _APPROVALSCOPE._serialized_start=2452
+  _APPROVALSCOPE._serialized_end=2575
+  _APPROVALOUTCOME._serialized_start=2578
+  _APPROVALOUTCOME._serialized_end=2751
+  _STEERMODE._serialized_start=2753
+  _STEERMODE._serialized_end=2844
   _RUNSPEC._serialized_start=125
   _RUNSPEC._serialized_end=686
   _RUNCONFIG._serialized_start=689
@@ -48,12 +48,12 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _TOOLPOLICYOVERRIDE._serialized_end=1253
   _APPROVALDECISION._serialized_start=1256
   _APPROVALDECISION._serialized_end=1500
-  _STEER._serialized_start=1502
-  _STEER._serialized_end=1617
-  _TOOLRESULT._serialized_start=1620
-  _TOOLRESULT._serialized_end=1815
-  _CANCEL._serialized_start=1817
-  _CANCEL._serialized_end=1849
-  _PING._serialized_start=1851
-  _PING._serialized_end=1857
+  _STEER._serialized_start=1503
+  _STEER._serialized_end=1641
+  _TOOLRESULT._serialized_start=1644
+  _TOOLRESULT._serialized_end=1839
+  _CANCEL._serialized_start=1841
+  _CANCEL._serialized_end=1873
+  _PING._serialized_start=1875
+  _PING._serialized_end=1881
 # @@protoc_insertion_point(module_scope)

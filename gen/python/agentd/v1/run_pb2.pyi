@@ -115,14 +115,16 @@ class RunSpec(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., thread_id: _Optional[str] = ..., request_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., input: _Optional[str] = ..., client_tools: _Optional[_Iterable[_Union[_transcript_pb2.ClientTool, _Mapping]]] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., continuation: _Optional[bytes] = ..., decisions: _Optional[_Iterable[_Union[ApprovalDecision, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., history: _Optional[_Union[History, str]] = ..., on_busy: _Optional[_Union[OnBusy, str]] = ...) -> None: ...
 
 class Steer(_message.Message):
-    __slots__ = ["message", "mode", "text"]
+    __slots__ = ["message", "mode", "run_id", "text"]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     message: _transcript_pb2.Message
     mode: SteerMode
+    run_id: str
     text: str
-    def __init__(self, message: _Optional[_Union[_transcript_pb2.Message, _Mapping]] = ..., text: _Optional[str] = ..., mode: _Optional[_Union[SteerMode, str]] = ...) -> None: ...
+    def __init__(self, message: _Optional[_Union[_transcript_pb2.Message, _Mapping]] = ..., text: _Optional[str] = ..., mode: _Optional[_Union[SteerMode, str]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class ToolPolicyOverride(_message.Message):
     __slots__ = ["disabled", "require_approval", "tool"]

@@ -216,7 +216,10 @@ export declare type RunConfig = Message<"agentd.v1.RunConfig"> & {
   /**
    * Which events of its child runs (sub-agents') the run's streams show, as
    * child_event; each child's own journal keeps all of its own. Children show
-   * their children's the same way.
+   * their children's the same way. A child's approval requests are decided
+   * on any stream of this run, or by SendRunInput to this run, by their
+   * approval_id: the decision reaches the child that asked, and its
+   * input_ack is this run's. A child runs under this run's approval policy.
    *
    * @generated from field: agentd.v1.ChildEvents child_events = 8;
    */
@@ -358,6 +361,16 @@ export declare type Steer = Message<"agentd.v1.Steer"> & {
    * @generated from field: agentd.v1.SteerMode mode = 3;
    */
   mode: SteerMode;
+
+  /**
+   * The run of the tree the steer is for: empty for the run the stream or
+   * SendRunInput addresses, or the id of a child run below it (a child_event's
+   * run_id), which takes it as its own steer. The input_ack is the addressed
+   * run's; steer_applied is the child's, shown as its child_event.
+   *
+   * @generated from field: string run_id = 4;
+   */
+  runId: string;
 };
 
 /**
@@ -571,7 +584,8 @@ export enum ChildEvents {
   LIFECYCLE = 3,
 
   /**
-   * None.
+   * None: a client that wants to decide a child's approvals then learns of
+   * them by attaching to the child (AttachRun on its run id).
    *
    * @generated from enum value: CHILD_EVENTS_NONE = 4;
    */

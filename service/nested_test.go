@@ -1,0 +1,240 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"testing"
+
+	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
+	"github.com/agentd/agentd/runtime"
+	rt "github.com/agentd/agentd/runtime/runtimetest"
+	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/runs"
+	"github.com/agentd/agentd/service/servicetest"
+)
+
+// careful is an agent that, for each task, calls its tool delete (which needs an
+// approval) on the task, then says what the call returned: its runs may go on at once,
+// each answering its own task, however their model calls interleave.
+func careful() scripted {
+	step := rt.Step{Func: func(_ context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		last := req.Messages[len(req.Messages)-1]
+		var events []runtime.ModelEvent
+		if p := last.Parts[0]; p.Kind == runtime.PartToolResult {
+			out := p.ToolResult.Output
+			events = rt.Say("done: " + out.Text + string(out.JSON)).Events
+		} else {
+			task := last.Parts[0].Text
+			events = rt.Call(0, "delete", fmt.Sprintf(`{"what":%q}`, task)).Events
+		}
+		return modelEvents(events)
+	}}
+	steps := make([]rt.Step, 8)
+	for i := range steps {
+		steps[i] = step
+	}
+	return scripted{name: "careful", goTools: []runtime.Tool{rt.Tool("delete", rt.Echo)},
+		goPolicy: runtime.Policy{Tools: map[string]runtime.ToolPolicy{"delete": {Approval: runtime.ApprovalAlways}}},
+		model:    &rt.Model{Steps: steps}}
+}
+
+// modelEvents streams evs, as a model call would.
+func modelEvents(evs []runtime.ModelEvent) iter.Seq2[runtime.ModelEvent, error] {
+	return func(yield func(runtime.ModelEvent, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// childApproval reports whether ev is a child's approval_requested, shown on its tree's
+// root's stream.
+func childApproval(ev *agentdv1.RunEvent) bool {
+	return ev.GetChildEvent().GetEvent().GetApprovalRequested() != nil
+}
+
+// A child's approval shows on the root's stream with its origin, and the decision sent
+// on the root's stream reaches the child, acked on the root's stream, once.
+func TestNested_ChildApprovalDecidedOnTheRootStream(t *testing.T) {
+	lead := scripted{name: "lead", goTools: []runtime.Tool{},
+		model:     &rt.Model{Steps: []rt.Step{rt.Call(0, "careful", `{"task":"old logs"}`), rt.Say("cleaned")}},
+		subagents: []runs.Subagent{{Agent: "careful"}},
+	}
+	c := newTestServer(t, service.Config{}, lead, careful()).Client
+	s := servicetest.Open(t, c, servicetest.Input("lead", "clean up"))
+	child := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted().GetChildRunId()
+	ce := s.Until(childApproval).GetChildEvent()
+	ar := ce.GetEvent().GetApprovalRequested()
+	if ce.GetRunId() != child || !slices.Equal(ce.GetAgentPath(), []string{"careful"}) || ar.GetToolName() != "delete" || ar.GetArgumentsJson() != `{"what":"old logs"}` {
+		t.Fatalf("child_event %v, want the careful child's approval of delete", ce)
+	}
+	seq := s.Send(servicetest.Approve(ar.GetApprovalId()))
+	if a := s.Until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
+		t.Fatalf("the decision was refused on the root's stream: %v", a.GetError())
+	}
+	again := s.Send(servicetest.Approve(ar.GetApprovalId()))
+	if a := s.Until(isAck(again)).GetInputAck(); a.GetAccepted() {
+		t.Fatalf("a second decision on the child's approval was accepted")
+	}
+	fin, err := s.Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v %v", fin.GetReason(), err)
+	}
+	if texts, _ := callResults(fin); len(texts) != 1 || texts[0] != `done: {"what":"old logs"}` {
+		t.Fatalf("the call's result %q, want the child's answer after its approved call", texts)
+	}
+	_, rf, evs := followChild(t, c, child)
+	if rf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("the child finished %v", rf.GetReason())
+	}
+	var resolved []*agentdv1.ApprovalResolved
+	for _, ev := range evs {
+		if r := ev.GetApprovalResolved(); r != nil {
+			resolved = append(resolved, r)
+		}
+	}
+	if len(resolved) != 1 || resolved[0].GetDecidedBy() != agentdv1.DecidedBy_DECIDED_BY_CLIENT || resolved[0].GetOutcome() != agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED {
+		t.Fatalf("the child's journal resolves %v, want one approval by the client", resolved)
+	}
+}
+
+// Three children at once each ask an approval; decided out of order on the root's
+// stream, each decision reaches the child that asked, and only it.
+func TestNested_ParallelChildrenDecidedOutOfOrder(t *testing.T) {
+	lead := scripted{name: "lead", goTools: []runtime.Tool{},
+		model: &rt.Model{Steps: []rt.Step{
+			rt.Call(0, "careful", `{"task":"a"}`, "careful", `{"task":"b"}`, "careful", `{"task":"c"}`),
+			rt.Say("all three answered"),
+		}},
+		subagents: []runs.Subagent{{Agent: "careful"}}, parallel: 3,
+	}
+	c := newTestServer(t, service.Config{}, lead, careful()).Client
+	s := servicetest.Open(t, c, servicetest.Input("lead", "three tasks"))
+	asked := map[string]*agentdv1.ChildEvent{} // by the task each child was given
+	for len(asked) < 3 {
+		ce := s.Until(childApproval).GetChildEvent()
+		args := ce.GetEvent().GetApprovalRequested().GetArgumentsJson()
+		asked[strings.Trim(strings.TrimPrefix(args, `{"what":`), `"}`)] = ce
+	}
+	decide := func(task string, outcome agentdv1.ApprovalOutcome) {
+		t.Helper()
+		ce := asked[task]
+		seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+			ApprovalId: ce.GetEvent().GetApprovalRequested().GetApprovalId(), Outcome: outcome, Reason: "not " + task,
+		}}})
+		if a := s.Until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
+			t.Fatalf("the decision on %s was refused: %v", task, a.GetError())
+		}
+	}
+	decide("c", agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED)
+	decide("a", agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED)
+	decide("b", agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED)
+	fin, err := s.Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v %v", fin.GetReason(), err)
+	}
+	texts, _ := callResults(fin)
+	if len(texts) != 3 || !strings.Contains(texts[0], "not a") || texts[1] != `done: {"what":"b"}` || texts[2] != `done: {"what":"c"}` {
+		t.Fatalf("the calls' results %q: want a denied, b and c done", texts)
+	}
+	// Each resolution the root's stream shows is the child's that asked.
+	for _, ev := range s.Events() {
+		ce := ev.GetChildEvent()
+		if r := ce.GetEvent().GetApprovalResolved(); r != nil {
+			for task, asked := range asked {
+				if asked.GetEvent().GetApprovalRequested().GetApprovalId() == r.GetApprovalId() && asked.GetRunId() != ce.GetRunId() {
+					t.Errorf("the approval of %s resolved in run %s, asked in %s", task, ce.GetRunId(), asked.GetRunId())
+				}
+			}
+		}
+	}
+}
+
+// The root's client goes away while a child waits for a decision; SendRunInput on
+// another connection, to the root's run id, decides it, and the tree completes.
+func TestNested_ChildDecidedBySendRunInputAfterTheClientLeft(t *testing.T) {
+	lead := scripted{name: "lead", goTools: []runtime.Tool{},
+		model:     &rt.Model{Steps: []rt.Step{rt.Call(0, "careful", `{"task":"tmp"}`), rt.Say("cleaned")}},
+		subagents: []runs.Subagent{{Agent: "careful"}},
+	}
+	srv := newTestServer(t, service.Config{}, lead, careful())
+	ctx, cancel := context.WithCancel(t.Context())
+	rc, err := srv.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("lead", "clean up")}})
+	root := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
+	ar := s.Until(childApproval).GetChildEvent().GetEvent().GetApprovalRequested()
+	cancel() // the client goes away
+
+	_, other := srv.Connect(t)
+	resp, err := other.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: root, ClientKey: "k1", Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: servicetest.Approve(ar.GetApprovalId()).GetApprovalDecision()}})
+	if err != nil || !resp.GetAck().GetAccepted() {
+		t.Fatalf("SendRunInput to the root: %v %v", resp, err)
+	}
+	_, fin, evs := followChild(t, other, root)
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("the root finished %v", fin.GetReason())
+	}
+	// The ack is in the root's journal, where the client sent the decision.
+	var acked bool
+	for _, ev := range evs {
+		acked = acked || ev.GetInputAck().GetClientKey() == "k1"
+	}
+	if !acked {
+		t.Errorf("the root's journal holds no ack of the decision")
+	}
+}
+
+// A steer sent on the root's stream with a child's run id is the child's: its next
+// model call reads it.
+func TestNested_SteerAChild(t *testing.T) {
+	gate, called := make(chan struct{}), make(chan struct{})
+	lead := scripted{name: "lead", goTools: []runtime.Tool{},
+		model:     &rt.Model{Steps: []rt.Step{rt.Call(0, "slow", `{"task":"think"}`), rt.Say("ok")}},
+		subagents: []runs.Subagent{{Agent: "slow"}},
+	}
+	slow := scripted{name: "slow", goTools: []runtime.Tool{rt.Tool("look", rt.Echo)},
+		model: &rt.Model{Steps: []rt.Step{
+			{Func: func(ctx context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+				close(called)
+				<-gate
+				return modelEvents(rt.Call(0, "look", `{}`).Events)
+			}},
+			rt.Say("thought it over"),
+		}}}
+	c := newTestServer(t, service.Config{}, lead, slow).Client
+	s := servicetest.Open(t, c, servicetest.Input("lead", "go"))
+	child := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted().GetChildRunId()
+	<-called
+	bad := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "x", RunId: "run_nobody"}}})
+	if a := s.Until(isAck(bad)).GetInputAck(); a.GetAccepted() || a.GetError().GetReason() != "INVALID_STEER" {
+		t.Fatalf("a steer for no run below was acked %v", a)
+	}
+	seq := s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Steer{Steer: &agentdv1.Steer{Text: "mind the cache", RunId: child}}})
+	if a := s.Until(isAck(seq)).GetInputAck(); !a.GetAccepted() {
+		t.Fatalf("the steer for the child was refused: %v", a.GetError())
+	}
+	close(gate)
+	if fin, err := s.Finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v %v", fin.GetReason(), err)
+	}
+	reqs := slow.model.Requests()
+	if len(reqs) != 2 || !strings.Contains(rt.RenderMessage(reqs[1].Messages[len(reqs[1].Messages)-1]), "mind the cache") {
+		t.Fatalf("the child's second model call did not read the steer")
+	}
+	for _, r := range lead.model.Requests() {
+		for _, m := range r.Messages {
+			if strings.Contains(rt.RenderMessage(m), "mind the cache") {
+				t.Fatalf("the lead read the child's steer")
+			}
+		}
+	}
+}
