@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
@@ -14,16 +17,23 @@ import (
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/service/runs"
 	"github.com/agentd/agentd/service/servicetest"
+	"github.com/agentd/agentd/service/store/sqlite"
 )
 
 // careful is an agent that, for each task, calls its tool delete (which needs an
 // approval) on the task, then says what the call returned: its runs may go on at once,
 // each answering its own task, however their model calls interleave.
-func careful() scripted {
+func careful() scripted { return carefulGated(nil) }
+
+// carefulGated is careful whose answers wait for gate, unless nil, to close.
+func carefulGated(gate <-chan struct{}) scripted {
 	step := rt.Step{Func: func(_ context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
 		last := req.Messages[len(req.Messages)-1]
 		var events []runtime.ModelEvent
 		if p := last.Parts[0]; p.Kind == runtime.PartToolResult {
+			if gate != nil {
+				<-gate
+			}
 			out := p.ToolResult.Output
 			events = rt.Say("done: " + out.Text + string(out.JSON)).Events
 		} else {
@@ -65,7 +75,10 @@ func TestNested_ChildApprovalDecidedOnTheRootStream(t *testing.T) {
 		model:     &rt.Model{Steps: []rt.Step{rt.Call(0, "careful", `{"task":"old logs"}`), rt.Say("cleaned")}},
 		subagents: []runs.Subagent{{Agent: "careful"}},
 	}
-	c := newTestServer(t, service.Config{}, lead, careful()).Client
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	defer open()
+	c := newTestServer(t, service.Config{}, lead, carefulGated(gate)).Client
 	s := servicetest.Open(t, c, servicetest.Input("lead", "clean up"))
 	child := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetToolExecutionStarted() != nil }).GetToolExecutionStarted().GetChildRunId()
 	ce := s.Until(childApproval).GetChildEvent()
@@ -78,9 +91,10 @@ func TestNested_ChildApprovalDecidedOnTheRootStream(t *testing.T) {
 		t.Fatalf("the decision was refused on the root's stream: %v", a.GetError())
 	}
 	again := s.Send(servicetest.Approve(ar.GetApprovalId()))
-	if a := s.Until(isAck(again)).GetInputAck(); a.GetAccepted() {
-		t.Fatalf("a second decision on the child's approval was accepted")
+	if a := s.Until(isAck(again)).GetInputAck(); a.GetAccepted() || a.GetError().GetReason() != "ALREADY_DECIDED" {
+		t.Fatalf("a second decision on the child's approval was acked %v, want ALREADY_DECIDED", a)
 	}
+	open()
 	fin, err := s.Finish()
 	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
 		t.Fatalf("finished %v %v", fin.GetReason(), err)
@@ -236,5 +250,212 @@ func TestNested_SteerAChild(t *testing.T) {
 				t.Fatalf("the lead read the child's steer")
 			}
 		}
+	}
+}
+
+// relay is an agent that hands each task to its sub-agent to and says what it answered.
+func relay(name, to string) scripted {
+	step := rt.Step{Func: func(_ context.Context, req *runtime.ModelRequest) iter.Seq2[runtime.ModelEvent, error] {
+		last := req.Messages[len(req.Messages)-1]
+		if p := last.Parts[0]; p.Kind == runtime.PartToolResult {
+			return modelEvents(rt.Say("relayed: " + p.ToolResult.Output.Text).Events)
+		}
+		return modelEvents(rt.Call(0, to, fmt.Sprintf(`{"task":%q}`, last.Parts[0].Text)).Events)
+	}}
+	return scripted{name: name, goTools: []runtime.Tool{}, model: &rt.Model{Steps: []rt.Step{step, step, step, step}},
+		subagents: []runs.Subagent{{Agent: to}}}
+}
+
+// goroutinesIn counts the goroutines whose stack has fn.
+func goroutinesIn(fn string) int {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// The root's client goes away while a child, one or two runs down, waits for a
+// decision: the whole tree parks, nothing of it running. A decision sent by
+// SendRunInput to the root, on another connection, wakes the runs that need it, and
+// the tree completes once.
+func TestNested_TreeParksAndWakes(t *testing.T) {
+	for _, tc := range []struct {
+		depth  int
+		attach bool // decided on a Run stream attached to the root, not by SendRunInput
+		sqlite bool
+	}{{1, false, false}, {2, false, false}, {1, true, false}, {2, true, false}, {2, false, true}, {2, true, true}} {
+		depth := tc.depth
+		t.Run(fmt.Sprintf("depth %d attach %v sqlite %v", depth, tc.attach, tc.sqlite), func(t *testing.T) {
+			var cfg service.Config
+			if tc.sqlite {
+				st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "agentd.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				cfg.Store = st
+			}
+			agents := []scripted{careful()}
+			top := "careful"
+			if depth == 2 {
+				agents = append(agents, relay("middle", "careful"))
+				top = "middle"
+			}
+			lead := relay("lead", top)
+			srv := newTestServer(t, cfg, append(agents, lead)...)
+			ctx, cancel := context.WithCancel(t.Context())
+			rc, err := srv.Client.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := servicetest.NewStream(t, rc)
+			s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("lead", "tmp")}})
+			root := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
+			ce := s.Until(childApproval).GetChildEvent()
+			if len(ce.GetAgentPath()) != depth {
+				t.Fatalf("the approval came from %v, want %d down", ce.GetAgentPath(), depth)
+			}
+			cancel() // the client goes away
+
+			waitState(t, srv.Client, ce.GetRunId(), agentdv1.RunState_RUN_STATE_PARKED)
+			waitState(t, srv.Client, root, agentdv1.RunState_RUN_STATE_PARKED)
+			if n := goroutinesIn("runs.(*session).execute"); n != 0 {
+				t.Fatalf("%d runs of the parked tree still hold a goroutine", n)
+			}
+
+			_, other := srv.Connect(t)
+			approval := ce.GetEvent().GetApprovalRequested().GetApprovalId()
+			if tc.attach {
+				// Attaching wakes the root, whose call waits for its parked child again.
+				a := servicetest.Attach(t, other, root, 0)
+				seq := a.Send(servicetest.Approve(approval))
+				if ack := a.Until(isAck(seq)).GetInputAck(); !ack.GetAccepted() {
+					t.Fatalf("the decision on the attached stream was refused: %v", ack.GetError())
+				}
+				if fin, err := a.Finish(); err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+					t.Fatalf("the attached stream ended %v %v", fin.GetReason(), err)
+				}
+			} else {
+				resp, err := other.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: root, ClientKey: "k1",
+					Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: servicetest.Approve(approval).GetApprovalDecision()}})
+				if err != nil || !resp.GetAck().GetAccepted() {
+					t.Fatalf("SendRunInput to the root: %v %v", resp, err)
+				}
+			}
+			_, fin, _ := followChild(t, other, root)
+			if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				t.Fatalf("the root finished %v: %v", fin.GetReason(), fin.GetError())
+			}
+			want := `done: {"what":"tmp"}`
+			for range depth {
+				want = "relayed: " + want
+			}
+			if fin.GetFinalText() != want {
+				t.Fatalf("the root said %q, want %q", fin.GetFinalText(), want)
+			}
+			_, cf, evs := followChild(t, other, ce.GetRunId())
+			if cf.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				t.Fatalf("the child finished %v", cf.GetReason())
+			}
+			var ran int
+			for _, ev := range evs {
+				if ev.GetToolCallResult() != nil {
+					ran++
+				}
+			}
+			if ran != 1 {
+				t.Fatalf("the child's approved call has %d results, want 1", ran)
+			}
+		})
+	}
+}
+
+// Three children at once each ask an approval and the client goes away: the tree
+// parks. Decisions sent by SendRunInput to the root, out of order, each wake the run
+// that asked, and the tree completes with each call run once.
+func TestNested_ParkedParallelChildrenDecidedOutOfOrder(t *testing.T) {
+	lead := scripted{name: "lead", goTools: []runtime.Tool{},
+		model: &rt.Model{Steps: []rt.Step{
+			rt.Call(0, "careful", `{"task":"a"}`, "careful", `{"task":"b"}`, "careful", `{"task":"c"}`),
+			rt.Say("all three answered"),
+		}},
+		subagents: []runs.Subagent{{Agent: "careful"}}, parallel: 3,
+	}
+	srv := newTestServer(t, service.Config{}, lead, careful())
+	ctx, cancel := context.WithCancel(t.Context())
+	rc, err := srv.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("lead", "three tasks")}})
+	root := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
+	asked := map[string]*agentdv1.ChildEvent{}
+	for len(asked) < 3 {
+		ce := s.Until(childApproval).GetChildEvent()
+		args := ce.GetEvent().GetApprovalRequested().GetArgumentsJson()
+		asked[strings.Trim(strings.TrimPrefix(args, `{"what":`), `"}`)] = ce
+	}
+	cancel()
+	waitState(t, srv.Client, root, agentdv1.RunState_RUN_STATE_PARKED)
+
+	_, other := srv.Connect(t)
+	for i, task := range []string{"c", "a", "b"} {
+		outcome := agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_APPROVED
+		if task == "a" {
+			outcome = agentdv1.ApprovalOutcome_APPROVAL_OUTCOME_DENIED
+		}
+		resp, err := other.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: root, ClientKey: fmt.Sprint("k", i),
+			Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: &agentdv1.ApprovalDecision{
+				ApprovalId: asked[task].GetEvent().GetApprovalRequested().GetApprovalId(), Outcome: outcome, Reason: "not " + task}}})
+		if err != nil || !resp.GetAck().GetAccepted() {
+			t.Fatalf("SendRunInput on %s: %v %v", task, resp, err)
+		}
+	}
+	_, fin, _ := followChild(t, other, root)
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("the root finished %v: %v", fin.GetReason(), fin.GetError())
+	}
+	texts, _ := callResults(fin)
+	if len(texts) != 3 || !strings.Contains(texts[0], "not a") || texts[1] != `done: {"what":"b"}` || texts[2] != `done: {"what":"c"}` {
+		t.Fatalf("the calls' results %q: want a denied, b and c done", texts)
+	}
+	if n := lead.model.Calls(); n != 2 {
+		t.Errorf("the lead's model was called %d times, want 2", n)
+	}
+}
+
+// A cancel sent to a parked tree's root ends the root and its parked child CANCELLED.
+func TestNested_CancelAParkedTree(t *testing.T) {
+	lead := relay("lead", "careful")
+	srv := newTestServer(t, service.Config{}, lead, careful())
+	ctx, cancel := context.WithCancel(t.Context())
+	rc, err := srv.Client.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servicetest.NewStream(t, rc)
+	s.Send(&agentdv1.RunRequest{Kind: &agentdv1.RunRequest_Start{Start: servicetest.Input("lead", "tmp")}})
+	root := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
+	child := s.Until(childApproval).GetChildEvent().GetRunId()
+	cancel()
+	waitState(t, srv.Client, root, agentdv1.RunState_RUN_STATE_PARKED)
+
+	_, other := srv.Connect(t)
+	resp, err := other.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: root, ClientKey: "stop",
+		Input: &agentdv1.SendRunInputRequest_Cancel{Cancel: &agentdv1.Cancel{Reason: "enough"}}})
+	if err != nil || !resp.GetAck().GetAccepted() {
+		t.Fatalf("cancel: %v %v", resp, err)
+	}
+	if _, fin, _ := followChild(t, other, root); fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED {
+		t.Errorf("the root finished %v", fin.GetReason())
+	}
+	if _, fin, _ := followChild(t, other, child); fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_CANCELLED || fin.GetUsage().GetModelCalls() != 1 {
+		t.Errorf("the child finished %v with usage %v, want CANCELLED with its model call", fin.GetReason(), fin.GetUsage())
 	}
 }

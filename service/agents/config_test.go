@@ -66,12 +66,13 @@ func TestLoadFileExample(t *testing.T) {
 		{Name: "notes", Model: demo.ModelName, MaxSteps: 25, Tools: builtinNatural},
 		{
 			Name:        "researcher",
-			Description: "Fetches pages from go.dev and sums them up; needs a real model.",
+			Description: "Fetches pages from go.dev and sums them up, and keeps notes of what it finds.",
 			Model:       demo.ModelName,
 			MaxSteps:    25,
 			Tools: []toolSummary{
 				{Name: "http_fetch", Source: "builtin", Approval: runtime.ApprovalAsk, Timeout: time.Minute},
 				{Name: "calculate", Source: "builtin", Timeout: time.Minute},
+				{Name: "save_note", Source: "builtin", Approval: runtime.ApprovalAsk, Timeout: time.Minute},
 			},
 		},
 		{

@@ -113,8 +113,13 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 		return zero, runtime.ErrInterrupt
 	}
 	nobody, inputDone := ss.nobody, ss.inputDoneCh
-	if ss.tree != nil {
-		inputDone = ss.tree.inputDoneCh // the root's clients are the child's
+	var rootNobody chan struct{}
+	if root := ss.tree; root != nil {
+		// The root's clients are the child's: the last of them gone, the tree parks.
+		inputDone = root.inputDoneCh
+		root.mu.Lock()
+		rootNobody = root.nobody
+		root.mu.Unlock()
 	}
 	// A stream that can answer is attached: the run waits for it, and parks after
 	// ParkAfter all the same, so that a person's hours of thought cost no goroutine.
@@ -132,6 +137,7 @@ func await[T any](ctx context.Context, ss *session, w awaiting[T]) (T, error) {
 	case <-ctx.Done():
 	case <-inputDone:
 	case <-nobody: // the last stream that could answer went away
+	case <-rootNobody:
 	case <-parkAfter:
 		parkNow = true
 	}

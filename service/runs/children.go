@@ -82,7 +82,7 @@ func (t *subagentTool) Execute(ctx context.Context, call runtime.ToolCall) (runt
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Task) == "" {
 		return runtime.ErrorOutput(`give the agent its task: {"task": "..."}`), nil
 	}
-	return parent.srv.runChild(ctx, parent, t.sa, call, args.Task), nil
+	return parent.srv.runChild(ctx, parent, t.sa, call, args.Task)
 }
 
 // sessionKey carries a run's session in the context its tools run in.
@@ -107,11 +107,12 @@ func childRunID(thread, callID string) string {
 }
 
 // runChild runs sa's agent on task as a child of parent, for parent's call, and returns
-// the call's result.
-func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, call runtime.ToolCall, task string) runtime.Output {
+// the call's result, or runtime.ErrInterrupt when the child parked and parent parks
+// with it.
+func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, call runtime.ToolCall, task string) (runtime.Output, error) {
 	lin := lineage{parent: parent.runID, parentCall: call.ID, root: cmp.Or(parent.lineage.root, parent.runID), depth: parent.lineage.depth + 1}
 	if lin.depth > s.cfg.MaxDepth {
-		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: runs nest at most %d deep, and this one would be %d deep", sa.Agent, s.cfg.MaxDepth, lin.depth))
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: runs nest at most %d deep, and this one would be %d deep", sa.Agent, s.cfg.MaxDepth, lin.depth)), nil
 	}
 	lin.childID = childRunID(parent.thread, call.ID)
 	spec := &agentdv1.RunSpec{
@@ -123,34 +124,181 @@ func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, ca
 	}
 	st, err := s.Start(context.WithValue(ctx, lineageKey{}, lin), ModeChild, spec)
 	if err != nil {
-		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: %v", sa.Agent, err))
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: %v", sa.Agent, err)), nil
 	}
-	var rf *agentdv1.RunFinished
-	switch st.Outcome {
-	case StartedNew:
-		child := st.ss
-		child.childEvents, child.forward = parent.childEvents, forwarder(parent, child, sa.Agent, call.ID)
-		child.tree, child.parentRun = cmp.Or(parent.tree, parent), parent
-		for a := parent; a != nil; a = a.parentRun {
-			a.joinTree(child)
-		}
-		child.own(st.req)
+	if st.Outcome != StartedNew {
+		// The call ran before (its run parked and woke, or was taken up): its child is
+		// the one to wait for.
+		return s.awaitChild(ctx, parent, sa, call, st.RunID)
+	}
+	child := st.ss
+	child.wakeCtx = context.WithoutCancel(ctx) // what a wake of the child runs with
+	leave := adopt(parent, child, sa.Agent, call.ID)
+	defer leave()
+	child.own(st.req)
+	return childResult(parent, child, sa.Agent)
+}
+
+// adopt makes child, a run parent's call started, parent's: its events shown on
+// parent's streams, the input for it that parent and the runs above take reaching it.
+// It returns what undoes the second, once the call no longer waits for child.
+func adopt(parent, child *session, agent, callID string) (leave func()) {
+	child.mu.Lock()
+	child.childEvents, child.forward = parent.childEvents, forwarder(parent, child, agent, callID)
+	child.tree, child.parentRun = cmp.Or(parent.tree, parent), parent
+	child.mu.Unlock()
+	for a := parent; a != nil; a = a.parentRun {
+		a.joinTree(child)
+	}
+	parent.mu.Lock()
+	if parent.kids == nil {
+		parent.kids = map[string]*session{}
+	}
+	parent.kids[child.runID] = child
+	parent.mu.Unlock()
+	return func() {
 		for a := parent; a != nil; a = a.parentRun {
 			a.leaveTree(child)
 		}
-		rf = child.result
-		if rf == nil {
-			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, st.RunID, st.ss.status))
-		}
-	default:
-		// The call ran before (a run resumed, or taken up): its child is the one to wait for.
-		resp, err := s.executedAlready(ctx, st.RunID)
-		if resp.GetResult() == nil {
-			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, st.RunID, err))
-		}
-		rf = resp.GetResult()
 	}
-	return childOutput(sa.Agent, st.RunID, rf)
+}
+
+// childResult is the result of parent's call once child's stretch is over: its answer
+// when it ended, or runtime.ErrInterrupt when it parked, parent parking with it.
+func childResult(parent, child *session, agent string) (runtime.Output, error) {
+	child.mu.Lock()
+	ph, rf, status := child.phase, child.result, child.status
+	child.mu.Unlock()
+	if ph == phaseParked {
+		return parent.parkOnChild()
+	}
+	parent.mu.Lock()
+	delete(parent.kids, child.runID) // the call has the child's end: nothing waits for it
+	parent.mu.Unlock()
+	if rf == nil {
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", agent, child.runID, status)), nil
+	}
+	return childOutput(agent, child.runID, rf), nil
+}
+
+// parkOnChild parks the run, a child of which parked: nobody can answer the tree.
+// The child's end wakes it (wakeParent), as does any input for it.
+func (ss *session) parkOnChild() (runtime.Output, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.startParkingLocked()
+	return runtime.Output{}, runtime.ErrInterrupt
+}
+
+// awaitChild waits for the child run id that parent's call started before: a parked
+// run of parent woke, and its call runs again. A child this server keeps is adopted
+// again and waited for while the tree can be answered; parked with nobody to answer,
+// it parks parent again. One in the store alone is followed to its end.
+func (s *Manager) awaitChild(ctx context.Context, parent *session, sa Subagent, call runtime.ToolCall, id string) (runtime.Output, error) {
+	s.liveMu.Lock()
+	child := s.live[id]
+	s.liveMu.Unlock()
+	if child == nil {
+		resp, err := s.executedAlready(ctx, id)
+		if resp.GetResult() == nil {
+			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, id, err)), nil
+		}
+		return childOutput(sa.Agent, id, resp.GetResult()), nil
+	}
+	leave := adopt(parent, child, sa.Agent, call.ID)
+	defer leave()
+	// Cancelling the call cancels the child, parked or not: as a client's cancel would.
+	stop := context.AfterFunc(ctx, func() {
+		child.mu.Lock()
+		defer child.mu.Unlock()
+		child.readyLocked()
+		if child.phase != phaseEnded {
+			child.cancel(context.Cause(ctx))
+		}
+	})
+	defer stop()
+	for {
+		child.mu.Lock()
+		ph, done, changed := child.phase, child.done, child.phaseChangedLocked()
+		child.mu.Unlock()
+		parent.mu.Lock()
+		parentChanged := parent.phaseChangedLocked()
+		parent.mu.Unlock()
+		var nobody <-chan struct{}
+		switch ph {
+		case phaseEnded:
+			<-done
+			return childResult(parent, child, sa.Agent)
+		case phaseParked:
+			parent.mu.Lock()
+			// Parking already (another call's child parked): the stretch parks whatever
+			// comes, and input for the tree waits for it to.
+			parks := parent.phase == phaseParking || parent.canParkLocked()
+			if root := cmp.Or(parent.tree, parent); root != parent {
+				root.mu.Lock()
+				nobody = root.nobody
+				root.mu.Unlock()
+			} else {
+				nobody = parent.nobody
+			}
+			parent.mu.Unlock()
+			if parks {
+				return parent.parkOnChild()
+			}
+		}
+		select {
+		case <-changed:
+		case <-parentChanged:
+		case <-nobody:
+		case <-ctx.Done():
+			return runtime.Output{}, ctx.Err()
+		}
+	}
+}
+
+// wakeParent wakes the parked parent of ss, a child that ended whose answer its call
+// has not taken: the call, running again, finds it. A parent parking now is woken once
+// it has parked.
+func (s *Manager) wakeParent(ss *session) {
+	if ss.mode != ModeChild || ss.lineage.parent == "" {
+		return
+	}
+	s.liveMu.Lock()
+	parent := s.live[ss.lineage.parent]
+	s.liveMu.Unlock()
+	if parent == nil {
+		return
+	}
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	if _, waits := parent.kids[ss.runID]; waits && (parent.phase == phaseParked || parent.phase == phaseParking) {
+		parent.readyLocked()
+	}
+}
+
+// errParentEnded is why a child is cancelled that its parent's end left parked.
+var errParentEnded = errors.New("its parent run ended")
+
+// endKids cancels the children ss leaves parked as it ends (a child that runs is
+// cancelled with the call that waits for it): each ends CANCELLED, with its usage.
+func (s *Manager) endKids(ss *session) {
+	ss.mu.Lock()
+	kids := make([]*session, 0, len(ss.kids))
+	for _, c := range ss.kids {
+		kids = append(kids, c)
+	}
+	clear(ss.kids)
+	ss.mu.Unlock()
+	for _, c := range kids {
+		c.mu.Lock()
+		if c.phase == phaseParked || c.phase == phaseParking {
+			c.readyLocked()
+			if c.phase != phaseEnded {
+				c.cancel(errParentEnded)
+			}
+		}
+		c.mu.Unlock()
+	}
 }
 
 // childOutput is the result of a call whose child ended with rf.
@@ -187,14 +335,30 @@ func forwarder(parent, child *session, agent, callID string) func(*agentdv1.RunE
 	level := parent.childEvents
 	return func(ev *agentdv1.RunEvent) {
 		ce := &agentdv1.ChildEvent{RunId: child.runID, ParentRunId: parent.runID, ParentToolCallId: callID, AgentPath: []string{agent}, Event: ev}
+		show := true
 		if inner := ev.GetChildEvent(); inner != nil {
 			ce = &agentdv1.ChildEvent{RunId: inner.GetRunId(), ParentRunId: inner.GetParentRunId(), ParentToolCallId: inner.GetParentToolCallId(),
 				AgentPath: append([]string{agent}, inner.GetAgentPath()...), Event: inner.GetEvent()}
-		} else if !shown(level, ev) {
+		} else {
+			show = shown(level, ev)
+		}
+		asked := ce.GetEvent().GetApprovalRequested()
+		if !show && asked == nil {
 			return
 		}
 		parent.mu.Lock()
 		defer parent.mu.Unlock()
+		if asked != nil {
+			// Shown or not, a decision sent to parent on the approval finds its way, and
+			// a second one the child's refusal (ALREADY_DECIDED) while the child is kept.
+			if parent.routes == nil {
+				parent.routes = map[string]string{}
+			}
+			parent.routes[asked.GetApprovalId()] = ce.GetRunId()
+		}
+		if !show || parent.phase == phaseParked {
+			return // a parked run's journal takes nothing: the child's has the event
+		}
 		if err := parent.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ChildEvent{ChildEvent: ce}}); err != nil && !errors.Is(err, errRunMoved) {
 			parent.srv.log.Warn("a child's event was not shown on its parent's stream", "run_id", parent.runID, "child_run_id", child.runID, "error", err)
 		}
@@ -231,25 +395,41 @@ func (ss *session) leaveTree(child *session) {
 	delete(ss.treeRuns, child.runID)
 }
 
-// treeRunLocked returns the run below ss that has approval id open (or had it), or nil.
-// Called with ss's mu held, which it lets go of while it looks at each run below: a
-// child's lock is never taken under its root's.
-func (ss *session) treeRunLocked(approvalID string) *session {
-	if len(ss.treeRuns) == 0 {
-		return nil
+// belowLocked returns the run below ss that approval id, or run id, names: the one
+// that asked the approval its streams showed, or the run of that id when it is below
+// ss. It is woken when parked, so that it takes the input. Called with ss's mu held,
+// which it lets go of while it looks: a child's lock is never taken under its parent's.
+func (ss *session) belowLocked(approvalID, runID string) *session {
+	if runID == "" {
+		runID = ss.routes[approvalID]
 	}
-	below := make([]*session, 0, len(ss.treeRuns))
-	for _, c := range ss.treeRuns {
-		below = append(below, c)
-	}
+	c := ss.treeRuns[runID]
 	ss.mu.Unlock()
 	defer ss.mu.Lock()
-	for _, c := range below {
+	if c == nil && runID != "" {
+		// Not waited for now (ss has just woken, or the run between them is parked):
+		// the server keeps it all the same, if it is below ss.
+		c = ss.srv.liveBelow(ss.runID, runID)
+	}
+	if c != nil {
 		c.mu.Lock()
-		_, ok := c.approvals[approvalID]
+		c.readyLocked()
 		c.mu.Unlock()
-		if ok {
+	}
+	return c
+}
+
+// liveBelow returns the run id this server keeps, if it is below the run above.
+func (s *Manager) liveBelow(above, id string) *session {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	c := s.live[id]
+	for r := c; r != nil; r = s.live[r.lineage.parent] {
+		if r.lineage.parent == above {
 			return c
+		}
+		if r.lineage.parent == "" {
+			break
 		}
 	}
 	return nil

@@ -126,6 +126,8 @@ func (ss *session) runToEnd(req *runtime.Request) (parked bool) {
 		ss.srv.release(ss)
 		letGo()
 		close(done)
+		ss.srv.wakeParent(ss)
+		ss.srv.endKids(ss)
 	}()
 	rf, err := ss.execute(req)
 	if errors.Is(err, errParked) {

@@ -331,7 +331,7 @@ func (t runTools) decision(ctx context.Context, d *agentdv1.ApprovalDecision, to
 func (ss *session) decide(in input, d *agentdv1.ApprovalDecision) {
 	ss.mu.Lock()
 	if ss.approvals[d.GetApprovalId()] == nil {
-		if c := ss.treeRunLocked(d.GetApprovalId()); c != nil {
+		if c := ss.belowLocked(d.GetApprovalId(), ""); c != nil {
 			ss.mu.Unlock()
 			c.decideFor(ss, in, d)
 			return
@@ -437,7 +437,7 @@ func (ss *session) approvalRefusalLocked(slot *answerSlot[runtime.Decision], id 
 // under mu, before any event the steer causes.
 func (ss *session) steerLocked(in input, st *agentdv1.Steer) {
 	if id := st.GetRunId(); id != "" && id != ss.runID {
-		c := ss.treeRuns[id]
+		c := ss.belowLocked("", id)
 		if c == nil {
 			ss.ackLocked(in, ackError(reasonInvalidSteer, "run_id: no run %q below this one is going on", id))
 			return

@@ -78,7 +78,23 @@ type wakeFilter struct {
 // Run run whose client went away (not half-closed), with no Run stream attached to
 // answer.
 func (ss *session) canParkLocked() bool {
+	if ss.mode == ModeChild {
+		return ss.answerers == 0 && ss.treeParksLocked()
+	}
 	return ss.mode == ModeRun && ss.detach && ss.answerers == 0 && !ss.inputDone
+}
+
+// treeParksLocked reports whether a child's wait parks it, its tree with it: when its
+// root's would, nobody attached to the root to answer, and the store is this process's
+// alone (children.go). Called with the child's mu held; the root's is taken under it.
+func (ss *session) treeParksLocked() bool {
+	root := ss.tree
+	if root == nil || ss.srv.shared {
+		return false
+	}
+	root.mu.Lock()
+	defer root.mu.Unlock()
+	return root.canParkLocked()
 }
 
 // canParkAttachedLocked reports whether a wait for the client parks the run after
@@ -519,6 +535,8 @@ func (s *Manager) expire(ss *session) {
 	ss.journal.Close()
 	s.finishRun(ss)
 	s.release(ss)
+	s.wakeParent(ss)
+	s.endKids(ss)
 }
 
 // addUsage returns a and b added up; either may be nil.

@@ -84,4 +84,16 @@ func (ss *session) setPhaseLocked(to phase) {
 		phaseFault(ss, from, to)
 	}
 	ss.phase = to
+	if ss.phaseCh != nil {
+		close(ss.phaseCh)
+		ss.phaseCh = nil
+	}
+}
+
+// phaseChangedLocked returns a channel closed at the run's next change of phase.
+func (ss *session) phaseChangedLocked() <-chan struct{} {
+	if ss.phaseCh == nil {
+		ss.phaseCh = make(chan struct{})
+	}
+	return ss.phaseCh
 }

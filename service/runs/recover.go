@@ -289,6 +289,8 @@ func (s *Manager) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp 
 		mode = ModeStart
 	case continuationv1.Rpc_RPC_EXECUTE_RUN:
 		mode = ModeExecute
+	case continuationv1.Rpc_RPC_CHILD:
+		mode = ModeChild
 	}
 	if entry == nil {
 		entry = &Agent{Name: rec.Agent}
@@ -297,6 +299,7 @@ func (s *Manager) shell(rec store.Run, entry *Agent, spec *agentdv1.RunSpec, cp 
 	ss.ctx, ss.cancel = context.WithCancelCause(context.Background())
 	ss.cancel(errors.New(serverStopped)) // until a stretch runs, input is refused
 	ss.owner, ss.seq, ss.stopAfter, ss.wakeCtx = rec.Owner, rec.LastSeq, func() bool { return false }, context.Background()
+	ss.lineage = lineage{parent: rec.ParentRunID, parentCall: rec.ParentCallID, root: rec.RootRunID, depth: rec.Depth}
 	ss.lease = store.Lease{RunID: rec.ID, Holder: s.cfg.Replica, Epoch: rec.Epoch}
 	ss.setInbox(&s.cfg, nil, nil)
 	ss.phase, ss.ready = phaseTakingUp, make(chan struct{})

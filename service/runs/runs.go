@@ -311,6 +311,8 @@ func rpcOf(m Mode) continuationv1.Rpc {
 		return continuationv1.Rpc_RPC_RUN
 	case ModeStart:
 		return continuationv1.Rpc_RPC_START_RUN
+	case ModeChild:
+		return continuationv1.Rpc_RPC_CHILD
 	}
 	return continuationv1.Rpc_RPC_EXECUTE_RUN
 }

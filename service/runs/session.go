@@ -74,6 +74,13 @@ type session struct {
 	// their approvals (and a steer by run id): under mu.
 	tree, parentRun *session
 	treeRuns        map[string]*session
+	// routes name the run below this one that asked each approval its streams showed
+	// (as child_event), by approval id: a decision sent here goes there, whether that
+	// run goes on, is parked, or this one has just woken. Under mu.
+	routes map[string]string
+	// kids are the children this run's calls started or waited for that have not
+	// ended: those its end leaves parked are cancelled (endKids). Under mu.
+	kids map[string]*session
 	// detach says what the run does when the stream that started it goes away: true
 	// goes on (ON_DISCONNECT_CONTINUE), false cancels.
 	detach bool
@@ -98,6 +105,8 @@ type session struct {
 
 	mu    sync.Mutex
 	phase phase // where the run is in its life here (phase.go)
+	// phaseCh, when set, is closed at the next change of phase (phaseChangedLocked).
+	phaseCh chan struct{}
 	// The run's three parts, each under mu: the streams attached to it, what its
 	// clients send it and it waits for, and what must survive a crash.
 	attachments
@@ -335,7 +344,7 @@ func (s *Manager) sessionFor(mode Mode, entry *Agent, runID, reqID string, plan 
 	ss := s.baseSession(mode, entry, runID, thread, reqID, plan.onDisconnect)
 	ss.policy, ss.tools, ss.transcript, ss.history = plan.policy, plan.tools, plan.transcript, plan.history
 	ss.preDecisions, ss.preResults, ss.preScopes = plan.preDecisions, plan.preResults, plan.preScopes
-	if (mode == ModeRun && ss.detach) || s.gated {
+	if (mode == ModeRun && ss.detach) || mode == ModeChild || s.gated {
 		// What a run that parks, or that a store on disk recovers, starts again from.
 		ss.historyMsgs = plan.historyMsgs
 	}

@@ -93,6 +93,8 @@ const (
 	Rpc_RPC_START_RUN Rpc = 2
 	// AgentService.ExecuteRun.
 	Rpc_RPC_EXECUTE_RUN Rpc = 3
+	// A sub-agent's call: the run is a child, answered by its tree's clients.
+	Rpc_RPC_CHILD Rpc = 4
 )
 
 // Enum value maps for Rpc.
@@ -102,12 +104,14 @@ var (
 		1: "RPC_RUN",
 		2: "RPC_START_RUN",
 		3: "RPC_EXECUTE_RUN",
+		4: "RPC_CHILD",
 	}
 	Rpc_value = map[string]int32{
 		"RPC_UNSPECIFIED": 0,
 		"RPC_RUN":         1,
 		"RPC_START_RUN":   2,
 		"RPC_EXECUTE_RUN": 3,
+		"RPC_CHILD":       4,
 	}
 )
 
@@ -934,12 +938,13 @@ const file_agentd_continuation_v1_continuation_proto_rawDesc = "" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCALL_STATE_DONE\x10\x01\x12 \n" +
 	"\x1cCALL_STATE_AWAITING_APPROVAL\x10\x02\x12\x14\n" +
-	"\x10CALL_STATE_READY\x10\x03*O\n" +
+	"\x10CALL_STATE_READY\x10\x03*^\n" +
 	"\x03Rpc\x12\x13\n" +
 	"\x0fRPC_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aRPC_RUN\x10\x01\x12\x11\n" +
 	"\rRPC_START_RUN\x10\x02\x12\x13\n" +
-	"\x0fRPC_EXECUTE_RUN\x10\x03B\xed\x01\n" +
+	"\x0fRPC_EXECUTE_RUN\x10\x03\x12\r\n" +
+	"\tRPC_CHILD\x10\x04B\xed\x01\n" +
 	"\x1acom.agentd.continuation.v1B\x11ContinuationProtoP\x01ZBgithub.com/agentd/agentd/gen/agentd/continuation/v1;continuationv1\xa2\x02\x03ACX\xaa\x02\x16Agentd.Continuation.V1\xca\x02\x16Agentd\\Continuation\\V1\xe2\x02\"Agentd\\Continuation\\V1\\GPBMetadata\xea\x02\x18Agentd::Continuation::V1b\x06proto3"
 
 var (
