@@ -81,6 +81,9 @@ type session struct {
 	stage     stage
 	decide    func(*agentdv1.ApprovalRequested, *agentdv1.ApprovalDecision)
 	requested map[string]*agentdv1.ApprovalRequested // every approval seen, by id
+	// askedBy names the sub-agent whose run asked an approval, by id: a child's
+	// approvals come up the root's stream, and are decided there.
+	askedBy map[string]string
 	// held are approvals not shown yet: under --auto-approve the server asks first and
 	// then, for the calls its policy approves, answers at once (a step asks all its
 	// approvals, then answers each); the requests are held until an event other than
@@ -126,6 +129,7 @@ func newSession(cfg runConfig, e env, lines *lineReader) *session {
 		status:      st,
 		scr:         newScreen(e.stdout, useColor(e), st),
 		requested:   map[string]*agentdv1.ApprovalRequested{},
+		askedBy:     map[string]string{},
 		answeredIDs: map[string]bool{},
 		sent:        map[int64]sent{},
 		calls:       map[string]*call{},
@@ -460,6 +464,8 @@ func (s *session) onEvent(ctx context.Context, ev *agentdv1.RunEvent) (code int,
 			v = " " + clip(string(b), 200)
 		}
 		sc.line(sc.yellow("⚑ " + h.GetName() + v))
+	case *agentdv1.RunEvent_ChildEvent:
+		s.onChildEvent(k.ChildEvent)
 	case *agentdv1.RunEvent_RunFinished:
 		return s.finish(k.RunFinished, eventTime(ev)), true
 	}
@@ -491,6 +497,8 @@ func (s *session) onEventJSON(ev *agentdv1.RunEvent) (int, bool) {
 		if s.att == nil {
 			s.halfClose() // nobody answers: the run parks (under --auto-approve, the server asks only what it may not approve)
 		}
+	case *agentdv1.RunEvent_ChildEvent:
+		s.onChildEvent(k.ChildEvent)
 	case *agentdv1.RunEvent_RunFinished:
 		return s.finish(k.RunFinished, eventTime(ev)), true
 	}
@@ -589,13 +597,58 @@ func (s *session) askApproval(a *agentdv1.ApprovalRequested) {
 
 // printApproval shows what an approval is asked for; live says it may still be answered,
 // and shows when it expires.
+// onChildEvent shows an event of a child run (a sub-agent's call), indented under the
+// call by its depth: its start and end, its text, and its approvals, which are decided
+// here like the run's own (the server takes them to the child).
+func (s *session) onChildEvent(ce *agentdv1.ChildEvent) {
+	sc := s.scr
+	path := ce.GetAgentPath()
+	if len(path) == 0 {
+		return
+	}
+	who, indent := strings.Join(path, " › "), strings.Repeat("  ", len(path))
+	switch k := ce.GetEvent().GetKind().(type) {
+	case *agentdv1.RunEvent_RunStarted:
+		sc.line(indent + sc.dim("↳ "+who+" · run "+ce.GetRunId()))
+	case *agentdv1.RunEvent_TextDelta:
+		sc.continueLine("child:"+ce.GetRunId()+":"+k.TextDelta.GetMessageId(), indent+sc.dim(path[len(path)-1]+": "))
+		sc.write(k.TextDelta.GetDelta())
+	case *agentdv1.RunEvent_MessageFinished:
+		if sc.owner == "child:"+ce.GetRunId()+":"+k.MessageFinished.GetMessageId() {
+			sc.newline()
+		}
+	case *agentdv1.RunEvent_ToolCallResult:
+		sc.line(indent + sc.dim("⚙ "+k.ToolCallResult.GetName()+" → "+clip(resultText(k.ToolCallResult), 120)))
+	case *agentdv1.RunEvent_ApprovalRequested:
+		s.askedBy[k.ApprovalRequested.GetApprovalId()] = who
+		if s.att != nil && !s.att.caughtUp {
+			s.replayedApproval(k.ApprovalRequested)
+		} else {
+			s.onApprovalRequested(k.ApprovalRequested)
+		}
+	case *agentdv1.RunEvent_ApprovalResolved:
+		s.onApprovalResolved(k.ApprovalResolved)
+	case *agentdv1.RunEvent_RunFinished:
+		end := strings.ToLower(strings.TrimPrefix(k.RunFinished.GetReason().String(), "RUN_END_REASON_"))
+		mark := sc.green("✓ ")
+		if k.RunFinished.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+			mark = sc.red("✗ ")
+		}
+		sc.line(indent + mark + sc.dim(who+" "+end))
+	}
+}
+
 func (s *session) printApproval(a *agentdv1.ApprovalRequested, live bool) {
 	sc := s.scr
 	why := ""
 	if a.GetReason() != "" {
 		why = sc.dim(" (" + a.GetReason() + ")")
 	}
-	sc.line(sc.yellow("? ") + sc.bold(a.GetToolName()) + " needs your approval" + why)
+	of := ""
+	if who := s.askedBy[a.GetApprovalId()]; who != "" {
+		of = sc.dim(" (" + who + ")")
+	}
+	sc.line(sc.yellow("? ") + sc.bold(a.GetToolName()) + of + " needs your approval" + why)
 	sc.line("  " + a.GetArgumentsJson())
 	if t := a.GetExpiresAt(); t != nil && live && time.Until(t.AsTime()) > 0 {
 		sc.line(sc.dim(fmt.Sprintf("  expires in %s if not answered", time.Until(t.AsTime()).Round(time.Second))))

@@ -412,3 +412,14 @@ func TestRunSubagent(t *testing.T) {
 	r = ctl{}.run(t, "--addr", addr, "attach", id)
 	wantOutput(t, r, exitOK, "agent researcher", `⚙ calculate {"expression":"12*7"}`, "12*7 = 84", "✓ completed")
 }
+
+// A sub-agent's approval is asked, and answered, at the prompt of the run that called
+// it, marked with the agent that asks.
+func TestRunSubagentApproval(t *testing.T) {
+	t.Parallel()
+	addr := startAgentd(t, nil, "--config", filepath.Join("..", "..", "deploy", "agents.example.yaml"))
+	r := ctl{stdin: strings.NewReader("y\n")}.run(t, "--addr", addr, "run", "ask the researcher to save a note: buy milk")
+	wantOutput(t, r, exitOK, `⚙ researcher {"task":"save a note: buy milk"}`, "  ↳ researcher · run run_k",
+		"? save_note (researcher) needs your approval", "✓ save_note approved", "  ✓ researcher completed",
+		"The researcher says: Saved your note", "✓ completed")
+}
