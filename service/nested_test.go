@@ -459,3 +459,71 @@ func TestNested_CancelAParkedTree(t *testing.T) {
 		t.Errorf("the child finished %v with usage %v, want CANCELLED with its model call", fin.GetReason(), fin.GetUsage())
 	}
 }
+
+// withUsage is step reporting in and out tokens before it finishes.
+func withUsage(step rt.Step, in, out int64) rt.Step {
+	n := len(step.Events)
+	step.Events = append(append(slices.Clone(step.Events[:n-1]), rt.Usage(in, out)), step.Events[n-1])
+	return step
+}
+
+// The root's run_finished reports its tree's usage, with each run below it.
+func TestNested_TreeUsage(t *testing.T) {
+	lead := scripted{name: "lead", goTools: []runtime.Tool{}, subagents: []runs.Subagent{{Agent: "middle"}},
+		model: &rt.Model{Steps: []rt.Step{withUsage(rt.Call(0, "middle", `{"task":"x"}`), 100, 10), withUsage(rt.Say("done"), 200, 20)}}}
+	middle := scripted{name: "middle", goTools: []runtime.Tool{}, subagents: []runs.Subagent{{Agent: "leaf"}},
+		model: &rt.Model{Steps: []rt.Step{withUsage(rt.Call(0, "leaf", `{"task":"y"}`), 30, 3), withUsage(rt.Say("relayed"), 40, 4)}}}
+	leaf := scripted{name: "leaf", goTools: []runtime.Tool{}, model: &rt.Model{Steps: []rt.Step{withUsage(rt.Say("leaf"), 5, 1)}}}
+	c := newTestServer(t, service.Config{}, lead, middle, leaf).Client
+	fin, err := servicetest.Open(t, c, servicetest.Input("lead", "go")).Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v %v", fin.GetReason(), err)
+	}
+	if u := fin.GetUsage(); u.GetInputTokens() != 300 || u.GetOutputTokens() != 30 {
+		t.Errorf("the root's own usage %v", u)
+	}
+	if u := fin.GetTreeUsage(); u.GetInputTokens() != 375 || u.GetOutputTokens() != 38 || u.GetModelCalls() != 5 {
+		t.Errorf("tree_usage %v, want 375 in, 38 out, 5 model calls", u)
+	}
+	var got []string
+	for _, cu := range fin.GetChildUsage() {
+		got = append(got, fmt.Sprintf("%s:%d", strings.Join(cu.GetAgentPath(), "/"), cu.GetUsage().GetInputTokens()))
+	}
+	if strings.Join(got, " ") != "middle:70 middle/leaf:5" {
+		t.Errorf("child_usage %v, want middle's 70 and leaf's 5", got)
+	}
+}
+
+// A run starts at most Config.MaxChildren children, and a tree's calls start none once
+// it spent Config.MaxTreeTokens: the call past either gets an error result.
+func TestNested_Bounds(t *testing.T) {
+	leaf := func() scripted {
+		return scripted{name: "leaf", goTools: []runtime.Tool{}, model: &rt.Model{Steps: slices.Repeat([]rt.Step{withUsage(rt.Say("ok"), 60, 0)}, 3)}}
+	}
+	lead := func() scripted {
+		return scripted{name: "lead", goTools: []runtime.Tool{}, subagents: []runs.Subagent{{Agent: "leaf"}},
+			model: &rt.Model{Steps: []rt.Step{
+				rt.Call(0, "leaf", `{"task":"1"}`), rt.Call(1, "leaf", `{"task":"2"}`), rt.Call(2, "leaf", `{"task":"3"}`), rt.Say("done"),
+			}}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  runs.Config
+		want string
+	}{
+		{"children", runs.Config{MaxChildren: 2}, "this run has started 2 child runs"},
+		{"tree tokens", runs.Config{MaxTreeTokens: 100}, "this tree of runs has spent 120 tokens, and the server allows a tree 100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestServer(t, service.Config{Config: tc.cfg}, lead(), leaf()).Client
+			fin, err := servicetest.Open(t, c, servicetest.Input("lead", "go")).Finish()
+			if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+				t.Fatalf("finished %v %v", fin.GetReason(), err)
+			}
+			texts, errs := callResults(fin)
+			if len(texts) != 3 || errs[0] || errs[1] || !errs[2] || !strings.Contains(texts[2], tc.want) {
+				t.Fatalf("results %q (errors %v), want the third refused: %s", texts, errs, tc.want)
+			}
+		})
+	}
+}

@@ -33,6 +33,9 @@ func newFlagSet(cfg *config) (*flag.FlagSet, *bool) {
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "runs in progress at most; more are refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.maxAttachPerRun, "max-attachments-per-run", 64, "streams attached to one run at once (AttachRun, Run streams that attach, the one that started it); one more is refused with RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS)")
 	fs.IntVar(&cfg.maxAttachPerCaller, "max-attachments-per-caller", 256, "streams one caller (bearer token or client certificate) has attached to runs at once; one more is refused with RESOURCE_EXHAUSTED (TOO_MANY_ATTACHMENTS)")
+	fs.IntVar(&cfg.maxRunDepth, "max-run-depth", 4, "how deep sub-agents' child runs nest at most; a call that would go deeper gets an error result its model reads")
+	fs.IntVar(&cfg.maxChildren, "max-children-per-run", 32, "child runs one run's sub-agent calls start at most; a call past it gets an error result its model reads")
+	fs.Int64Var(&cfg.maxTreeTokens, "max-tree-tokens", 0, "tokens (input and output) a tree of runs (a root and its sub-agents' child runs) may spend before its calls start no more children; 0 turns the budget off")
 	fs.IntVar(&cfg.maxRunsPerCaller, "max-runs-per-caller", 0, "runs in progress at most of one caller (bearer token or client certificate; with --limit-by-peer-ip, an unauthenticated caller's IP); more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off")
 	fs.DurationVar(&cfg.startTimeout, "start-timeout", 30*time.Second, "how long a Run stream may stay open without its start message; then it ends DEADLINE_EXCEEDED")
 	fs.DurationVar(&cfg.stallTimeout, "stall-timeout", 2*time.Minute, "how long a stream's client may read nothing while agentd has events for it; then the stream is let go and the run goes on (under on_disconnect CANCEL the run ends FAILED, CLIENT_STALLED, with its transcript)")
@@ -93,6 +96,7 @@ var flagGroups = []struct {
 	{"Auth and TLS", []string{"auth-tokens-file", "tls-cert", "tls-key", "client-ca"}},
 	{"Store", []string{"store", "store-max-bytes", "journal-max-run-bytes", "run-retention", "thread-retention"}},
 	{"Runs", []string{"start-timeout", "stall-timeout", "max-approval-timeout", "park-after", "park-timeout", "exact-deltas"}},
+	{"Sub-agents", []string{"max-run-depth", "max-children-per-run", "max-tree-tokens"}},
 	{"Limits of the server and of each caller", []string{
 		"max-runs", "max-runs-per-caller", "max-attachments-per-run", "max-attachments-per-caller",
 		"max-parked-runs", "max-parked-runs-per-caller", "max-parked-bytes", "max-parked-bytes-per-caller",

@@ -36,6 +36,9 @@ func (cfg config) checkLimits() []error {
 	}
 	atLeast("max-runs", cfg.maxRuns, 1, "")
 	atLeast("max-runs-per-caller", cfg.maxRunsPerCaller, 0, "; 0 turns the limit off")
+	atLeast("max-run-depth", cfg.maxRunDepth, 1, "")
+	atLeast("max-children-per-run", cfg.maxChildren, 1, "")
+	atLeast("max-tree-tokens", int(max(min(cfg.maxTreeTokens, 1<<40), -1)), 0, "; 0 turns the budget off")
 	atLeast("max-attachments-per-run", cfg.maxAttachPerRun, 1, "")
 	atLeast("max-attachments-per-caller", cfg.maxAttachPerCaller, 1, "")
 	atLeast("max-parked-runs", cfg.maxParkedRuns, 0, "; 0 turns the cap off")

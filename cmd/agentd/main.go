@@ -94,6 +94,9 @@ type config struct {
 
 	// Runs (service.Config).
 	maxRunsPerCaller   int
+	maxRunDepth        int
+	maxChildren        int
+	maxTreeTokens      int64
 	maxAttachPerRun    int
 	maxAttachPerCaller int
 	startTimeout       time.Duration
@@ -442,6 +445,9 @@ func serviceLimits(cfg config) service.Config {
 		Config: runs.Config{
 			MaxConcurrentRuns:       cfg.maxRuns,
 			MaxRunsPerCaller:        cfg.maxRunsPerCaller,
+			MaxDepth:                cfg.maxRunDepth,
+			MaxChildren:             cfg.maxChildren,
+			MaxTreeTokens:           cfg.maxTreeTokens,
 			MaxAttachmentsPerRun:    cfg.maxAttachPerRun,
 			MaxAttachmentsPerCaller: cfg.maxAttachPerCaller,
 			// 0 turns a flag's cap off, and means the default in service.Config.

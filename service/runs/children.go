@@ -43,8 +43,12 @@ type Subagent struct {
 	Timeout time.Duration
 }
 
-// DefaultMaxDepth is Config.MaxDepth's default.
-const DefaultMaxDepth = 4
+// DefaultMaxDepth is Config.MaxDepth's default, and DefaultMaxChildren
+// Config.MaxChildren's.
+const (
+	DefaultMaxDepth    = 4
+	DefaultMaxChildren = 32
+)
 
 // subagentParameters is the schema of a sub-agent call: the task, in words.
 const subagentParameters = `{"type":"object","properties":{"task":{"type":"string","description":"What the agent is to do, with everything it needs to know: it sees nothing else of this conversation."}},"required":["task"],"additionalProperties":false}`
@@ -115,6 +119,9 @@ func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, ca
 		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: runs nest at most %d deep, and this one would be %d deep", sa.Agent, s.cfg.MaxDepth, lin.depth)), nil
 	}
 	lin.childID = childRunID(parent.thread, call.ID)
+	if refusal := s.childRefusal(parent, lin.childID); refusal != "" {
+		return runtime.ErrorOutput(fmt.Sprintf("the agent %s was not started: %s", sa.Agent, refusal)), nil
+	}
 	spec := &agentdv1.RunSpec{
 		Agent: sa.Agent,
 		Input: task,
@@ -131,6 +138,9 @@ func (s *Manager) runChild(ctx context.Context, parent *session, sa Subagent, ca
 		// the one to wait for.
 		return s.awaitChild(ctx, parent, sa, call, st.RunID)
 	}
+	parent.mu.Lock()
+	parent.childrenStarted++
+	parent.mu.Unlock()
 	child := st.ss
 	child.wakeCtx = context.WithoutCancel(ctx) // what a wake of the child runs with
 	leave := adopt(parent, child, sa.Agent, call.ID)
@@ -178,6 +188,7 @@ func childResult(parent, child *session, agent string) (runtime.Output, error) {
 	if rf == nil {
 		return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", agent, child.runID, status)), nil
 	}
+	parent.noteChild(agent, child.runID, rf)
 	return childOutput(agent, child.runID, rf), nil
 }
 
@@ -203,6 +214,7 @@ func (s *Manager) awaitChild(ctx context.Context, parent *session, sa Subagent, 
 		if resp.GetResult() == nil {
 			return runtime.ErrorOutput(fmt.Sprintf("the agent %s (run %s) failed: %v", sa.Agent, id, err)), nil
 		}
+		parent.noteChild(sa.Agent, id, resp.GetResult())
 		return childOutput(sa.Agent, id, resp.GetResult()), nil
 	}
 	leave := adopt(parent, child, sa.Agent, call.ID)
@@ -299,6 +311,69 @@ func (s *Manager) endKids(ss *session) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// childRefusal says why parent's call may not start its child id, or "" when it may:
+// the run has started Config.MaxChildren already, or its tree spent Config.MaxTreeTokens.
+// A call that started its child before (a run woken, or taken up) may always wait for it.
+func (s *Manager) childRefusal(parent *session, id string) string {
+	root := cmp.Or(parent.tree, parent)
+	parent.mu.Lock()
+	started, seen := parent.childrenStarted, parent.childSeen[id] || parent.kids[id] != nil
+	spent := tokens(parent.usage)
+	parent.mu.Unlock()
+	if seen {
+		return ""
+	}
+	if root != parent {
+		root.mu.Lock()
+		spent += tokens(root.usage)
+		root.mu.Unlock()
+	}
+	spent += root.treeTokens.Load()
+	switch {
+	case started >= s.cfg.MaxChildren:
+		return fmt.Sprintf("this run has started %d child runs, as many as the server allows one run", started)
+	case s.cfg.MaxTreeTokens > 0 && spent >= s.cfg.MaxTreeTokens:
+		return fmt.Sprintf("this tree of runs has spent %d tokens, and the server allows a tree %d", spent, s.cfg.MaxTreeTokens)
+	}
+	return ""
+}
+
+// tokens is what u counts against a tree's token budget.
+func tokens(u *agentdv1.Usage) int64 { return u.GetInputTokens() + u.GetOutputTokens() }
+
+// noteChild records what the child run id of agent, ended with rf, and its own children
+// used, for ss's run_finished; the tree's root counts its tokens.
+func (ss *session) noteChild(agent, id string, rf *agentdv1.RunFinished) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.childSeen[id] {
+		return
+	}
+	if ss.childSeen == nil {
+		ss.childSeen = map[string]bool{}
+	}
+	ss.childSeen[id] = true
+	ss.childUsage = append(ss.childUsage, &agentdv1.ChildUsage{RunId: id, ParentRunId: ss.runID, AgentPath: []string{agent}, Usage: rf.GetUsage(), Reason: rf.GetReason()})
+	for _, c := range rf.GetChildUsage() {
+		ss.childUsage = append(ss.childUsage, &agentdv1.ChildUsage{RunId: c.GetRunId(), ParentRunId: c.GetParentRunId(),
+			AgentPath: append([]string{agent}, c.GetAgentPath()...), Usage: c.GetUsage(), Reason: c.GetReason()})
+	}
+	cmp.Or(ss.tree, ss).treeTokens.Add(tokens(rf.GetUsage()))
+}
+
+// treeUsageLocked sets rf's tree_usage and child_usage, for a run whose calls started
+// children.
+func (ss *session) treeUsageLocked(rf *agentdv1.RunFinished) {
+	if len(ss.childUsage) == 0 {
+		return
+	}
+	total := rf.GetUsage()
+	for _, c := range ss.childUsage {
+		total = addUsage(total, c.GetUsage())
+	}
+	rf.TreeUsage, rf.ChildUsage = total, ss.childUsage
 }
 
 // childOutput is the result of a call whose child ended with rf.

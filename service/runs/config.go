@@ -20,6 +20,14 @@ type Config struct {
 	// MaxDepth bounds how deep runs nest: a sub-agent's call that would start a run
 	// deeper gets an error result. 0 means DefaultMaxDepth (4).
 	MaxDepth int
+	// MaxChildren bounds the child runs one run's sub-agent calls start: a call past it
+	// gets an error result. 0 means DefaultMaxChildren (32).
+	MaxChildren int
+	// MaxTreeTokens bounds the tokens (input and output) a tree of runs spends: a
+	// sub-agent's call made once the root's and its ended descendants' usage, and its
+	// caller's, reach it gets an error result instead of a child run. Runs that go on
+	// are not stopped by it (a run's own budget hook does that). 0 turns it off.
+	MaxTreeTokens int64
 	// MaxClientTools bounds the client tools one run may declare; 0 means 64.
 	MaxClientTools int
 	// MaxClientSchemaBytes bounds the JSON Schemas of a run's client tools together, in

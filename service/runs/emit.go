@@ -388,6 +388,7 @@ func (ss *session) sendFinished(rf *agentdv1.RunFinished) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.setPhaseLocked(phaseEnded)
+	ss.treeUsageLocked(rf)
 	ss.result = rf
 	return ss.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_RunFinished{RunFinished: rf}})
 }

@@ -135,6 +135,9 @@ func New(cfg Config, agents Agents, log *slog.Logger, h Hooks) (*Manager, error)
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
+	if cfg.MaxChildren <= 0 {
+		cfg.MaxChildren = DefaultMaxChildren
+	}
 	if cfg.InputAnswerTimeout <= 0 {
 		cfg.InputAnswerTimeout = 15 * time.Second
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -81,6 +82,14 @@ type session struct {
 	// kids are the children this run's calls started or waited for that have not
 	// ended: those its end leaves parked are cancelled (endKids). Under mu.
 	kids map[string]*session
+	// childrenStarted counts the child runs the run's calls started; childUsage is what
+	// its ended children and theirs used, for its run_finished (tree_usage), by run
+	// (childSeen). Under mu. treeTokens, on a root, adds up the tokens its tree's ended
+	// runs spent, for Config.MaxTreeTokens.
+	childrenStarted int
+	childUsage      []*agentdv1.ChildUsage
+	childSeen       map[string]bool
+	treeTokens      atomic.Int64
 	// detach says what the run does when the stream that started it goes away: true
 	// goes on (ON_DISCONNECT_CONTINUE), false cancels.
 	detach bool

@@ -2995,7 +2995,15 @@ type RunFinished struct {
 	// gave through its output tool, which matches the schema (a JSON object).
 	// Set when the run COMPLETED, and only then; an answer that never matched
 	// ends the run FAILED with reason OUTPUT_INVALID instead.
-	Output        *structpb.Value `protobuf:"bytes,9,opt,name=output,proto3" json:"output,omitempty"`
+	Output *structpb.Value `protobuf:"bytes,9,opt,name=output,proto3" json:"output,omitempty"`
+	// The usage of the run and of every run below it that ended (its
+	// sub-agents' child runs, and theirs): usage plus each child_usage entry's.
+	// Set when the run's calls started any child run.
+	TreeUsage *Usage `protobuf:"bytes,10,opt,name=tree_usage,json=treeUsage,proto3" json:"tree_usage,omitempty"`
+	// One entry per run below this one that ended, with that run's own usage
+	// (not its children's, which have entries of their own), in the order their
+	// answers reached their parents.
+	ChildUsage    []*ChildUsage `protobuf:"bytes,11,rep,name=child_usage,json=childUsage,proto3" json:"child_usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3091,6 +3099,103 @@ func (x *RunFinished) GetOutput() *structpb.Value {
 		return x.Output
 	}
 	return nil
+}
+
+func (x *RunFinished) GetTreeUsage() *Usage {
+	if x != nil {
+		return x.TreeUsage
+	}
+	return nil
+}
+
+func (x *RunFinished) GetChildUsage() []*ChildUsage {
+	if x != nil {
+		return x.ChildUsage
+	}
+	return nil
+}
+
+// ChildUsage is what one run below a run used (RunFinished.child_usage).
+type ChildUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The run whose call started it.
+	ParentRunId string `protobuf:"bytes,2,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// The agents from the reporting run's child down to run_id's, outermost
+	// first.
+	AgentPath []string `protobuf:"bytes,3,rep,name=agent_path,json=agentPath,proto3" json:"agent_path,omitempty"`
+	// The child's own usage.
+	Usage *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// How the child ended.
+	Reason        RunEndReason `protobuf:"varint,5,opt,name=reason,proto3,enum=agentd.v1.RunEndReason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildUsage) Reset() {
+	*x = ChildUsage{}
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildUsage) ProtoMessage() {}
+
+func (x *ChildUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildUsage.ProtoReflect.Descriptor instead.
+func (*ChildUsage) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ChildUsage) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ChildUsage) GetParentRunId() string {
+	if x != nil {
+		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *ChildUsage) GetAgentPath() []string {
+	if x != nil {
+		return x.AgentPath
+	}
+	return nil
+}
+
+func (x *ChildUsage) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ChildUsage) GetReason() RunEndReason {
+	if x != nil {
+		return x.Reason
+	}
+	return RunEndReason_RUN_END_REASON_UNSPECIFIED
 }
 
 var File_agentd_v1_events_proto protoreflect.FileDescriptor
@@ -3304,7 +3409,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2!.agentd.v1.RunError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x04\n" +
 	"\vRunFinished\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.agentd.v1.RunEndReasonR\x06reason\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.agentd.v1.RunErrorR\x05error\x125\n" +
@@ -3315,7 +3420,20 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\fcontinuation\x18\a \x01(\fR\fcontinuation\x12\x1d\n" +
 	"\n" +
 	"final_text\x18\b \x01(\tR\tfinalText\x12.\n" +
-	"\x06output\x18\t \x01(\v2\x16.google.protobuf.ValueR\x06output*\x81\x01\n" +
+	"\x06output\x18\t \x01(\v2\x16.google.protobuf.ValueR\x06output\x12/\n" +
+	"\n" +
+	"tree_usage\x18\n" +
+	" \x01(\v2\x10.agentd.v1.UsageR\ttreeUsage\x126\n" +
+	"\vchild_usage\x18\v \x03(\v2\x15.agentd.v1.ChildUsageR\n" +
+	"childUsage\"\xbf\x01\n" +
+	"\n" +
+	"ChildUsage\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\"\n" +
+	"\rparent_run_id\x18\x02 \x01(\tR\vparentRunId\x12\x1d\n" +
+	"\n" +
+	"agent_path\x18\x03 \x03(\tR\tagentPath\x12&\n" +
+	"\x05usage\x18\x04 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12/\n" +
+	"\x06reason\x18\x05 \x01(\x0e2\x17.agentd.v1.RunEndReasonR\x06reason*\x81\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x15\n" +
@@ -3368,7 +3486,7 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agentd_v1_events_proto_goTypes = []any{
 	(RunState)(0),                 // 0: agentd.v1.RunState
 	(MessageKind)(0),              // 1: agentd.v1.MessageKind
@@ -3401,20 +3519,21 @@ var file_agentd_v1_events_proto_goTypes = []any{
 	(*HookEvent)(nil),             // 28: agentd.v1.HookEvent
 	(*RunError)(nil),              // 29: agentd.v1.RunError
 	(*RunFinished)(nil),           // 30: agentd.v1.RunFinished
-	nil,                           // 31: agentd.v1.RunError.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*Usage)(nil),                 // 33: agentd.v1.Usage
-	(Role)(0),                     // 34: agentd.v1.Role
-	(Executor)(0),                 // 35: agentd.v1.Executor
-	(ApprovalScope)(0),            // 36: agentd.v1.ApprovalScope
-	(ApprovalOutcome)(0),          // 37: agentd.v1.ApprovalOutcome
-	(*structpb.Value)(nil),        // 38: google.protobuf.Value
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
-	(*MediaPart)(nil),             // 40: agentd.v1.MediaPart
-	(*Message)(nil),               // 41: agentd.v1.Message
+	(*ChildUsage)(nil),            // 31: agentd.v1.ChildUsage
+	nil,                           // 32: agentd.v1.RunError.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*Usage)(nil),                 // 34: agentd.v1.Usage
+	(Role)(0),                     // 35: agentd.v1.Role
+	(Executor)(0),                 // 36: agentd.v1.Executor
+	(ApprovalScope)(0),            // 37: agentd.v1.ApprovalScope
+	(ApprovalOutcome)(0),          // 38: agentd.v1.ApprovalOutcome
+	(*structpb.Value)(nil),        // 39: google.protobuf.Value
+	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
+	(*MediaPart)(nil),             // 41: agentd.v1.MediaPart
+	(*Message)(nil),               // 42: agentd.v1.Message
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	32, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	33, // 0: agentd.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	8,  // 1: agentd.v1.RunEvent.run_started:type_name -> agentd.v1.RunStarted
 	9,  // 2: agentd.v1.RunEvent.step_started:type_name -> agentd.v1.StepStarted
 	10, // 3: agentd.v1.RunEvent.message_started:type_name -> agentd.v1.MessageStarted
@@ -3441,41 +3560,45 @@ var file_agentd_v1_events_proto_depIdxs = []int32{
 	7,  // 24: agentd.v1.RunEvent.child_event:type_name -> agentd.v1.ChildEvent
 	0,  // 25: agentd.v1.Attached.state:type_name -> agentd.v1.RunState
 	17, // 26: agentd.v1.Attached.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	33, // 27: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
+	34, // 27: agentd.v1.Attached.usage:type_name -> agentd.v1.Usage
 	5,  // 28: agentd.v1.ChildEvent.event:type_name -> agentd.v1.RunEvent
-	34, // 29: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
+	35, // 29: agentd.v1.MessageStarted.role:type_name -> agentd.v1.Role
 	1,  // 30: agentd.v1.MessageStarted.kind:type_name -> agentd.v1.MessageKind
-	34, // 31: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
+	35, // 31: agentd.v1.MessageFinished.role:type_name -> agentd.v1.Role
 	1,  // 32: agentd.v1.MessageFinished.kind:type_name -> agentd.v1.MessageKind
-	35, // 33: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
-	32, // 34: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
-	36, // 35: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
-	37, // 36: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
+	36, // 33: agentd.v1.ToolCallStarted.executor:type_name -> agentd.v1.Executor
+	33, // 34: agentd.v1.ApprovalRequested.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 35: agentd.v1.ApprovalRequested.allowed_scopes:type_name -> agentd.v1.ApprovalScope
+	38, // 36: agentd.v1.ApprovalResolved.outcome:type_name -> agentd.v1.ApprovalOutcome
 	2,  // 37: agentd.v1.ApprovalResolved.decided_by:type_name -> agentd.v1.DecidedBy
-	36, // 38: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
-	35, // 39: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
-	32, // 40: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
-	38, // 41: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
-	39, // 42: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
-	40, // 43: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
+	37, // 38: agentd.v1.ApprovalResolved.scope:type_name -> agentd.v1.ApprovalScope
+	36, // 39: agentd.v1.ToolExecutionStarted.executor:type_name -> agentd.v1.Executor
+	33, // 40: agentd.v1.ToolExecutionStarted.deadline:type_name -> google.protobuf.Timestamp
+	39, // 41: agentd.v1.ToolCallResult.json:type_name -> google.protobuf.Value
+	40, // 42: agentd.v1.ToolCallResult.duration:type_name -> google.protobuf.Duration
+	41, // 43: agentd.v1.ToolCallResult.media:type_name -> agentd.v1.MediaPart
 	3,  // 44: agentd.v1.StepFinished.finish_reason:type_name -> agentd.v1.FinishReason
-	33, // 45: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
-	41, // 46: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
+	34, // 45: agentd.v1.StepFinished.usage:type_name -> agentd.v1.Usage
+	42, // 46: agentd.v1.StepFinished.new_messages:type_name -> agentd.v1.Message
 	29, // 47: agentd.v1.InputAck.error:type_name -> agentd.v1.RunError
-	39, // 48: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
-	38, // 49: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
-	31, // 50: agentd.v1.RunError.metadata:type_name -> agentd.v1.RunError.MetadataEntry
+	40, // 48: agentd.v1.GoAway.time_left:type_name -> google.protobuf.Duration
+	39, // 49: agentd.v1.HookEvent.value:type_name -> google.protobuf.Value
+	32, // 50: agentd.v1.RunError.metadata:type_name -> agentd.v1.RunError.MetadataEntry
 	4,  // 51: agentd.v1.RunFinished.reason:type_name -> agentd.v1.RunEndReason
 	29, // 52: agentd.v1.RunFinished.error:type_name -> agentd.v1.RunError
-	41, // 53: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
-	33, // 54: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
+	42, // 53: agentd.v1.RunFinished.new_messages:type_name -> agentd.v1.Message
+	34, // 54: agentd.v1.RunFinished.usage:type_name -> agentd.v1.Usage
 	17, // 55: agentd.v1.RunFinished.pending_approvals:type_name -> agentd.v1.ApprovalRequested
-	38, // 56: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	39, // 56: agentd.v1.RunFinished.output:type_name -> google.protobuf.Value
+	34, // 57: agentd.v1.RunFinished.tree_usage:type_name -> agentd.v1.Usage
+	31, // 58: agentd.v1.RunFinished.child_usage:type_name -> agentd.v1.ChildUsage
+	34, // 59: agentd.v1.ChildUsage.usage:type_name -> agentd.v1.Usage
+	4,  // 60: agentd.v1.ChildUsage.reason:type_name -> agentd.v1.RunEndReason
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -3521,7 +3644,7 @@ func file_agentd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

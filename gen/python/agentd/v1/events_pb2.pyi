@@ -130,6 +130,20 @@ class ChildEvent(_message.Message):
     run_id: str
     def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., parent_tool_call_id: _Optional[str] = ..., agent_path: _Optional[_Iterable[str]] = ..., event: _Optional[_Union[RunEvent, _Mapping]] = ...) -> None: ...
 
+class ChildUsage(_message.Message):
+    __slots__ = ["agent_path", "parent_run_id", "reason", "run_id", "usage"]
+    AGENT_PATH_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    agent_path: _containers.RepeatedScalarFieldContainer[str]
+    parent_run_id: str
+    reason: RunEndReason
+    run_id: str
+    usage: _transcript_pb2.Usage
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., agent_path: _Optional[_Iterable[str]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., reason: _Optional[_Union[RunEndReason, str]] = ...) -> None: ...
+
 class GoAway(_message.Message):
     __slots__ = ["time_left"]
     TIME_LEFT_FIELD_NUMBER: _ClassVar[int]
@@ -282,7 +296,8 @@ class RunEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., step_started: _Optional[_Union[StepStarted, _Mapping]] = ..., message_started: _Optional[_Union[MessageStarted, _Mapping]] = ..., message_finished: _Optional[_Union[MessageFinished, _Mapping]] = ..., text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., reasoning_delta: _Optional[_Union[ReasoningDelta, _Mapping]] = ..., tool_call_started: _Optional[_Union[ToolCallStarted, _Mapping]] = ..., tool_call_args_delta: _Optional[_Union[ToolCallArgsDelta, _Mapping]] = ..., tool_call_args_done: _Optional[_Union[ToolCallArgsDone, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_resolved: _Optional[_Union[ApprovalResolved, _Mapping]] = ..., tool_execution_started: _Optional[_Union[ToolExecutionStarted, _Mapping]] = ..., tool_call_result: _Optional[_Union[ToolCallResult, _Mapping]] = ..., tool_calls_cancelled: _Optional[_Union[ToolCallsCancelled, _Mapping]] = ..., steer_applied: _Optional[_Union[SteerApplied, _Mapping]] = ..., step_finished: _Optional[_Union[StepFinished, _Mapping]] = ..., input_ack: _Optional[_Union[InputAck, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., go_away: _Optional[_Union[GoAway, _Mapping]] = ..., hook_event: _Optional[_Union[HookEvent, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., attached: _Optional[_Union[Attached, _Mapping]] = ..., child_event: _Optional[_Union[ChildEvent, _Mapping]] = ...) -> None: ...
 
 class RunFinished(_message.Message):
-    __slots__ = ["continuation", "error", "final_text", "new_messages", "output", "pending_approvals", "pending_client_tool_call_ids", "reason", "usage"]
+    __slots__ = ["child_usage", "continuation", "error", "final_text", "new_messages", "output", "pending_approvals", "pending_client_tool_call_ids", "reason", "tree_usage", "usage"]
+    CHILD_USAGE_FIELD_NUMBER: _ClassVar[int]
     CONTINUATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -291,7 +306,9 @@ class RunFinished(_message.Message):
     PENDING_APPROVALS_FIELD_NUMBER: _ClassVar[int]
     PENDING_CLIENT_TOOL_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    TREE_USAGE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    child_usage: _containers.RepeatedCompositeFieldContainer[ChildUsage]
     continuation: bytes
     error: RunError
     final_text: str
@@ -300,8 +317,9 @@ class RunFinished(_message.Message):
     pending_approvals: _containers.RepeatedCompositeFieldContainer[ApprovalRequested]
     pending_client_tool_call_ids: _containers.RepeatedScalarFieldContainer[str]
     reason: RunEndReason
+    tree_usage: _transcript_pb2.Usage
     usage: _transcript_pb2.Usage
-    def __init__(self, reason: _Optional[_Union[RunEndReason, str]] = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., continuation: _Optional[bytes] = ..., final_text: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    def __init__(self, reason: _Optional[_Union[RunEndReason, str]] = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., new_messages: _Optional[_Iterable[_Union[_transcript_pb2.Message, _Mapping]]] = ..., usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., pending_approvals: _Optional[_Iterable[_Union[ApprovalRequested, _Mapping]]] = ..., pending_client_tool_call_ids: _Optional[_Iterable[str]] = ..., continuation: _Optional[bytes] = ..., final_text: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tree_usage: _Optional[_Union[_transcript_pb2.Usage, _Mapping]] = ..., child_usage: _Optional[_Iterable[_Union[ChildUsage, _Mapping]]] = ...) -> None: ...
 
 class RunStarted(_message.Message):
     __slots__ = ["agent", "depth", "model", "parent_run_id", "parent_tool_call_id", "request_id", "resumed", "root_run_id", "run_id", "thread_id", "trace_id"]

@@ -1615,6 +1615,24 @@ export declare type RunFinished = Message<"agentd.v1.RunFinished"> & {
    * @generated from field: google.protobuf.Value output = 9;
    */
   output?: Value | undefined;
+
+  /**
+   * The usage of the run and of every run below it that ended (its
+   * sub-agents' child runs, and theirs): usage plus each child_usage entry's.
+   * Set when the run's calls started any child run.
+   *
+   * @generated from field: agentd.v1.Usage tree_usage = 10;
+   */
+  treeUsage?: Usage | undefined;
+
+  /**
+   * One entry per run below this one that ended, with that run's own usage
+   * (not its children's, which have entries of their own), in the order their
+   * answers reached their parents.
+   *
+   * @generated from field: repeated agentd.v1.ChildUsage child_usage = 11;
+   */
+  childUsage: ChildUsage[];
 };
 
 /**
@@ -1622,6 +1640,55 @@ export declare type RunFinished = Message<"agentd.v1.RunFinished"> & {
  * Use `create(RunFinishedSchema)` to create a new message.
  */
 export declare const RunFinishedSchema: GenMessage<RunFinished>;
+
+/**
+ * ChildUsage is what one run below a run used (RunFinished.child_usage).
+ *
+ * @generated from message agentd.v1.ChildUsage
+ */
+export declare type ChildUsage = Message<"agentd.v1.ChildUsage"> & {
+  /**
+   * The child run.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The run whose call started it.
+   *
+   * @generated from field: string parent_run_id = 2;
+   */
+  parentRunId: string;
+
+  /**
+   * The agents from the reporting run's child down to run_id's, outermost
+   * first.
+   *
+   * @generated from field: repeated string agent_path = 3;
+   */
+  agentPath: string[];
+
+  /**
+   * The child's own usage.
+   *
+   * @generated from field: agentd.v1.Usage usage = 4;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * How the child ended.
+   *
+   * @generated from field: agentd.v1.RunEndReason reason = 5;
+   */
+  reason: RunEndReason;
+};
+
+/**
+ * Describes the message agentd.v1.ChildUsage.
+ * Use `create(ChildUsageSchema)` to create a new message.
+ */
+export declare const ChildUsageSchema: GenMessage<ChildUsage>;
 
 /**
  * RunState is where a run stands.
