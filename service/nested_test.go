@@ -527,3 +527,26 @@ func TestNested_Bounds(t *testing.T) {
 		})
 	}
 }
+
+// A root's client that half-closes answers nothing more: the child that waits parks, its
+// tree with it, and SendRunInput decides it; the half-closed stream, still reading, sees
+// the tree complete.
+func TestNested_HalfClosedRootParksTheTree(t *testing.T) {
+	srv := newTestServer(t, service.Config{}, relay("lead", "careful"), careful())
+	s := servicetest.Open(t, srv.Client, servicetest.Input("lead", "tmp"))
+	root := s.Until(func(ev *agentdv1.RunEvent) bool { return ev.GetRunStarted() != nil }).GetRunId()
+	ce := s.Until(childApproval).GetChildEvent()
+	if err := s.RunClient().CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, srv.Client, root, agentdv1.RunState_RUN_STATE_PARKED)
+	resp, err := srv.Client.SendRunInput(t.Context(), &agentdv1.SendRunInputRequest{RunId: root, ClientKey: "k1",
+		Input: &agentdv1.SendRunInputRequest_ApprovalDecision{ApprovalDecision: servicetest.Approve(ce.GetEvent().GetApprovalRequested().GetApprovalId()).GetApprovalDecision()}})
+	if err != nil || !resp.GetAck().GetAccepted() {
+		t.Fatalf("SendRunInput to the root: %v %v", resp, err)
+	}
+	fin, err := s.Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED || fin.GetFinalText() != `relayed: done: {"what":"tmp"}` {
+		t.Fatalf("the half-closed stream saw the root end %v %q: %v", fin.GetReason(), fin.GetFinalText(), err)
+	}
+}

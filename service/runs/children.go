@@ -245,7 +245,7 @@ func (s *Manager) awaitChild(ctx context.Context, parent *session, sa Subagent, 
 			parent.mu.Lock()
 			// Parking already (another call's child parked): the stretch parks whatever
 			// comes, and input for the tree waits for it to.
-			parks := parent.phase == phaseParking || parent.canParkLocked()
+			parks := parent.phase == phaseParking || parent.canParkLocked() || (parent.tree == nil && !s.shared && parent.rootParksLocked())
 			if root := cmp.Or(parent.tree, parent); root != parent {
 				root.mu.Lock()
 				nobody = root.nobody

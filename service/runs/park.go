@@ -84,8 +84,8 @@ func (ss *session) canParkLocked() bool {
 	return ss.mode == ModeRun && ss.detach && ss.answerers == 0 && !ss.inputDone
 }
 
-// treeParksLocked reports whether a child's wait parks it, its tree with it: when its
-// root's would, nobody attached to the root to answer, and the store is this process's
+// treeParksLocked reports whether a child's wait parks it, its tree with it: when no
+// Run stream that can answer is attached to its root, and the store is this process's
 // alone (children.go). Called with the child's mu held; the root's is taken under it.
 func (ss *session) treeParksLocked() bool {
 	root := ss.tree
@@ -94,7 +94,16 @@ func (ss *session) treeParksLocked() bool {
 	}
 	root.mu.Lock()
 	defer root.mu.Unlock()
-	return root.canParkLocked()
+	return root.rootParksLocked()
+}
+
+// rootParksLocked reports whether the tree below ss, a root, parks when a run of it
+// waits for a client: a Run run that outlives its stream, with no Run stream attached
+// that can answer. A root's client that half-closed answers nothing more either: where
+// the root's own wait then ends it AWAITING_INPUT with its continuation, a child's parks,
+// and SendRunInput answers it.
+func (ss *session) rootParksLocked() bool {
+	return ss.mode == ModeRun && ss.detach && ss.answerers == 0
 }
 
 // canParkAttachedLocked reports whether a wait for the client parks the run after
