@@ -38,12 +38,18 @@ type tracedServer struct {
 
 func newTracedServer(t *testing.T) *tracedServer {
 	t.Helper()
+	return newTracedServerOf(t, agents.Default())
+}
+
+// newTracedServerOf is newTracedServer serving the agents of acfg.
+func newTracedServerOf(t *testing.T, acfg *agents.Config) *tracedServer {
+	t.Helper()
 	ts := &tracedServer{exp: tracetest.NewInMemoryExporter(), ended: make(endedSpans, 1000)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(ts.exp), sdktrace.WithSpanProcessor(ts.ended))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	prop := propagation.TraceContext{}
 	log := slog.New(slog.DiscardHandler)
-	reg, err := agents.NewRegistry(agents.Default(), agents.RegistryOptions{Logger: log, TracerProvider: tp})
+	reg, err := agents.NewRegistry(acfg, agents.RegistryOptions{Logger: log, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +186,24 @@ func TestTracing_WithoutTraceContextARunStartsANewTrace(t *testing.T) {
 	}
 	if len(ts.children(run)) == 0 {
 		t.Errorf("invoke_agent has no children")
+	}
+}
+
+// A child run's span is a child of its parent's call's span: one trace for the tree.
+func TestTracing_AChildRunIsInItsParentsTrace(t *testing.T) {
+	acfg := &agents.Config{Agents: []agents.AgentConfig{
+		{Name: "lead", Model: "demo", Tools: []string{}, Subagents: []agents.SubagentConfig{{Agent: "researcher"}}},
+		{Name: "researcher", Model: "demo", Tools: []string{"calculate"}},
+	}}
+	ts := newTracedServerOf(t, acfg)
+	fin, err := servicetest.Open(t, ts.client, servicetest.Input("lead", "ask the researcher what is 12*7")).Finish()
+	if err != nil || fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v %v", fin.GetReason(), err)
+	}
+	ts.waitEnded(t, "invoke_agent lead")
+	lead, child, call := ts.span(t, "invoke_agent lead"), ts.span(t, "invoke_agent researcher"), ts.span(t, "execute_tool researcher")
+	if child.Parent.SpanID() != call.SpanContext.SpanID() || child.SpanContext.TraceID() != lead.SpanContext.TraceID() {
+		t.Errorf("the child's span has parent %v in trace %v, want the call's span %v in the lead's trace %v",
+			child.Parent.SpanID(), child.SpanContext.TraceID(), call.SpanContext.SpanID(), lead.SpanContext.TraceID())
 	}
 }

@@ -279,7 +279,9 @@ func (s *Manager) Start(ctx context.Context, mode Mode, spec *agentdv1.RunSpec) 
 		s.unadmit(counted)
 		return other, err
 	}
-	ctx, req.SpanLinks = s.traceContext(ctx)
+	if lin.parent == "" {
+		ctx, req.SpanLinks = s.traceContext(ctx)
+	} // else the child's span is a child of its parent's call's (the tool span ctx carries)
 	if ss.detach {
 		// The run outlives the RPC that started it, with the RPC's values (trace,
 		// hooks, caller), not its end.
