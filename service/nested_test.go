@@ -550,3 +550,37 @@ func TestNested_HalfClosedRootParksTheTree(t *testing.T) {
 		t.Fatalf("the half-closed stream saw the root end %v %q: %v", fin.GetReason(), fin.GetFinalText(), err)
 	}
 }
+
+// A child's deltas merge on its parent's journal as the parent's own do: read after the
+// fact, a child's fifty deltas are one event.
+func TestNested_ChildDeltasMerge(t *testing.T) {
+	pieces := slices.Repeat([]string{"a"}, 50)
+	lead := scripted{name: "lead", goTools: []runtime.Tool{}, subagents: []runs.Subagent{{Agent: "chatty"}},
+		model: &rt.Model{Steps: []rt.Step{rt.Call(0, "chatty", `{"task":"talk"}`), rt.Say("done")}}}
+	chatty := scripted{name: "chatty", goTools: []runtime.Tool{}, model: &rt.Model{Steps: []rt.Step{rt.Say(pieces...)}}}
+	c := newTestServer(t, service.Config{}, lead, chatty).Client
+	// Nobody reads the root's journal while it runs: the started stream goes away at once.
+	ctx, cancel := context.WithCancel(t.Context())
+	stream, err := c.StartRun(ctx, &agentdv1.StartRunRequest{Start: servicetest.Input("lead", "go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_, fin, evs := followChild(t, c, first.GetEvent().GetRunId())
+	if fin.GetReason() != agentdv1.RunEndReason_RUN_END_REASON_COMPLETED {
+		t.Fatalf("finished %v", fin.GetReason())
+	}
+	var deltas []string
+	for _, ev := range evs {
+		if d := ev.GetChildEvent().GetEvent().GetTextDelta(); d != nil {
+			deltas = append(deltas, d.GetDelta())
+		}
+	}
+	if len(deltas) != 1 || deltas[0] != strings.Repeat("a", 50) {
+		t.Fatalf("the child's deltas on the root's journal: %q, want one of fifty a's", deltas)
+	}
+}

@@ -10,9 +10,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/agentd/v1"
 	"github.com/agentd/agentd/runtime"
+	"github.com/agentd/agentd/service/runs/journal"
 )
 
 // Sub-agents: an agent offered to another as a tool. A call of the tool starts a child
@@ -434,7 +439,7 @@ func forwarder(parent, child *session, agent, callID string) func(*agentdv1.RunE
 		if !show || parent.phase == phaseParked {
 			return // a parked run's journal takes nothing: the child's has the event
 		}
-		if err := parent.sendLocked(&agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ChildEvent{ChildEvent: ce}}); err != nil && !errors.Is(err, errRunMoved) {
+		if err := parent.sendChildLocked(ce); err != nil && !errors.Is(err, errRunMoved) {
 			parent.srv.log.Warn("a child's event was not shown on its parent's stream", "run_id", parent.runID, "child_run_id", child.runID, "error", err)
 		}
 	}
@@ -506,6 +511,34 @@ func (s *Manager) liveBelow(above, id string) *session {
 		if r.lineage.parent == "" {
 			break
 		}
+	}
+	return nil
+}
+
+// sendChildLocked journals ce, a child's event, as child_event: a child's delta merges
+// with that child's previous one as the run's own deltas do (sendDelta), while no
+// stream has taken it. The open tail holds a copy of the child's delta, which the merge
+// changes; the event itself goes on up the tree unchanged.
+func (ss *session) sendChildLocked(ce *agentdv1.ChildEvent) error {
+	ev := &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ChildEvent{ChildEvent: ce}}
+	kind, id, text, ok := journal.DeltaOf(ev)
+	if !ok || ss.srv.cfg.ExactDeltas || !utf8.ValidString(text) {
+		return ss.sendLocked(ev)
+	}
+	if ss.moved {
+		return errRunMoved
+	}
+	if !ss.journal.MergeDelta(kind, id, text) {
+		open := &agentdv1.ChildEvent{RunId: ce.GetRunId(), ParentRunId: ce.GetParentRunId(), ParentToolCallId: ce.GetParentToolCallId(),
+			AgentPath: ce.GetAgentPath(), Event: proto.CloneOf(ce.GetEvent())}
+		tail := &agentdv1.RunEvent{Kind: &agentdv1.RunEvent_ChildEvent{ChildEvent: open}}
+		ss.stampLocked(tail)
+		ss.journal.OpenDelta(tail, kind, id, text)
+		ss.srv.writer.Mark(ss)
+	}
+	if ss.forward != nil {
+		ev.Seq, ev.RunId, ev.Time = ss.seq, ss.runID, timestamppb.New(ss.srv.now())
+		ss.forward(ev)
 	}
 	return nil
 }

@@ -1009,7 +1009,9 @@ func (x *Attached) GetAttachmentId() string {
 // sub-agent started, or a run below it. The child's own journal holds every
 // one of its events (AttachRun on run_id); these are the ones its tree's
 // streams show (RunConfig.child_events), in the order they happened. A
-// child's deltas are not merged into one another here.
+// child's deltas merge here as the run's own do while no stream has taken
+// them: consecutive deltas of one child's block become one event, which
+// carries the seq of the first.
 type ChildEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run the event comes from.

@@ -135,8 +135,13 @@ const (
 )
 
 // DeltaOf returns what a delta event appends, and to what; ok is false for any other
-// event.
+// event. A child run's delta (child_event) appends to its run's block: its id is the
+// child's run id and the block's, so that it merges with that child's next delta only.
 func DeltaOf(ev *agentdv1.RunEvent) (kind DeltaKind, id, text string, ok bool) {
+	if ce := ev.GetChildEvent(); ce != nil {
+		kind, id, text, ok = DeltaOf(ce.GetEvent())
+		return kind, ce.GetRunId() + "\x00" + id, text, ok
+	}
 	switch k := ev.GetKind().(type) {
 	case *agentdv1.RunEvent_TextDelta:
 		return TextDelta, k.TextDelta.GetMessageId(), k.TextDelta.GetDelta(), true
@@ -192,6 +197,20 @@ func (j *Journal) MergeDelta(kind DeltaKind, id, text string) bool {
 	return true
 }
 
+// setDelta sets the text of ev, a delta event (DeltaOf).
+func setDelta(ev *agentdv1.RunEvent, merged string) {
+	switch k := ev.GetKind().(type) {
+	case *agentdv1.RunEvent_ChildEvent:
+		setDelta(k.ChildEvent.GetEvent(), merged)
+	case *agentdv1.RunEvent_TextDelta:
+		k.TextDelta.Delta = merged
+	case *agentdv1.RunEvent_ReasoningDelta:
+		k.ReasoningDelta.Delta = merged
+	case *agentdv1.RunEvent_ToolCallArgsDelta:
+		k.ToolCallArgsDelta.Delta = merged
+	}
+}
+
 // sealLocked marshals the open tail into the journal's last frame.
 func (j *Journal) sealLocked() {
 	o := j.open
@@ -200,15 +219,7 @@ func (j *Journal) sealLocked() {
 	}
 	j.open = nil
 	if o.text != nil {
-		merged := string(o.text)
-		switch k := o.ev.GetKind().(type) {
-		case *agentdv1.RunEvent_TextDelta:
-			k.TextDelta.Delta = merged
-		case *agentdv1.RunEvent_ReasoningDelta:
-			k.ReasoningDelta.Delta = merged
-		case *agentdv1.RunEvent_ToolCallArgsDelta:
-			k.ToolCallArgsDelta.Delta = merged
-		}
+		setDelta(o.ev, string(o.text))
 	}
 	f, err := MarshalFrame(o.ev)
 	if err != nil {
